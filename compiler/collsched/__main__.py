@@ -1,0 +1,3 @@
+from collsched.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""Reading and writing `.sched` files (format: docs/schedule-format.md).
+
+The writer goes through a temporary file and an atomic rename, so an interrupted or failed
+write never leaves a half-written schedule behind. The reader checks everything the C
+runtime checks, and every section (the runtime reads only its own).
+"""
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .errors import ScheduleFileError
+from .ir import COLLECTIVES, MAX_RANKS, MAX_SEGMENTS, Schedule
+
+MAGIC = b"COLLSCHD"
+VERSION_MAJOR, VERSION_MINOR = 1, 0
+HEADER_BYTES = 128
+INDEX_ENTRY = 16
+OP_BYTES = 12
+FLAG_FULL_DUPLEX, FLAG_BACKGROUND = 1, 2
+
+# magic, major, minor, header_bytes, collective, nranks, nseg, flags, bytes_min, bytes_max,
+# algorithm, compiler_version, input_hash, total_ops, index_crc
+_HEADER = struct.Struct("<8sHHIIIII QQ 16s16s32s Q I")
+_INDEX = np.dtype([("offset", "<u8"), ("nops", "<u4"), ("crc", "<u4")])
+_OP = np.dtype([("peer", "<u4"), ("origin", "<u4"), ("segment", "<u2"), ("kind", "u1"),
+                ("phase", "u1")])
+assert _HEADER.size == HEADER_BYTES - 4 and _INDEX.itemsize == INDEX_ENTRY
+assert _OP.itemsize == OP_BYTES
+_COLLECTIVE_NAMES = {v: k for k, v in COLLECTIVES.items()}
+
+
+def encode(sched: Schedule) -> bytes:
+    """The whole file as bytes."""
+    if sched.collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {sched.collective!r}")
+    ops = np.empty(sched.total_ops, _OP)
+    ops["peer"], ops["origin"] = sched.peer, sched.origin
+    ops["segment"], ops["kind"], ops["phase"] = sched.segment, sched.kind, sched.phase
+    body = ops.tobytes()
+    counts = np.diff(sched.offsets)
+    index = np.empty(sched.nranks, _INDEX)
+    index["offset"] = HEADER_BYTES + INDEX_ENTRY * sched.nranks + OP_BYTES * sched.offsets[:-1]
+    index["nops"] = counts
+    mv = memoryview(body)
+    index["crc"] = [zlib.crc32(mv[OP_BYTES * int(lo):OP_BYTES * int(hi)])
+                    for lo, hi in zip(sched.offsets[:-1], sched.offsets[1:])]
+    index_bytes = index.tobytes()
+    flags = (FLAG_FULL_DUPLEX if sched.full_duplex else 0) | (
+        FLAG_BACKGROUND if sched.has_background else 0)
+    head = _HEADER.pack(
+        MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_BYTES, COLLECTIVES[sched.collective],
+        sched.nranks, sched.nseg, flags, sched.bytes_min, sched.bytes_max,
+        _ascii16(sched.algorithm), _ascii16(sched.compiler_version or __version__),
+        sched.input_hash, sched.total_ops, zlib.crc32(index_bytes))
+    return head + struct.pack("<I", zlib.crc32(head)) + index_bytes + body
+
+
+def write(sched: Schedule, path: str | os.PathLike) -> int:
+    """Write atomically; returns the number of bytes written."""
+    data = encode(sched)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
+                               prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)
+
+
+def read(path: str | os.PathLike) -> Schedule:
+    """Read and check a whole schedule file; ScheduleFileError names what is wrong."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ScheduleFileError(path, "", f"cannot read file ({e.strerror})") from None
+    return decode(data, str(path))
+
+
+def decode(data: bytes, source: str = "<bytes>") -> Schedule:
+    def bad(field: str, expected: str) -> ScheduleFileError:
+        return ScheduleFileError(source, field, expected)
+
+    if len(data) < HEADER_BYTES:
+        raise bad("header", f"expected at least {HEADER_BYTES} bytes, file has {len(data)}")
+    (magic, major, minor, header_bytes, coll, nranks, nseg, flags, bmin, bmax, alg, ver,
+     ihash, total_ops, index_crc) = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise bad("magic", f"expected {MAGIC.decode()!r}, found {magic!r}: not a collsched schedule")
+    if major != VERSION_MAJOR:
+        raise bad("version_major", f"expected {VERSION_MAJOR}, found {major}")
+    if header_bytes != HEADER_BYTES:
+        raise bad("header_bytes", f"expected {HEADER_BYTES}, found {header_bytes}")
+    (header_crc,) = struct.unpack_from("<I", data, HEADER_BYTES - 4)
+    if zlib.crc32(data[:HEADER_BYTES - 4]) != header_crc:
+        raise bad("header_crc32", "header checksum mismatch (corrupt file)")
+    if coll not in _COLLECTIVE_NAMES:
+        raise bad("collective", f"expected one of {sorted(_COLLECTIVE_NAMES)}, found {coll}")
+    if not 1 <= nranks <= MAX_RANKS:
+        raise bad("nranks", f"expected 1..{MAX_RANKS}, found {nranks}")
+    if not 1 <= nseg <= MAX_SEGMENTS:
+        raise bad("nseg", f"expected 1..{MAX_SEGMENTS}, found {nseg}")
+    if flags & ~(FLAG_FULL_DUPLEX | FLAG_BACKGROUND):
+        raise bad("flags", f"unknown flag bits in {flags:#x}")
+    if bmin > bmax:
+        raise bad("bytes_min", f"expected bytes_min <= bytes_max, found {bmin} > {bmax}")
+    index_end = HEADER_BYTES + INDEX_ENTRY * nranks
+    if len(data) < index_end:
+        raise bad("index", f"truncated: expected {index_end} bytes for {nranks} ranks, file has {len(data)}")
+    index_bytes = data[HEADER_BYTES:index_end]
+    if zlib.crc32(index_bytes) != index_crc:
+        raise bad("index_crc32", "index checksum mismatch (corrupt file)")
+    index = np.frombuffer(index_bytes, _INDEX)
+    nops = index["nops"].astype(np.int64)
+    offsets = np.zeros(nranks + 1, np.int64)
+    np.cumsum(nops, out=offsets[1:])
+    expected_off = index_end + OP_BYTES * offsets[:-1]
+    wrong = np.nonzero(index["offset"].astype(np.int64) != expected_off)[0]
+    if len(wrong):
+        r = int(wrong[0])
+        raise bad(f"index[{r}].section_offset",
+                  f"expected {int(expected_off[r])} (sections contiguous), found {int(index['offset'][r])}")
+    if int(offsets[-1]) != total_ops:
+        raise bad("total_ops", f"header says {total_ops}, index sums to {int(offsets[-1])}")
+    end = index_end + OP_BYTES * total_ops
+    if len(data) != end:
+        raise bad("sections", f"expected file size {end} bytes, found {len(data)}"
+                  + (" (truncated)" if len(data) < end else " (trailing bytes)"))
+    mv = memoryview(data)
+    for r in range(nranks):
+        lo, hi = index_end + OP_BYTES * int(offsets[r]), index_end + OP_BYTES * int(offsets[r + 1])
+        if zlib.crc32(mv[lo:hi]) != int(index["crc"][r]):
+            raise bad(f"section[{r}]", "section checksum mismatch (corrupt file)")
+    ops = np.frombuffer(data, _OP, count=total_ops, offset=index_end)
+    sched = Schedule(
+        nranks=nranks, nseg=nseg, offsets=offsets,
+        kind=ops["kind"].copy(), peer=ops["peer"].astype(np.int32),
+        origin=ops["origin"].astype(np.int32), segment=ops["segment"].astype(np.int32),
+        phase=ops["phase"].copy(), algorithm=_text(alg), collective=_COLLECTIVE_NAMES[coll],
+        bytes_min=bmin, bytes_max=bmax, full_duplex=bool(flags & FLAG_FULL_DUPLEX),
+        input_hash=ihash, compiler_version=_text(ver),
+        meta={"version": f"{major}.{minor}", "file_bytes": len(data)})
+    _check_op_fields(sched, source)
+    return sched
+
+
+def _check_op_fields(s: Schedule, source: str) -> None:
+    """Field ranges of every operation (the runtime checks the same for its own rank)."""
+    rank = s.rank_of_op
+    checks = (
+        (s.kind > 1, "kind", "0 (send) or 1 (recv)"),
+        (s.phase > 1, "phase", "0 (foreground) or 1 (background)"),
+        ((s.peer < 0) | (s.peer >= s.nranks), "peer", f"a rank below {s.nranks}"),
+        (s.peer == rank, "peer", "a rank other than the op's own"),
+        ((s.origin < 0) | (s.origin >= s.nranks), "origin", f"a rank below {s.nranks}"),
+        (s.segment >= s.nseg, "segment", f"a segment below nseg={s.nseg}"),
+    )
+    for mask, fld, expected in checks:
+        bad_ops = np.nonzero(mask)[0]
+        if len(bad_ops):
+            i = int(bad_ops[0])
+            r = int(rank[i])
+            raise ScheduleFileError(source, f"rank {r} op {i - int(s.offsets[r])} {fld}",
+                                    f"expected {expected}")
+
+
+def _ascii16(text: str) -> bytes:
+    raw = text.encode("ascii", "replace")[:16]
+    return raw.ljust(16, b"\0")
+
+
+def _text(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("ascii", "replace")

@@ -1,0 +1,293 @@
+"""Cost-model simulator: when does each transfer start and end, and when does each rank exit.
+
+Model: the Min3 paper's Eq. 1-3 (latency, bandwidth, send overhead os(m), gap g(m);
+single-port hosts, half or full duplex) with per-rank arrival times; details and the one
+deliberate simplification (a rank's list order is its port order) in docs/semantics.md.
+
+Every transfer waits for at most four earlier ones: the previous use of the sender's port,
+the previous use of the receiver's port, the previous transfer on the same link, and the
+transfer that delivered the piece to the sender. That is a DAG; its longest paths are
+computed in waves (all transfers whose predecessors are known, at once), so a 1024-rank
+ring with a million transfers takes a fraction of a second.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ir import BACKGROUND, FOREGROUND, RECV, SEND, Schedule
+from .verify import match
+
+_OS, _G, _END = 0, 1, 2  # which release time of a predecessor counts
+
+
+class ModelCycle(ValueError):
+    """The port orders of the schedule wait on each other: the model cannot order them."""
+
+
+@dataclass
+class Timeline:
+    """Per transfer: endpoints, piece, bytes and times (seconds); per rank: exit time."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    origin: np.ndarray
+    segment: np.ndarray
+    phase: np.ndarray
+    nbytes: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    arrivals: np.ndarray
+    exits: np.ndarray
+
+
+@dataclass
+class Metrics:
+    """The BDR paper's evaluation criteria (section 2.3)."""
+
+    avg_elapsed_s: float
+    run_time_s: float
+    absorption_s: float
+    imbalance_s: float  # omega
+    tau_s: float
+    imbalance_factor: float  # omega / tau
+    exit_times_s: list[float]
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class _Plan:
+    """The transfer DAG of a schedule: built once, timed for any arrival pattern."""
+
+    def __init__(self, sched: Schedule, topo, nbytes: int, matching=None):
+        m = matching if matching is not None else match(sched)
+        s = sched
+        rank = s.rank_of_op
+        so, ro = m.send_op, m.recv_op
+        order = np.argsort(so, kind="stable")  # transfers in sender list order
+        so, ro = so[order], ro[order]
+        self.n = n = len(so)
+        self.src, self.dst = rank[so], rank[ro]
+        self.origin, self.segment = s.origin[so], s.segment[so]
+        self.phase = s.phase[so]
+        self.nbytes = s.piece_bytes(nbytes)[self.segment]
+        self.nranks = s.nranks
+
+        tr_of_op = np.full(s.total_ops, -1, np.int64)
+        tr_of_op[so] = np.arange(n)
+        tr_of_op[ro] = np.arange(n)
+
+        src, dst = self.src, self.dst
+        pair_lat = topo.latency[src, dst]
+        pair_bw = topo.bandwidth[src, dst]
+        self.duration = pair_lat + self.nbytes / pair_bw
+        self.os = self._pairwise(topo.send_overhead, src, dst)
+        self.g = self._pairwise(topo.gap, src, dst)
+
+        preds, kinds = [], []
+        if topo.full_duplex:
+            # Previous send in the sender's list; previous recv in the receiver's list.
+            preds.append(self._previous_in_list(so, rank, tr_of_op, s.kind == SEND, s.total_ops))
+            kinds.append(_OS)
+            preds.append(self._previous_in_list(ro, rank, tr_of_op, s.kind == RECV, s.total_ops))
+            kinds.append(_END)
+        else:
+            # One port: the previous op of any kind, released after os (send) or at the end (recv).
+            everything = np.ones(s.total_ops, bool)
+            for ops in (so, ro):
+                p = self._previous_in_list(ops, rank, tr_of_op, everything, s.total_ops)
+                prev_op = self._previous_op(ops, rank, s)
+                kind = np.where((prev_op >= 0) & (s.kind[np.maximum(prev_op, 0)] == SEND), _OS, _END)
+                preds.append(p)
+                kinds.append(kind)
+        # Previous transfer on the same directed link.
+        link = src.astype(np.int64) * s.nranks + dst
+        lo = np.lexsort((np.arange(n), link))
+        same = np.r_[False, link[lo][1:] == link[lo][:-1]]
+        prev_link = np.full(n, -1, np.int64)
+        prev_link[lo[same]] = lo[np.nonzero(same)[0] - 1]
+        preds.append(prev_link)
+        kinds.append(_G)
+        # The transfer that brought a forwarded piece to the sender.
+        feed = np.full(n, -1, np.int64)
+        fwd = np.nonzero(self.origin != src)[0]
+        if len(fwd):
+            rkey = (dst.astype(np.int64) * s.nranks + self.origin) * s.nseg + self.segment
+            fkey = (src[fwd].astype(np.int64) * s.nranks + self.origin[fwd]) * s.nseg + self.segment[fwd]
+            srt = np.argsort(rkey, kind="stable")
+            pos = np.searchsorted(rkey[srt], fkey)
+            feed[fwd] = srt[pos]
+        preds.append(feed)
+        kinds.append(_END)
+        self.pred = np.stack(preds, 1)
+        self.kind = np.stack([np.broadcast_to(np.asarray(k, np.int8), n) for k in kinds], 1)
+
+        # Readiness independent of the data: arrivals (filled in per pattern in `time`).
+        own = self.origin == src
+        self.send_waits_arrival = own | (self.phase == FOREGROUND)
+        self.recv_waits_arrival = self.phase == FOREGROUND
+        self._order = self._topological_waves()
+        self.op_transfer = tr_of_op
+        self.rank_ops = (rank, s.offsets)
+
+    @staticmethod
+    def _pairwise(fn, src, dst):
+        # Topology methods return (P, P) matrices for a size; evaluate per transfer size.
+        def at(nbytes):
+            return fn(nbytes)[src, dst]
+        return at
+
+    @staticmethod
+    def _previous_in_list(ops, rank, tr_of_op, eligible, total):
+        """For each op in `ops`: transfer of the previous eligible op in the same rank's list."""
+        idx = np.nonzero(eligible)[0]  # eligible ops in global (rank-major) order
+        pos = np.searchsorted(idx, ops)
+        prev = np.full(len(ops), -1, np.int64)
+        has = pos > 0
+        cand = idx[np.maximum(pos - 1, 0)]
+        has &= rank[cand] == rank[ops]
+        prev[has] = tr_of_op[cand[has]]
+        return prev
+
+    @staticmethod
+    def _previous_op(ops, rank, s):
+        prev = ops - 1
+        ok = (prev >= 0) & (rank[np.maximum(prev, 0)] == rank[ops])
+        return np.where(ok, prev, -1)
+
+    def _topological_waves(self) -> list[np.ndarray]:
+        n = self.n
+        pred = self.pred
+        valid = pred >= 0
+        indeg = valid.sum(1)
+        # Successor lists in CSR form.
+        rows = np.repeat(np.arange(n), pred.shape[1])[valid.ravel()]
+        cols = pred.ravel()[valid.ravel()]
+        srt = np.argsort(cols, kind="stable")
+        succ = rows[srt]
+        succ_start = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(cols, minlength=n), out=succ_start[1:])
+        waves = []
+        frontier = np.nonzero(indeg == 0)[0]
+        done = 0
+        while len(frontier):
+            waves.append(frontier)
+            done += len(frontier)
+            lens = succ_start[frontier + 1] - succ_start[frontier]
+            if lens.sum() == 0:
+                break
+            starts = np.repeat(succ_start[frontier], lens)
+            within = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+            targets = succ[starts + within]
+            touched, dec = np.unique(targets, return_counts=True)  # O(wave), not O(n)
+            indeg[touched] -= dec
+            frontier = touched[indeg[touched] == 0]
+        if done != n:
+            stuck = int(np.nonzero(indeg > 0)[0][0])
+            raise ModelCycle(
+                f"transfer {int(self.src[stuck])}->{int(self.dst[stuck])} of piece "
+                f"({int(self.origin[stuck])},{int(self.segment[stuck])}) waits on itself through "
+                "the port orders of the cost model (reorder the ranks' lists)")
+        return waves
+
+    def time(self, arrivals: np.ndarray) -> Timeline:
+        n = self.n
+        a = np.asarray(arrivals, np.float64)
+        base = np.maximum(np.where(self.send_waits_arrival, a[self.src], -np.inf),
+                          np.where(self.recv_waits_arrival, a[self.dst], -np.inf))
+        base = np.where(np.isfinite(base), base, a.min() if len(a) else 0.0)
+        start = np.zeros(n)
+        end = np.zeros(n)
+        # Release times of each finished transfer, indexed [transfer, kind]; row n = "none".
+        rel = np.full((n + 1, 3), -np.inf)
+        os_all = self._per_transfer(self.os)
+        g_all = self._per_transfer(self.g)
+        for wave in self._order:
+            p = self.pred[wave]
+            k = self.kind[wave]
+            p = np.where(p >= 0, p, n)
+            st = np.maximum(base[wave], rel[p, k].max(1))
+            start[wave] = st
+            en = st + self.duration[wave]
+            end[wave] = en
+            rel[wave, _OS] = st + os_all[wave]
+            rel[wave, _G] = st + g_all[wave]
+            rel[wave, _END] = en
+        exits = a.copy()
+        np.maximum.at(exits, self.src, end)
+        np.maximum.at(exits, self.dst, end)
+        return Timeline(self.src, self.dst, self.origin, self.segment, self.phase, self.nbytes,
+                        start, end, a, exits)
+
+    def _per_transfer(self, fn) -> np.ndarray:
+        """os(m) or g(m) of every transfer; pieces take only a few distinct sizes."""
+        out = np.empty(self.n)
+        for size in np.unique(self.nbytes):
+            sel = self.nbytes == size
+            out[sel] = fn(int(size))[sel]
+        return out
+
+
+def simulate(sched: Schedule, topo, nbytes: int, arrivals=None,
+             matching=None) -> tuple[Timeline, Metrics]:
+    """Time one collective call; `arrivals` per rank in seconds (default: all at 0).
+
+    `matching` (from verify.verify_and_match) saves matching the transfers again.
+    """
+    plan = _Plan(sched, topo, nbytes, matching)
+    a = np.zeros(sched.nranks) if arrivals is None else np.asarray(arrivals, np.float64)
+    tl = plan.time(a)
+    flat = plan.time(np.zeros(sched.nranks)) if np.ptp(a) > 0 else tl
+    return tl, _metrics(tl, flat, topo, sched, nbytes)
+
+
+def simulate_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, matching=None):
+    """Simulate every iteration of an arrival pattern (iterations x P); mean metrics."""
+    plan = _Plan(sched, topo, nbytes, matching)
+    flat = plan.time(np.zeros(sched.nranks))
+    per_iter = []
+    timelines = []
+    for a in np.atleast_2d(pattern):
+        a = a - a.min()  # each iteration's clock starts at its first arrival
+        tl = plan.time(a)
+        timelines.append(tl)
+        per_iter.append(_metrics(tl, flat, topo, sched, nbytes))
+    mean = Metrics(
+        avg_elapsed_s=float(np.mean([m.avg_elapsed_s for m in per_iter])),
+        run_time_s=float(np.mean([m.run_time_s for m in per_iter])),
+        absorption_s=float(np.mean([m.absorption_s for m in per_iter])),
+        imbalance_s=float(np.mean([m.imbalance_s for m in per_iter])),
+        tau_s=per_iter[0].tau_s,
+        imbalance_factor=float(np.mean([m.imbalance_factor for m in per_iter])),
+        exit_times_s=np.mean([m.exit_times_s for m in per_iter], 0).tolist(),
+    )
+    return timelines, per_iter, mean
+
+
+def tau(topo, sched: Schedule, nbytes: int) -> float:
+    """Time to move one piece: the median over rank pairs (docs/semantics.md)."""
+    p = sched.nranks
+    if p < 2:
+        return 0.0
+    size = int(sched.piece_bytes(nbytes).max())
+    t = topo.transfer_time(size)
+    return float(np.median(t[~np.eye(p, dtype=bool)]))
+
+
+def _metrics(tl: Timeline, flat: Timeline, topo, sched: Schedule, nbytes: int) -> Metrics:
+    a, f = tl.arrivals, tl.exits
+    run = float(f.max() - a.min())
+    omega = float(np.ptp(a))
+    flat_run = float(flat.exits.max() - flat.arrivals.min())
+    t = tau(topo, sched, nbytes)
+    return Metrics(
+        avg_elapsed_s=float(np.mean(f - a)),
+        run_time_s=run,
+        absorption_s=flat_run - run + omega,
+        imbalance_s=omega,
+        tau_s=t,
+        imbalance_factor=omega / t if t > 0 else 0.0,
+        exit_times_s=f.tolist(),
+    )

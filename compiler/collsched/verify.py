@@ -1,0 +1,279 @@
+"""Verifier: proves a schedule correct under docs/semantics.md, or says where it is not.
+
+Each check is a named pass that returns a list of `Violation`s (never prints, never
+exits). `verify` runs them in order and stops after the first pass that fails, because
+later passes assume what earlier ones establish (progress needs matching, for example).
+All passes are array operations over the columnar IR; the progress proof is a wave
+algorithm whose Python loop runs once per dependency level, not once per operation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ir import RECV, SEND, Schedule
+
+MAX_REPORTED = 10  # per pass: enough to see a pattern, few enough to read
+
+
+@dataclass(frozen=True)
+class Violation:
+    check: str
+    rank: int
+    op: int | None  # index in the rank's list; None = after its last op
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"op {self.op}" if self.op is not None else "end of list"
+        return f"rank {self.rank}, {where}: {self.reason} [{self.check}]"
+
+
+@dataclass
+class Matching:
+    """Matched transfers: send_op[i] (global op index) meets recv_op[i]."""
+
+    send_op: np.ndarray
+    recv_op: np.ndarray
+
+
+class _Ctx:
+    """Per-schedule arrays the passes share (computed once)."""
+
+    def __init__(self, s: Schedule):
+        self.s = s
+        self.rank = s.rank_of_op
+        self.local = np.arange(s.total_ops, dtype=np.int64) - s.offsets[self.rank]
+        self.is_send = s.kind == SEND
+        self.is_recv = s.kind == RECV
+        self.matching: Matching | None = None
+        self.feeding_recv: np.ndarray | None = None  # per op: recv delivering a forwarded send's piece
+
+    def v(self, check: str, op: int, reason: str) -> Violation:
+        return Violation(check, int(self.rank[op]), int(self.local[op]), reason)
+
+    def piece_key(self, ops) -> np.ndarray:
+        s = self.s
+        return ((self.rank[ops].astype(np.int64) * s.nranks + s.origin[ops]) * s.nseg
+                + s.segment[ops])
+
+
+def check_shape(c: _Ctx) -> list[Violation]:
+    s = c.s
+    out: list[Violation] = []
+    tests = (
+        ((s.kind != SEND) & (s.kind != RECV), "kind is neither send nor recv"),
+        ((s.peer < 0) | (s.peer >= s.nranks), f"peer out of range 0..{s.nranks - 1}"),
+        (s.peer == c.rank, "peer is the rank itself"),
+        ((s.origin < 0) | (s.origin >= s.nranks), f"origin out of range 0..{s.nranks - 1}"),
+        ((s.segment < 0) | (s.segment >= s.nseg), f"segment out of range 0..{s.nseg - 1}"),
+        (s.phase > 1, "phase is neither foreground nor background"),
+    )
+    for mask, reason in tests:
+        out += [c.v("shape", int(i), reason) for i in np.nonzero(mask)[0][:MAX_REPORTED]]
+    # Background ops must form a prefix of every list (the engine runs that prefix early).
+    bg = s.phase == 1
+    late_bg = bg & (c.local > 0)
+    late_bg[late_bg] &= ~bg[np.nonzero(late_bg)[0] - 1]
+    out += [c.v("shape", int(i), "background op after a foreground op")
+            for i in np.nonzero(late_bg)[0][:MAX_REPORTED]]
+    return out
+
+
+def _pair_sequence(a: np.ndarray, b: np.ndarray, ops: np.ndarray, nranks: int):
+    """Sort ops by (a, b, list order); return sorted ops, their pair keys and k-th index."""
+    key = a.astype(np.int64) * nranks + b
+    order = np.lexsort((ops, key))
+    key, ops = key[order], ops[order]
+    starts = np.r_[0, np.nonzero(np.diff(key))[0] + 1]
+    first = np.repeat(starts, np.diff(np.r_[starts, len(key)]))
+    return ops, key, np.arange(len(key)) - first
+
+
+def check_matching(c: _Ctx) -> list[Violation]:
+    s = c.s
+    sends, recvs = np.nonzero(c.is_send)[0], np.nonzero(c.is_recv)[0]
+    s_ops, s_key, s_k = _pair_sequence(c.rank[sends], s.peer[sends], sends, s.nranks)
+    r_ops, r_key, r_k = _pair_sequence(s.peer[recvs], c.rank[recvs], recvs, s.nranks)
+    out: list[Violation] = []
+    if not np.array_equal(s_key, r_key):
+        # Some pair has more sends than recvs or the other way round: name the first extra op.
+        sk = np.stack([s_key, s_k], 1)
+        rk = np.stack([r_key, r_k], 1)
+        s_set = set(map(tuple, sk.tolist()))
+        r_set = set(map(tuple, rk.tolist()))
+        for i, t in enumerate(map(tuple, sk.tolist())):
+            if t not in r_set and len(out) < MAX_REPORTED:
+                op = int(s_ops[i])
+                out.append(c.v("matching", op,
+                               f"send to {int(s.peer[op])} (#{t[1]} on that pair) has no matching recv there"))
+        for i, t in enumerate(map(tuple, rk.tolist())):
+            if t not in s_set and len(out) < 2 * MAX_REPORTED:
+                op = int(r_ops[i])
+                out.append(c.v("matching", op,
+                               f"recv from {int(s.peer[op])} (#{t[1]} on that pair) has no matching send there"))
+        return out
+    diff = np.nonzero((s.origin[s_ops] != s.origin[r_ops]) | (s.segment[s_ops] != s.segment[r_ops]))[0]
+    for i in diff[:MAX_REPORTED]:
+        so, ro = int(s_ops[i]), int(r_ops[i])
+        out.append(c.v("matching", ro,
+                       f"recv from {int(s.peer[ro])} expects piece ({int(s.origin[ro])},{int(s.segment[ro])}) "
+                       f"but the matching send (rank {int(c.rank[so])} op {int(c.local[so])}) carries "
+                       f"({int(s.origin[so])},{int(s.segment[so])})"))
+    if not out:
+        c.matching = Matching(s_ops, r_ops)
+    return out
+
+
+def check_holding(c: _Ctx) -> list[Violation]:
+    s = c.s
+    out: list[Violation] = []
+    own_recv = np.nonzero(c.is_recv & (s.origin == c.rank))[0]
+    out += [c.v("holding", int(i), f"receives its own piece ({int(s.origin[i])},{int(s.segment[i])})")
+            for i in own_recv[:MAX_REPORTED]]
+    recvs = np.nonzero(c.is_recv)[0]
+    rkey = c.piece_key(recvs)
+    order = np.lexsort((recvs, rkey))  # first recv of each piece first
+    rkey, recvs = rkey[order], recvs[order]
+    fwd = np.nonzero(c.is_send & (s.origin != c.rank))[0]
+    fkey = c.piece_key(fwd)
+    pos = np.searchsorted(rkey, fkey)
+    found = pos < len(rkey)
+    found[found] &= rkey[pos[found]] == fkey[found]
+    feed = np.full(len(fwd), -1, np.int64)
+    feed[found] = recvs[pos[found]]
+    bad = np.nonzero(~found | (feed > fwd))[0]
+    for i in bad[:MAX_REPORTED]:
+        op = int(fwd[i])
+        what = "never receives it" if feed[i] < 0 else f"receives it only later (op {int(c.local[feed[i]])})"
+        out.append(c.v("holding", op, f"forwards piece ({int(s.origin[op])},{int(s.segment[op])}) "
+                                      f"to {int(s.peer[op])} before holding it: the rank {what}"))
+    if not out:
+        c.feeding_recv = np.full(s.total_ops, -1, np.int64)
+        c.feeding_recv[fwd] = feed
+    return out
+
+
+def check_delivery(c: _Ctx) -> list[Violation]:
+    s = c.s
+    out: list[Violation] = []
+    recvs = np.nonzero(c.is_recv & (s.origin != c.rank))[0]
+    key = c.piece_key(recvs)
+    order = np.lexsort((recvs, key))
+    key, recvs = key[order], recvs[order]
+    dup = np.nonzero(np.diff(key) == 0)[0] + 1
+    for i in dup[:MAX_REPORTED]:
+        op = int(recvs[i])
+        out.append(c.v("delivery", op, f"receives piece ({int(s.origin[op])},{int(s.segment[op])}) a second "
+                                       f"time (first at op {int(c.local[recvs[i - 1]])})"))
+    unique_per_rank = np.bincount(key[np.r_[True, np.diff(key) != 0]] // (s.nranks * s.nseg)
+                                  if len(key) else np.zeros(0, np.int64), minlength=s.nranks)
+    want = (s.nranks - 1) * s.nseg
+    for r in np.nonzero(unique_per_rank < want)[0][:MAX_REPORTED]:
+        r = int(r)
+        lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])
+        got = {(int(o), int(g)) for k, o, g in zip(s.kind[lo:hi], s.origin[lo:hi], s.segment[lo:hi])
+               if k == RECV}
+        missing = next((o, g) for o in range(s.nranks) for g in range(s.nseg)
+                       if o != r and (o, g) not in got)
+        n_missing = want - int(unique_per_rank[r])
+        out.append(Violation("delivery", r, None,
+                             f"never receives piece {missing}"
+                             + (f" ({n_missing} pieces missing in all)" if n_missing > 1 else "")))
+    return out
+
+
+def check_progress(c: _Ctx) -> list[Violation]:
+    """No deadlock: every rank issues every op under the in-order dataflow rules.
+
+    Only a forwarded send can hold up a rank's walk: it waits for the recv delivering its
+    piece, which completes once the matching send on the other rank has been issued. So
+    the walk of rank r stops at its first forwarded send whose feeding send is not yet
+    issued. Each wave advances every rank past one forwarded send whose feeder is issued;
+    if a wave advances nobody while some rank has not finished, the schedule deadlocks.
+    """
+    s = c.s
+    assert c.matching is not None and c.feeding_recv is not None
+    feeder_of_recv = np.full(s.total_ops, -1, np.int64)
+    feeder_of_recv[c.matching.recv_op] = c.matching.send_op
+    fwd = np.nonzero(c.feeding_recv >= 0)[0]  # rank-major, list order within a rank
+    dep = feeder_of_recv[c.feeding_recv[fwd]]  # the send whose issue unblocks fwd
+    dep_rank = c.rank[dep]
+    first = np.searchsorted(fwd, s.offsets[:-1])
+    last = np.searchsorted(fwd, s.offsets[1:])
+    cur = first.copy()
+    issued_upto = np.where(cur < last, fwd[np.minimum(cur, len(fwd) - 1)] if len(fwd) else 0,
+                           s.offsets[1:])
+    while True:
+        active = np.nonzero(cur < last)[0]
+        if len(active) == 0:
+            return []
+        d = cur[active]
+        ok = dep[d] < issued_upto[dep_rank[d]]
+        if not ok.any():
+            break
+        go = active[ok]
+        cur[go] += 1
+        more = cur[go] < last[go]
+        issued_upto[go] = np.where(more, fwd[np.minimum(cur[go], len(fwd) - 1)], s.offsets[go + 1])
+    out = []
+    for r in active[:MAX_REPORTED]:
+        op = int(fwd[cur[r]])
+        feeder = int(dep[cur[r]])
+        out.append(c.v("progress", op,
+                       f"deadlock: waits to forward piece ({int(s.origin[op])},{int(s.segment[op])}) until "
+                       f"rank {int(c.rank[feeder])} issues its op {int(c.local[feeder])}, which never happens"))
+    return out
+
+
+def check_wide_area(c: _Ctx, partitions: list[np.ndarray]) -> list[Violation]:
+    """Each piece enters each pool at most once, at every level of the pool tree.
+
+    `partitions` lists, per slow boundary level, a pool id per rank (e.g. the site of
+    each rank). A transfer crosses the level when source and destination pools differ.
+    """
+    s = c.s
+    out: list[Violation] = []
+    recvs = np.nonzero(c.is_recv)[0]
+    for level, pool in enumerate(partitions):
+        pool = np.asarray(pool, np.int64)
+        cross = recvs[pool[c.rank[recvs]] != pool[s.peer[recvs]]]
+        key = ((pool[c.rank[cross]] * s.nranks + s.origin[cross]) * s.nseg + s.segment[cross])
+        order = np.lexsort((cross, key))
+        key, cross = key[order], cross[order]
+        for i in (np.nonzero(np.diff(key) == 0)[0] + 1)[:MAX_REPORTED]:
+            op = int(cross[i])
+            out.append(c.v("wide-area", op,
+                           f"piece ({int(s.origin[op])},{int(s.segment[op])}) enters pool "
+                           f"{int(pool[c.rank[op]])} (level {level}) a second time from rank {int(s.peer[op])}"))
+    return out
+
+
+PASSES = (("shape", check_shape), ("matching", check_matching), ("holding", check_holding),
+          ("delivery", check_delivery), ("progress", check_progress))
+
+
+def verify(sched: Schedule, pools: list[np.ndarray] | None = None) -> list[Violation]:
+    """All violations of the first failing pass; [] when the schedule is correct."""
+    return verify_and_match(sched, pools)[0]
+
+
+def verify_and_match(sched: Schedule, pools: list[np.ndarray] | None = None):
+    """(violations, matching): the matching is None unless the matching pass succeeded."""
+    c = _Ctx(sched)
+    for _name, fn in PASSES:
+        found = fn(c)
+        if found:
+            return found, c.matching
+    if pools is not None:
+        return check_wide_area(c, pools), c.matching
+    return [], c.matching
+
+
+def match(sched: Schedule) -> Matching:
+    """Matched transfers of a schedule that passes `check_matching` (ValueError otherwise)."""
+    c = _Ctx(sched)
+    found = check_shape(c) or check_matching(c)
+    if found:
+        raise ValueError(str(found[0]))
+    return c.matching

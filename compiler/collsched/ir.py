@@ -177,3 +177,32 @@ class TransferList:
         step, src, dst, origin, segment, phase = self._cols
         return from_transfers(self.nranks, self.nseg, step, src, dst, origin, segment, phase,
                               algorithm=algorithm, half_duplex_order=half_duplex_order)
+
+
+def from_op_lists(nranks: int, nseg: int, lists, algorithm: str = "custom") -> Schedule:
+    """Schedule from per-rank lists of (kind, peer, origin, segment[, phase]) tuples.
+
+    For hand-written schedules (tests, small examples); kind is "send"/"recv" or SEND/RECV.
+    """
+    names = {"send": SEND, "recv": RECV, SEND: SEND, RECV: RECV}
+    cols: tuple[list, ...] = ([], [], [], [], [])
+    counts = []
+    for ops in lists:
+        counts.append(len(ops))
+        for op in ops:
+            kind, peer, origin, seg = op[:4]
+            phase = op[4] if len(op) > 4 else FOREGROUND
+            phase = {"fg": FOREGROUND, "bg": BACKGROUND}.get(phase, phase)
+            for col, v in zip(cols, (names[kind], peer, origin, seg, phase)):
+                col.append(v)
+    offsets = np.zeros(nranks + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Schedule(nranks=nranks, nseg=nseg, offsets=offsets,
+                    kind=np.array(cols[0], np.uint8), peer=np.array(cols[1], np.int32),
+                    origin=np.array(cols[2], np.int32), segment=np.array(cols[3], np.int32),
+                    phase=np.array(cols[4], np.uint8), algorithm=algorithm)
+
+
+def to_op_lists(sched: Schedule) -> list[list[tuple]]:
+    """Inverse of from_op_lists (kind and phase as names)."""
+    return [sched.ops_of(r) for r in range(sched.nranks)]

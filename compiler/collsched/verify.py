@@ -106,12 +106,12 @@ def check_matching(c: _Ctx) -> list[Violation]:
             if t not in r_set and len(out) < MAX_REPORTED:
                 op = int(s_ops[i])
                 out.append(c.v("matching", op,
-                               f"send to {int(s.peer[op])} (#{t[1]} on that pair) has no matching recv there"))
+                               f"send to {int(s.peer[op])} (#{t[1] + 1} on that pair) has no matching recv there"))
         for i, t in enumerate(map(tuple, rk.tolist())):
             if t not in s_set and len(out) < 2 * MAX_REPORTED:
                 op = int(r_ops[i])
                 out.append(c.v("matching", op,
-                               f"recv from {int(s.peer[op])} (#{t[1]} on that pair) has no matching send there"))
+                               f"recv from {int(s.peer[op])} (#{t[1] + 1} on that pair) has no matching send there"))
         return out
     diff = np.nonzero((s.origin[s_ops] != s.origin[r_ops]) | (s.segment[s_ops] != s.segment[r_ops]))[0]
     for i in diff[:MAX_REPORTED]:

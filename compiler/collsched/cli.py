@@ -1,0 +1,223 @@
+"""`collsched` command line: each command is a thin layer over library functions.
+
+Exit status: 0 ok, 1 verification failure, 2 bad input. Bad input never shows a Python
+traceback: one line naming the file, the field and what was expected.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import InputError
+
+EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit status 2."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        raise InputError(self.prog, "", message)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from .algorithms import REGISTRY
+
+    algs = ", ".join(f"{n}" for n in sorted(REGISTRY))
+    p = _Parser(prog="collsched",
+                description="Compile, verify, simulate and inspect MPI collective schedules.")
+    p.add_argument("--version", action="version", version=f"collsched {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("compile", help="generate a verified schedule file",
+                       description=f"Generate, verify and simulate a schedule, then write it. Algorithms: {algs}.")
+    c.add_argument("--collective", default="allgather", help="collective (allgather)")
+    c.add_argument("--algorithm", required=True, help=f"one of: {algs}")
+    c.add_argument("--ranks", type=int, required=True, help="number of ranks P")
+    c.add_argument("--bytes", required=True,
+                   help="bytes per rank: B or MIN:MAX (one file serves the range); units like 64KiB allowed")
+    c.add_argument("--segments", type=int, default=1, help="segments per block (pipelining), default 1")
+    c.add_argument("--topology", help="topology YAML (default: homogeneous 1 Gbit/s, 50 us)")
+    c.add_argument("--pap", help="arrival pattern YAML (default: all ranks arrive together)")
+    c.add_argument("--duplex", choices=("half", "full"), help="override the topology's duplex mode")
+    c.add_argument("-o", "--output", required=True, help="schedule file to write")
+    c.add_argument("--json", action="store_true", help="print a JSON summary")
+
+    v = sub.add_parser("verify", help="check a schedule file (exit 0 valid, 1 invalid)")
+    v.add_argument("file")
+
+    s = sub.add_parser("simulate", help="predict times of a schedule under the cost model")
+    s.add_argument("file")
+    s.add_argument("--topology")
+    s.add_argument("--pap")
+    s.add_argument("--bytes", help="bytes per rank (default: the largest the file serves)")
+    s.add_argument("--duplex", choices=("half", "full"))
+    s.add_argument("--json", action="store_true")
+
+    sh = sub.add_parser("show", help="print a schedule file's header and operations")
+    sh.add_argument("file")
+    sh.add_argument("--rank", type=int, help="only this rank's operations")
+
+    pl = sub.add_parser("plot", help="draw a Gantt chart of the simulated schedule")
+    pl.add_argument("file")
+    pl.add_argument("-o", "--output", required=True, help="PNG to write")
+    pl.add_argument("--topology")
+    pl.add_argument("--pap")
+    pl.add_argument("--bytes")
+    pl.add_argument("--duplex", choices=("half", "full"))
+    pl.add_argument("--max-ranks", type=int, default=64, help="lanes to draw (default 64)")
+
+    b = sub.add_parser("bench", help="run benchmarks and record them in docs/benchmarks.md")
+    b.add_argument("--suite", choices=("compiler",), default="compiler",
+                   help="compiler: compile+verify+simulate+write time and peak memory")
+    b.add_argument("--ranks", default="64,256,1024", help="comma-separated rank counts")
+    b.add_argument("--algorithm", default="ring")
+    b.add_argument("--bytes", default="1MiB")
+    b.add_argument("--doc", help="Markdown page to update (a marked section)")
+    b.add_argument("--plot", help="PNG of the results")
+    b.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _build_parser().parse_args(argv)
+        return _COMMANDS[args.command](args)
+    except InputError as e:
+        print(f"collsched: error: {e.line()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("collsched: interrupted", file=sys.stderr)
+        return 130
+
+
+def _size_arg(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from .pipeline import parse_bytes_arg
+
+    lo, hi = parse_bytes_arg(text)
+    if lo != hi:
+        raise InputError("--bytes", text, "expected one size here, not a range")
+    return lo
+
+
+def cmd_compile(a) -> int:
+    from .pipeline import VerificationFailed, compile_schedule, parse_bytes_arg
+
+    out = Path(a.output)
+    if not out.parent.is_dir():
+        raise InputError(a.output, "-o", "expected a file in an existing directory")
+    try:
+        res = compile_schedule(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), topology=a.topology,
+                               pap=a.pap, duplex=a.duplex, segments=a.segments,
+                               collective=a.collective, output=out)
+    except VerificationFailed as e:
+        print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    if a.json:
+        print(json.dumps(res.summary()))
+    else:
+        m = res.metrics
+        print(f"{out}: {a.algorithm}, {a.ranks} ranks, {res.schedule.total_ops} ops, "
+              f"{res.file_bytes} bytes; verified; predicted avg elapsed "
+              f"{m.avg_elapsed_s * 1e3:.3f} ms; compiled in {res.compile_time_s * 1e3:.1f} ms")
+    return EXIT_OK
+
+
+def cmd_verify(a) -> int:
+    from .pipeline import verify_file
+
+    sched, violations = verify_file(a.file)
+    if violations:
+        for v in violations:
+            print(f"{a.file}: invalid: {v}", file=sys.stderr)
+        return EXIT_INVALID
+    print(f"{a.file}: valid ({sched.algorithm}, {sched.nranks} ranks, {sched.total_ops} ops)")
+    return EXIT_OK
+
+
+def _simulate(a):
+    from .pipeline import VerificationFailed, simulate_file
+
+    try:
+        return simulate_file(a.file, topology=a.topology, pap=a.pap, nbytes=_size_arg(a.bytes),
+                             duplex=a.duplex)
+    except VerificationFailed as e:
+        print(f"{a.file}: invalid: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID)
+
+
+def cmd_simulate(a) -> int:
+    sched, per_iter, mean, _ = _simulate(a)
+    if a.json:
+        d = {k: v for k, v in mean.to_dict().items()}
+        d["iterations"] = [m.to_dict() | {"exit_times_s": None} for m in per_iter] if len(per_iter) > 1 else None
+        print(json.dumps({k: v for k, v in d.items() if v is not None}))
+    else:
+        print(f"{a.file}: {sched.algorithm}, {sched.nranks} ranks, {len(per_iter)} arrival pattern(s)")
+        print(f"  average elapsed time  {mean.avg_elapsed_s * 1e3:12.4f} ms")
+        print(f"  run time              {mean.run_time_s * 1e3:12.4f} ms")
+        print(f"  absorption time       {mean.absorption_s * 1e3:12.4f} ms")
+        print(f"  imbalance omega       {mean.imbalance_s * 1e3:12.4f} ms  (omega/tau = {mean.imbalance_factor:.2f})")
+    return EXIT_OK
+
+
+def cmd_show(a) -> int:
+    from . import schedfile
+    from .ir import KIND_NAMES, PHASE_NAMES
+
+    s = schedfile.read(a.file)
+    print(f"file        {a.file} ({s.meta['file_bytes']} bytes, format {s.meta['version']})")
+    print(f"collective  {s.collective}   algorithm {s.algorithm}   compiler {s.compiler_version}")
+    print(f"ranks       {s.nranks}   segments/block {s.nseg}   ops {s.total_ops}   "
+          f"duplex {'full' if s.full_duplex else 'half'}   background ops {'yes' if s.has_background else 'no'}")
+    print(f"bytes/rank  {s.bytes_min}" + (f"..{s.bytes_max}" if s.bytes_max != s.bytes_min else ""))
+    print(f"input hash  {s.input_hash.hex()}")
+    if a.rank is not None and not 0 <= a.rank < s.nranks:
+        raise InputError("--rank", str(a.rank), f"expected 0..{s.nranks - 1}")
+    ranks = [a.rank] if a.rank is not None else range(s.nranks)
+    for r in ranks:
+        ops = s.ops_of(r)
+        print(f"rank {r}: {len(ops)} ops")
+        for i, (k, peer, o, seg, ph) in enumerate(ops):
+            arrow = "->" if k == KIND_NAMES[0] else "<-"
+            print(f"  {i:6d} {k} {arrow} {peer:<6d} piece ({o},{seg}) {ph if ph != PHASE_NAMES[0] else ''}".rstrip())
+    return EXIT_OK
+
+
+def cmd_plot(a) -> int:
+    from .plot import gantt
+
+    out = Path(a.output)
+    if not out.parent.is_dir():
+        raise InputError(a.output, "-o", "expected a file in an existing directory")
+    sched, _, mean, timelines = _simulate(a)
+    title = (f"{sched.algorithm}: {sched.nranks} ranks, {sched.bytes_max} B/rank, "
+             f"avg elapsed {mean.avg_elapsed_s * 1e3:.3f} ms")
+    gantt(timelines[0], title, out, max_ranks=a.max_ranks)
+    print(f"{out}: Gantt chart of {sched.algorithm}")
+    return EXIT_OK
+
+
+def cmd_bench(a) -> int:
+    from .bench_compiler import run_compiler_bench
+
+    ranks = []
+    for x in a.ranks.split(","):
+        try:
+            ranks.append(int(x))
+        except ValueError:
+            raise InputError("--ranks", a.ranks, "expected comma-separated integers") from None
+    return run_compiler_bench(ranks, a.algorithm, _size_arg(a.bytes), doc=a.doc, plot=a.plot,
+                              as_json=a.json)
+
+
+_COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "simulate": cmd_simulate,
+             "show": cmd_show, "plot": cmd_plot, "bench": cmd_bench}
+
+if __name__ == "__main__":
+    raise SystemExit(main())

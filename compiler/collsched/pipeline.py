@@ -1,0 +1,183 @@
+"""The compiler's main job as library calls: inputs -> algorithm -> IR -> verify -> simulate -> file.
+
+The CLI is a thin layer over these functions; tests and benchmarks call them directly.
+A schedule that fails verification is never written: that would be a compiler bug, and
+it is reported as one (VerificationFailed, exit status 1).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__, schedfile
+from .algorithms import Request, generate
+from .errors import InputError
+from .ir import Schedule
+from .simulate import Metrics, simulate_pattern
+from .verify import Violation, verify_and_match
+
+
+class VerificationFailed(Exception):
+    def __init__(self, violations: list[Violation]):
+        self.violations = violations
+        super().__init__(str(violations[0]))
+
+
+@dataclass
+class CompileResult:
+    schedule: Schedule
+    metrics: Metrics
+    predicted_for_bytes: int
+    timings_s: dict = field(default_factory=dict)
+    file_bytes: int | None = None
+
+    @property
+    def compile_time_s(self) -> float:
+        return sum(self.timings_s.values())
+
+    def summary(self) -> dict:
+        s = self.schedule
+        return {
+            "algorithm": s.algorithm,
+            "collective": s.collective,
+            "ranks": s.nranks,
+            "segments": s.nseg,
+            "bytes_min": s.bytes_min,
+            "bytes_max": s.bytes_max,
+            "duplex": "full" if s.full_duplex else "half",
+            "total_ops": s.total_ops,
+            "compile_time_s": self.compile_time_s,
+            "timings_s": self.timings_s,
+            "predicted_for_bytes": self.predicted_for_bytes,
+            "predicted_avg_elapsed_s": self.metrics.avg_elapsed_s,
+            "predicted_run_time_s": self.metrics.run_time_s,
+            "predicted_absorption_s": self.metrics.absorption_s,
+            "imbalance_factor": self.metrics.imbalance_factor,
+            "file_bytes": self.file_bytes,
+            "input_hash": s.input_hash.hex(),
+        }
+
+
+def parse_bytes_arg(text: str) -> tuple[int, int]:
+    """`B` or `MIN:MAX` bytes per rank (unit suffixes allowed: 64KiB, 4MiB)."""
+    from .units import parse_bytes
+
+    parts = str(text).split(":")
+    try:
+        if len(parts) == 1:
+            b = parse_bytes(parts[0])
+            lo, hi = b, b
+        elif len(parts) == 2:
+            lo, hi = parse_bytes(parts[0]), parse_bytes(parts[1])
+        else:
+            raise ValueError("expected B or MIN:MAX")
+    except ValueError as e:
+        raise InputError("--bytes", str(text), f"expected bytes per rank as B or MIN:MAX ({e})") from None
+    if lo < 0 or hi < lo:
+        raise InputError("--bytes", str(text), "expected 0 <= MIN <= MAX")
+    return lo, hi
+
+
+def resolve_topology(nranks: int, topology_path: str | None, duplex: str | None):
+    """The topology for `nranks` ranks: a file, or a homogeneous default cluster."""
+    from .topology import homogeneous, load_topology
+
+    topo = load_topology(topology_path, nranks) if topology_path else homogeneous(nranks)
+    if topo.nranks != nranks:
+        raise InputError(topology_path or "<homogeneous>", "placement",
+                         f"expected {nranks} ranks, topology places {topo.nranks}")
+    if duplex is not None:
+        if duplex not in ("half", "full"):
+            raise InputError("--duplex", duplex, "expected half or full")
+        topo = topo.with_duplex(duplex == "full")
+    return topo
+
+
+def resolve_pattern(nranks: int, pap_path: str | None) -> np.ndarray:
+    """Arrival pattern as (iterations, P) seconds; one flat iteration by default."""
+    from .arrivals import load_pap
+
+    if pap_path is None:
+        return np.zeros((1, nranks))
+    return load_pap(pap_path, nranks)
+
+
+def input_hash(algorithm: str, options: dict, topo, pattern: np.ndarray) -> bytes:
+    canon = json.dumps({"algorithm": algorithm, "options": options, "topology": topo.to_dict(),
+                        "arrivals": np.asarray(pattern).tolist()}, sort_keys=True, default=str)
+    return hashlib.sha256(canon.encode()).digest()
+
+
+def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int], *,
+                     topology: str | None = None, pap: str | None = None,
+                     duplex: str | None = None, segments: int = 1,
+                     collective: str = "allgather", output: str | Path | None = None) -> CompileResult:
+    """Generate, verify, simulate and (optionally) write one schedule."""
+    if collective != "allgather":
+        raise InputError("--collective", collective, "expected allgather (the only collective so far)")
+    if not isinstance(nranks, int) or nranks < 2:
+        raise InputError("--ranks", str(nranks), "expected an integer of at least 2")
+    if not 1 <= segments <= 65535:
+        raise InputError("--segments", str(segments), "expected 1..65535")
+    lo, hi = (nbytes, nbytes) if isinstance(nbytes, int) else nbytes
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    topo = resolve_topology(nranks, topology, duplex)
+    pattern = resolve_pattern(nranks, pap)
+    timings["inputs"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    req = Request(nranks=nranks, nbytes=hi, nseg=segments, full_duplex=topo.full_duplex,
+                  topology=topo, arrivals=pattern[0] - pattern[0].min())
+    sched = generate(algorithm, req)
+    sched.bytes_min, sched.bytes_max = lo, hi
+    sched.compiler_version = __version__
+    sched.input_hash = input_hash(algorithm, {"bytes": [lo, hi], "segments": segments,
+                                              "duplex": topo.full_duplex}, topo, pattern)
+    timings["generate"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    violations, matching = verify_and_match(sched)
+    timings["verify"] = time.perf_counter() - t
+    if violations:
+        raise VerificationFailed(violations)
+
+    t = time.perf_counter()
+    _, _, metrics = simulate_pattern(sched, topo, hi, pattern, matching=matching)
+    timings["simulate"] = time.perf_counter() - t
+
+    result = CompileResult(sched, metrics, hi, timings)
+    if output is not None:
+        t = time.perf_counter()
+        result.file_bytes = schedfile.write(sched, output)
+        timings["write"] = time.perf_counter() - t
+    return result
+
+
+def verify_file(path: str | Path) -> tuple[Schedule, list[Violation]]:
+    sched = schedfile.read(path)
+    violations, _ = verify_and_match(sched)
+    return sched, violations
+
+
+def simulate_file(path: str | Path, *, topology: str | None = None, pap: str | None = None,
+                  nbytes: int | None = None, duplex: str | None = None):
+    """Read, verify and simulate a schedule file; returns (schedule, per-iteration, mean, timelines)."""
+    sched, violations = verify_file(path)
+    if violations:
+        raise VerificationFailed(violations)
+    size = sched.bytes_max if nbytes is None else nbytes
+    if not sched.bytes_min <= size <= sched.bytes_max:
+        raise InputError("--bytes", str(size),
+                         f"expected a size the schedule serves ({sched.bytes_min}..{sched.bytes_max})")
+    if duplex is None and topology is None:
+        duplex = "full" if sched.full_duplex else "half"
+    topo = resolve_topology(sched.nranks, topology, duplex)
+    pattern = resolve_pattern(sched.nranks, pap)
+    timelines, per_iter, mean = simulate_pattern(sched, topo, size, pattern)
+    return sched, per_iter, mean, timelines

@@ -53,7 +53,8 @@ def gantt(tl: Timeline, title: str, path: str | os.PathLike, max_ranks: int = 64
     ax.legend(handles=[Patch(color="tab:orange", label="background pre-step"),
                        Patch(color="tab:blue", label="foreground"),
                        Patch(color="black", label="arrival"), Patch(color="red", label="exit")],
-              loc="lower right", fontsize=7, ncol=4)
+              loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.5 / (1.2 + 0.32 * shown)),
+              fontsize=7, ncol=4, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     _save(fig, path)

@@ -35,7 +35,7 @@ demo: deps runtime
 bench: deps bench-compiler bench-runtime
 
 bench-compiler: deps
-	$(CLI) bench --compiler --doc docs/benchmarks.md
+	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png
 
 clean:
 	rm -rf build $(OUT)

@@ -58,14 +58,18 @@ def run_compiler_bench(ranks: list[int], algorithm: str, nbytes: int, *, doc=Non
     if as_json:
         print(json.dumps({"algorithm": algorithm, "bytes": nbytes, "results": rows}))
     md = _markdown(rows, algorithm, nbytes)
+    if plot:
+        _plot(rows, algorithm, plot)
+        if doc:
+            import os
+            rel = os.path.relpath(plot, os.path.dirname(os.path.abspath(doc)))
+            md += f"\n![compile time by stage]({rel})\n"
     if not as_json:
         print(md)
     if doc:
         from .benchdoc import replace_section
 
         replace_section(doc, "compiler", md)
-    if plot:
-        _plot(rows, algorithm, plot)
     big = [r for r in rows if r["ranks"] == 1024]
     return 0 if all(r["cvw_s"] <= TARGET_S and r["peak_rss_bytes"] <= TARGET_BYTES for r in big) else 1
 

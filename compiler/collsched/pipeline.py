@@ -108,9 +108,23 @@ def resolve_pattern(nranks: int, pap_path: str | None) -> np.ndarray:
 
 
 def input_hash(algorithm: str, options: dict, topo, pattern: np.ndarray) -> bytes:
-    canon = json.dumps({"algorithm": algorithm, "options": options, "topology": topo.to_dict(),
-                        "arrivals": np.asarray(pattern).tolist()}, sort_keys=True, default=str)
-    return hashlib.sha256(canon.encode()).digest()
+    """SHA-256 of everything the schedule was compiled from (stored in the file header).
+
+    Matrices are hashed as little-endian float64 bytes: canonical, and fast enough for
+    1024 x 1024 rank pairs (a JSON rendering of them takes seconds).
+    """
+    h = hashlib.sha256()
+    head = {"algorithm": algorithm, "options": options, "name": topo.name,
+            "hosts": list(topo.hosts), "host_site": list(topo.host_site),
+            "rank_host": np.asarray(topo.rank_host).tolist(), "full_duplex": bool(topo.full_duplex)}
+    h.update(json.dumps(head, sort_keys=True, default=str).encode())
+    for name in ("latency", "bandwidth", "os_a", "os_per_byte", "g_a", "g_per_byte"):
+        a = getattr(topo, name)
+        h.update(name.encode())
+        if a is not None:
+            h.update(np.ascontiguousarray(a, dtype="<f8").tobytes())
+    h.update(np.ascontiguousarray(pattern, dtype="<f8").tobytes())
+    return h.digest()
 
 
 def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int], *,
@@ -129,6 +143,8 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
     t = time.perf_counter()
     topo = resolve_topology(nranks, topology, duplex)
     pattern = resolve_pattern(nranks, pap)
+    digest = input_hash(algorithm, {"bytes": [lo, hi], "segments": segments,
+                                    "duplex": topo.full_duplex}, topo, pattern)
     timings["inputs"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -137,8 +153,7 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
     sched = generate(algorithm, req)
     sched.bytes_min, sched.bytes_max = lo, hi
     sched.compiler_version = __version__
-    sched.input_hash = input_hash(algorithm, {"bytes": [lo, hi], "segments": segments,
-                                              "duplex": topo.full_duplex}, topo, pattern)
+    sched.input_hash = digest
     timings["generate"] = time.perf_counter() - t
 
     t = time.perf_counter()

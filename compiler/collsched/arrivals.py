@@ -1,0 +1,97 @@
+"""Process arrival patterns (PAPs): when each rank enters the collective.
+
+A PAP file (YAML, docs/inputs.md, schema in schemas.PAP_SCHEMA) holds one arrival time per
+rank, or several iterations of them:
+
+    unit: ms
+    arrivals: [0, 1.5, 0.2, 3]          # one iteration
+    # or
+    iterations:
+      - [0, 1.5, 0.2, 3]
+      - [2, 0, 0.1, 0]
+
+Values are bare numbers in `unit` (default s) or quantity strings such as '1.5ms'.
+`load_pap` returns an array of shape (iterations, P) in seconds.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from . import units
+from .errors import InputError
+from .schemas import PAP_SCHEMA, describe, read_yaml
+
+
+def load_pap(path, nranks: int | None = None) -> np.ndarray:
+    """Arrival times in seconds, shape (iterations, P); InputError for any bad input."""
+    doc = read_yaml(path, PAP_SCHEMA)
+    d = doc.data
+    if ("arrivals" in d) == ("iterations" in d):
+        both = "arrivals" in d
+        raise doc.fail(["iterations" if both else "arrivals"],
+                       "give either arrivals (one iteration) or iterations (a list of them), "
+                       + ("not both" if both else "one is required"),
+                       line_at=None if both else [])
+    unit = d.get("unit", "s")
+    try:
+        units.time_unit_factor(unit)  # validates the unit
+    except ValueError as e:
+        raise doc.fail(["unit"], str(e)) from None
+    if "arrivals" in d:
+        rows, paths = [d["arrivals"]], [["arrivals"]]
+    else:
+        rows = d["iterations"]
+        paths = [["iterations", i] for i in range(len(rows))]
+    expected = nranks if nranks is not None else len(rows[0])
+    out = np.empty((len(rows), expected), dtype=np.float64)
+    for row, path in zip(rows, paths):
+        if len(row) != expected:
+            why = "one per rank" if nranks is not None else "as many as in the first iteration"
+            raise doc.fail(path, f"expected {expected} arrival times ({why}), got {len(row)}")
+    for k, (row, path) in enumerate(zip(rows, paths)):
+        for r, v in enumerate(row):
+            try:
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                    v = f"{v!r}{unit}"  # a bare number is in the file's unit
+                t = units.parse_time(v)
+            except ValueError as e:
+                raise doc.fail(path + [r], str(e)) from None
+            if not math.isfinite(t) or t < 0:
+                raise doc.fail(path + [r], f"expected a non-negative, finite arrival time, "
+                                           f"got {describe(v)}")
+            out[k, r] = t
+    return out
+
+
+def write_pap(path, arrivals_2d, unit: str = "s", comment: str | None = None) -> None:
+    """Write arrival times (seconds; shape (P,) or (iterations, P)) as a PAP file."""
+    a = np.asarray(arrivals_2d, dtype=np.float64)
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[1] < 1 or a.shape[0] < 1:
+        raise ValueError(f"write_pap: expected shape (P,) or (iterations, P), got {a.shape}")
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError("write_pap: arrival times must be finite and non-negative")
+    factor = units.time_unit_factor(unit)
+    rows = [[float(v) for v in row / factor] for row in a]
+    doc = {"unit": unit}
+    if len(rows) == 1:
+        doc["arrivals"] = rows[0]
+    else:
+        doc["iterations"] = rows
+    head = "# collsched process arrival pattern (docs/inputs.md): one time per rank.\n"
+    if comment:
+        head += "".join(f"# {line}\n" for line in str(comment).splitlines())
+    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100000)
+    Path(path).write_text(head + body, encoding="utf-8")
+
+
+def flat(nranks: int) -> np.ndarray:
+    """The flat pattern: every rank arrives at time 0."""
+    if int(nranks) < 1:
+        raise InputError("<flat>", "nranks", f"expected at least 1 rank, got {nranks}")
+    return np.zeros(int(nranks), dtype=np.float64)

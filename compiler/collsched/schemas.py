@@ -1,0 +1,292 @@
+"""JSON schemas of the YAML inputs, and the one way to read such an input.
+
+`read_yaml(path, schema)` parses a YAML file and validates it against a schema here; every
+problem becomes one `InputError` line: the file, the field path (``sites[1].lan.bandwidth``),
+what was expected there, and the line of the file. The schemas check structure and types
+only; quantities with units and cross-field rules are checked by the modules that read them
+(topology.py, arrivals.py), which use `Doc.fail` to report with the same format.
+
+Schema nodes may carry an ``x-expect`` key: the text shown to the user when that node does
+not match (jsonschema ignores unknown keys).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from .errors import InputError
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+TIME = {"type": ["number", "string"],
+        "x-expect": "expected a time such as 50us, 0.05s or a bare number of seconds"}
+BANDWIDTH = {"type": ["number", "string"],
+             "x-expect": "expected a bandwidth such as 1Gbit/s, 125MB/s or a bare number of bytes/s"}
+NAME = {"type": "string", "minLength": 1, "x-expect": "expected a non-empty name (a string)"}
+
+LINEAR = {  # LogGP os(m) or g(m) = a + m * per_byte
+    "type": "object",
+    "x-expect": "expected a mapping {a: <time>, per_byte: <time per byte>}",
+    "properties": {"a": TIME, "per_byte": TIME},
+    "required": ["a", "per_byte"],
+    "additionalProperties": False,
+}
+
+LINK_CLASS = {  # latency and bandwidth of a class of host pairs (LAN of a site, intra-host)
+    "type": "object",
+    "x-expect": "expected a mapping {latency: <time>, bandwidth: <bandwidth>}",
+    "properties": {"latency": TIME, "bandwidth": BANDWIDTH,
+                   "send_overhead": LINEAR, "gap": LINEAR},
+    "required": ["latency", "bandwidth"],
+    "additionalProperties": False,
+}
+
+WAN_LINK = {
+    "type": "object",
+    "x-expect": "expected a mapping {between: [SITE_A, SITE_B], latency: ..., bandwidth: ...}",
+    "properties": {
+        "between": {"type": "array", "items": NAME, "minItems": 2, "maxItems": 2,
+                    "x-expect": "expected two site names, [SITE_A, SITE_B]"},
+        "latency": TIME, "bandwidth": BANDWIDTH,
+        "latency_back": TIME, "bandwidth_back": BANDWIDTH,
+        "send_overhead": LINEAR, "gap": LINEAR,
+    },
+    "required": ["between", "latency", "bandwidth"],
+    "additionalProperties": False,
+}
+
+SITE = {
+    "type": "object",
+    "x-expect": "expected a mapping {name: ..., hosts: <count or list of names>, lan: {...}}",
+    "properties": {
+        "name": NAME,
+        "hosts": {"oneOf": [{"type": "integer", "minimum": 1},
+                            {"type": "array", "items": NAME, "minItems": 1}],
+                  "x-expect": "expected a number of hosts (at least 1) or a list of host names"},
+        "lan": LINK_CLASS,
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+HOST = {
+    "type": "object",
+    "x-expect": "expected a mapping {name: HOST, site: SITE}",
+    "properties": {"name": NAME, "site": NAME},
+    "required": ["name", "site"],
+    "additionalProperties": False,
+}
+
+MATRIX_ROWS = {"type": "array", "minItems": 1,
+               "items": {"type": "array",
+                         "x-expect": "expected a row: a list with one value per host"},
+               "x-expect": "expected a square matrix: a list of rows, one per host"}
+
+MATRIX = {
+    "type": "object",
+    "x-expect": "expected a mapping {latency: [[...]], bandwidth: [[...]]}",
+    "properties": {
+        "latency": MATRIX_ROWS, "bandwidth": MATRIX_ROWS,
+        "latency_unit": {"type": "string", "x-expect": "expected a time unit such as us or ms"},
+        "bandwidth_unit": {"type": "string",
+                           "x-expect": "expected a bandwidth unit such as Mbit/s or MB/s"},
+    },
+    "required": ["latency", "bandwidth"],
+    "additionalProperties": False,
+}
+
+PLACEMENT = {
+    "type": "object",
+    "x-expect": "expected a mapping {ranks_per_host: N} or {hosts: [host of rank 0, ...]}",
+    "properties": {
+        "ranks_per_host": {"type": "integer", "minimum": 1,
+                           "x-expect": "expected a whole number of ranks per host, at least 1"},
+        "order": {"enum": ["block", "cyclic"], "x-expect": "expected block or cyclic"},
+        "hosts": {"type": "array", "items": NAME, "minItems": 1,
+                  "x-expect": "expected a list of host names, one per rank"},
+    },
+    "additionalProperties": False,
+}
+
+TOPOLOGY_SCHEMA = {
+    "$schema": DRAFT,
+    "title": "collsched topology",
+    "type": "object",
+    "x-expect": "expected a mapping with sites (or hosts) and their links",
+    "properties": {
+        "name": NAME,
+        "description": {"type": "string"},
+        "duplex": {"enum": ["half", "full"], "x-expect": "expected half or full"},
+        "sites": {"type": "array", "items": SITE, "minItems": 1,
+                  "x-expect": "expected a list of sites"},
+        "hosts": {"type": "array", "items": HOST, "minItems": 1,
+                  "x-expect": "expected a list of hosts, each {name: HOST, site: SITE}"},
+        "wan": {"type": "array", "items": WAN_LINK, "x-expect": "expected a list of WAN links"},
+        "matrix": MATRIX,
+        "intra_host": LINK_CLASS,
+        "send_overhead": LINEAR,
+        "gap": LINEAR,
+        "placement": PLACEMENT,
+    },
+    "additionalProperties": False,
+}
+
+ARRIVALS_ROW = {"type": "array", "minItems": 1,
+                "items": {"type": ["number", "string"],
+                          "x-expect": "expected an arrival time (a number in the file's unit, "
+                                      "or a time such as 1.5ms)"},
+                "x-expect": "expected a list of arrival times, one per rank"}
+
+PAP_SCHEMA = {
+    "$schema": DRAFT,
+    "title": "collsched process arrival pattern",
+    "type": "object",
+    "x-expect": "expected a mapping with unit and arrivals (or iterations)",
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "unit": {"type": "string", "x-expect": "expected a time unit: s, ms, us or ns"},
+        "arrivals": ARRIVALS_ROW,
+        "iterations": {"type": "array", "items": ARRIVALS_ROW, "minItems": 1,
+                       "x-expect": "expected a list of iterations, each a list of arrival times"},
+    },
+    "additionalProperties": False,
+}
+
+
+# --- reading ----------------------------------------------------------------------------
+
+def fmt_path(parts) -> str:
+    """['sites', 1, 'lan', 'bandwidth'] -> 'sites[1].lan.bandwidth'."""
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def describe(value) -> str:
+    """A short, one-line description of a YAML value for messages."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass
+class Doc:
+    """A parsed YAML input: its data, and where it came from (for error lines)."""
+
+    source: str
+    text: str
+    data: object
+
+    def line_of(self, parts) -> int | None:
+        """1-based line of the node at the path, or None when the path is not in the file."""
+        if not parts:
+            return None
+        try:
+            node = yaml.compose(self.text, Loader=_SafeLoader)
+        except yaml.YAMLError:
+            return None
+        line = None
+        for p in parts:
+            nxt = None
+            if isinstance(node, yaml.MappingNode):
+                for k, v in node.value:
+                    if k.value == p:
+                        nxt, line = v, k.start_mark.line + 1
+            elif isinstance(node, yaml.SequenceNode) and isinstance(p, int) and 0 <= p < len(node.value):
+                nxt = node.value[p]
+                line = nxt.start_mark.line + 1
+            if nxt is None:
+                return None
+            node = nxt
+        return line
+
+    def fail(self, parts, expected: str, line_at=None) -> InputError:
+        """An InputError for the field at `parts` (list of keys / indices), to raise.
+
+        The line shown is that of `parts`, or of `line_at` when given (e.g. the parent
+        mapping of a missing field).
+        """
+        expected = " ".join(str(expected).split())  # always one line
+        line = self.line_of(parts if line_at is None else line_at)
+        if line is not None:
+            expected += f" (line {line})"
+        return InputError(self.source, fmt_path(parts), expected)
+
+
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse_yaml(path) -> Doc:
+    """Read and parse a YAML file; InputError for unreadable files or invalid YAML."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(source, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(source, "", f"cannot read file ({e.__class__.__name__}: {e})") from None
+    try:
+        data = yaml.load(text, Loader=_SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        what = " ".join(str(e.problem or e.context or "syntax error").split())
+        field = f"line {mark.line + 1}" if mark is not None else ""
+        raise InputError(source, field, f"invalid YAML ({what})") from None
+    except yaml.YAMLError as e:
+        raise InputError(source, "", f"invalid YAML ({' '.join(str(e).split())})") from None
+    return Doc(source, text, data)
+
+
+def _error_key(e: jsonschema.ValidationError):
+    weak = e.validator in ("anyOf", "oneOf", "additionalProperties")
+    return (len(e.absolute_path), weak, [str(p) for p in e.absolute_path])
+
+
+def validate(doc: Doc, schema: dict) -> None:
+    """Validate doc.data against schema; the first problem becomes one InputError."""
+    if doc.data is None:
+        raise InputError(doc.source, "", f"file is empty; {schema.get('x-expect', '')}".rstrip("; "))
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(doc.data), key=_error_key)
+    if not errors:
+        return
+    e = errors[0]
+    parts = list(e.absolute_path)
+    sch = e.schema if isinstance(e.schema, dict) else {}
+    if e.validator == "required":
+        props = sch.get("properties", {})
+        have = e.instance if isinstance(e.instance, dict) else {}
+        missing = [k for k in sch.get("required", []) if k not in have]
+        name = missing[0] if missing else "?"
+        hint = props.get(name, {}).get("x-expect", "")
+        raise doc.fail(parts + [name], "missing required field" + (f"; {hint}" if hint else ""),
+                       line_at=parts)
+    if e.validator == "additionalProperties":
+        known = sorted(sch.get("properties", {}))
+        have = e.instance if isinstance(e.instance, dict) else {}
+        extra = [k for k in have if k not in sch.get("properties", {})]
+        name = extra[0] if extra else "?"
+        raise doc.fail(parts + [name], f"unknown field; expected one of: {', '.join(known)}")
+    expect = sch.get("x-expect")
+    if expect is None:
+        expect = "expected " + " ".join(e.message.split())
+    raise doc.fail(parts, f"{expect}, got {describe(e.instance)}")
+
+
+def read_yaml(path, schema: dict) -> Doc:
+    """Parse and validate a YAML input; returns the Doc or raises one InputError."""
+    doc = parse_yaml(path)
+    validate(doc, schema)
+    return doc

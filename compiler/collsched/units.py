@@ -1,0 +1,162 @@
+"""Quantities with units, as users write them in YAML inputs.
+
+    time       50us, 50 ms, 0.05s, 1e-6          (bare number = seconds)
+    bandwidth  1Gbit/s, 85.19 Mbit/s, 10Gb/s, 125MB/s, 1.5GiB/s   (bare number = bytes/s)
+    size       64KiB, 4MiB, 1000                  (bare number = bytes)
+
+Bits and bytes follow the usual convention: a lower-case ``b`` (``Mbit/s``, ``Mb/s``,
+``Mbps``) counts bits, an upper-case ``B`` (``MB/s``, ``MBps``) bytes; 1 Mbit/s = 1e6 bits/s
+= 125,000 bytes/s. k/K, M, G, T are decimal (1e3 ...); Ki, Mi, Gi, Ti are binary (1024 ...).
+
+The parsers raise ValueError with a message that can be shown to the user as is; callers
+that know the file and field turn it into an InputError.
+"""
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_QUANTITY = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[^\s\d.+-][^\s]*)?\s*$")
+
+# Scaling is done in decimal (value * 10**exp exactly, then rounded once), so that
+# '50us' gives the same float as 50e-6 and '85.19 Mbit/s' the same as 85.19e6 / 8.
+_TIME_EXP = {"s": 0, "sec": 0, "ms": -3, "us": -6, "µs": -6, "μs": -6, "ns": -9}
+TIME_UNITS = {u: 10.0**e for u, e in _TIME_EXP.items()}
+
+_DECIMAL_EXP = {"": 0, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12}
+_BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}  # powers of two
+_PREFIXES = {**{p: 10.0**e for p, e in _DECIMAL_EXP.items()},
+             **{p: 2.0**e for p, e in _BINARY_EXP.items()}}
+
+
+def _scale(num: str, prefix: str, extra_exp10: int = 0) -> float:
+    """float(num * prefix * 10**extra_exp10), rounded once."""
+    exp10 = _DECIMAL_EXP.get(prefix, 0) + extra_exp10
+    value = float(Decimal(num).scaleb(exp10))
+    return value * 2.0**_BINARY_EXP.get(prefix, 0)
+
+# bandwidth: <prefix><base>, base in bits or bytes per second
+_BW_BASES = {"bit/s": 1 / 8, "b/s": 1 / 8, "bps": 1 / 8, "B/s": 1.0, "Bps": 1.0}
+_BW_UNIT = re.compile(r"^(?P<prefix>[kKMGT]i?|)(?P<base>bit/s|b/s|bps|B/s|Bps)$")
+_SIZE_UNIT = re.compile(r"^(?P<prefix>[kKMGT]i?|)B$")
+
+TIME_HELP = "s, ms, us, ns"
+BANDWIDTH_HELP = "bit/s, kbit/s, Mbit/s, Gbit/s, Mb/s, Mbps, B/s, KB/s, MB/s, GB/s, KiB/s, MiB/s, GiB/s"
+SIZE_HELP = "B, KB, MB, GB, KiB, MiB, GiB"
+
+
+def _split(text, kind: str) -> tuple[str, str]:
+    """Number (as text) and unit of a quantity (a number passes through with unit '')."""
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
+        raise ValueError(f"expected a {kind} (a number or a string such as the examples), "
+                         f"got {type(text).__name__}")
+    if isinstance(text, (int, float)):
+        if not math.isfinite(text):
+            raise ValueError(f"expected a finite {kind}, got {text!r}")
+        return repr(text), ""
+    m = _QUANTITY.match(text)
+    if not m:
+        raise ValueError(f"cannot read {text!r} as a {kind}: expected a number followed "
+                         f"by an optional unit")
+    return m.group("num"), m.group("unit") or ""
+
+
+def parse_time(text) -> float:
+    """Seconds from '50us', '50 ms', '0.05s', '1e-6' or a bare number (seconds)."""
+    num, unit = _split(text, "time")
+    if unit not in _TIME_EXP and unit != "":
+        raise ValueError(f"unknown time unit {unit!r} in {text!r} (use {TIME_HELP})")
+    return _finite(_scale(num, "", _TIME_EXP.get(unit, 0)), text, "time")
+
+
+def parse_bandwidth(text) -> float:
+    """Bytes per second from '1Gbit/s', '85.19 Mbit/s', '125MB/s', '1.5GiB/s' or a number."""
+    num, unit = _split(text, "bandwidth")
+    if unit == "":
+        return _finite(_scale(num, ""), text, "bandwidth")
+    m = _BW_UNIT.match(unit)
+    if not m:
+        raise ValueError(f"unknown bandwidth unit {unit!r} in {text!r} (use {BANDWIDTH_HELP})")
+    value = _scale(num, m.group("prefix")) * _BW_BASES[m.group("base")]  # /8 is exact
+    return _finite(value, text, "bandwidth")
+
+
+def parse_bytes(text) -> int:
+    """A whole number of bytes from '64KiB', '4MiB', '1.5KB', '1000' (bare number = bytes)."""
+    num, unit = _split(text, "size")
+    prefix = ""
+    if unit:
+        m = _SIZE_UNIT.match(unit)
+        if not m:
+            raise ValueError(f"unknown size unit {unit!r} in {text!r} (use {SIZE_HELP})")
+        prefix = m.group("prefix")
+    value = _finite(_scale(num, prefix), text, "size")
+    if value < 0:
+        raise ValueError(f"expected a non-negative size, got {text!r}")
+    if value != math.floor(value):
+        raise ValueError(f"expected a whole number of bytes, got {text!r}")
+    return int(value)
+
+
+def _finite(value: float, text, kind: str) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite {kind}, got {text!r}")
+    return value
+
+
+def time_unit_factor(unit: str) -> float:
+    """Seconds per unit, for a column of bare numbers in that unit ('ms' -> 1e-3)."""
+    if unit not in TIME_UNITS:
+        raise ValueError(f"unknown time unit {unit!r} (use {TIME_HELP})")
+    return TIME_UNITS[unit]
+
+
+def bandwidth_unit_factor(unit: str) -> float:
+    """Bytes/s per unit ('Mbit/s' -> 125000.0)."""
+    m = _BW_UNIT.match(unit) if isinstance(unit, str) else None
+    if not m:
+        raise ValueError(f"unknown bandwidth unit {unit!r} (use {BANDWIDTH_HELP})")
+    return _PREFIXES[m.group("prefix")] * _BW_BASES[m.group("base")]
+
+
+# --- formatting (for files the tools write and for messages) --------------------------
+
+def format_time(seconds: float) -> str:
+    """A short readable time: 5e-05 -> '50us'. Exact: parse_time(format_time(x)) == x."""
+    x = float(seconds)
+    if x == 0:
+        return "0s"
+    for unit, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(x) >= f or unit == "ns":
+            text = f"{_num(x / f)}{unit}"
+            if parse_time(text) == x:
+                return text
+            break
+    return f"{x!r}s"
+
+
+def format_bandwidth(bps: float) -> str:
+    """A short readable bandwidth: 125e6 -> '1Gbit/s'. Exact round trip as format_time."""
+    x = float(bps)
+    bits = x * 8
+    for unit, f in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if abs(bits) >= f:
+            text = f"{_num(bits / f)}{unit}"
+            if parse_bandwidth(text) == x:
+                return text
+    return f"{x!r}B/s"
+
+
+def format_bytes(n: int) -> str:
+    n = int(n)
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n and n % f == 0:
+            return f"{n // f}{unit}"
+    return str(n)
+
+
+def _num(v: float) -> str:
+    r = repr(float(v))
+    return r[:-2] if r.endswith(".0") else r

@@ -1,0 +1,1 @@
+"""The performance lab: SimGrid SMPI platforms from topologies, benchmark runs, reports."""

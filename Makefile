@@ -7,22 +7,23 @@ CLI   := $(VENV)/bin/collsched
 OUT   := out
 
 .PHONY: all deps test test-compiler demo bench bench-compiler clean
-all: runtime
+all: runtime lab
 
 deps:
 	@bash tools/ensure-deps.sh
 
 include runtime/runtime.mk
+include runtime/lab/lab.mk
 
 # Every test: compiler (pytest + hypothesis) and runtime (pytest driving mpirun / smpirun).
-test: deps runtime
+test: deps runtime lab
 	$(PY) -m pytest -q tests
 
 test-compiler: deps
 	$(PY) -m pytest -q tests/compiler
 
 # The main job on a bundled default: compile, verify, simulate and plot a schedule.
-demo: deps runtime
+demo: deps runtime lab
 	@mkdir -p $(OUT)
 	$(CLI) compile --collective allgather --algorithm ring --ranks 16 --bytes 65536 \
 	    --topology topologies/tryton-48.yaml -o $(OUT)/demo-ring.sched --json

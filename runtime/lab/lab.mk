@@ -1,0 +1,14 @@
+# runtime/lab/lab.mk - the lab's mini-benchmark (BDR paper, Listing 4), for real MPI and
+# SimGrid SMPI. Included by the top-level Makefile; uses the runtime's variables.
+LAB := runtime/lab
+
+.PHONY: lab
+lab: $(RT_BUILD)/bin/collsched-minibench $(RT_BUILD)/smpi/bin/collsched-minibench
+
+$(RT_BUILD)/bin/collsched-minibench: $(LAB)/minibench.c $(RT_BUILD)/lib/libcollsched.a $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/lib/libcollsched.a
+
+$(RT_BUILD)/smpi/bin/collsched-minibench: $(LAB)/minibench.c $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(SMPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/smpi/lib/libcollsched.a 2>&1 | { grep -v '^\[smpicc\]' || true; }; test -f $@

@@ -1,0 +1,243 @@
+/* collsched-minibench: the mini-benchmark of the BDR paper (Listing 4), for the lab.
+ *
+ * Every iteration: two barriers, emulated computation of 100 ms + u * maxDelay split in
+ * two halves at a 50% edge (u from the same seeded generator as
+ * compiler/collsched/lab/arrivals.py), then the allgather under test, timed per rank,
+ * then a check of the received data. Rank 0 prints one JSON object with every rank's
+ * arrival and exit time per iteration, so the Python side computes the BDR metrics.
+ *
+ * Builds with mpicc (real MPI) and smpicc (SimGrid SMPI: usleep is simulated time;
+ * with --shared-data large buffers use SMPI's partial shared malloc, keeping the first
+ * and last page of every piece private so the check still covers every piece).
+ *
+ *   collsched-minibench --bytes B --iterations N --max-delay-ms D --seed S
+ *                       [--schedule FILE | --native] [--flat-iterations K] [--shared-data]
+ */
+#define _DEFAULT_SOURCE /* usleep, which SMPI turns into simulated time */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collsched.h"
+
+#ifdef SMPI_HELPERS_H
+#define LAB_SMPI 1
+#else
+#define LAB_SMPI 0
+#endif
+
+#define BASE_COMPUTE_S 0.100
+#define PAGE 4096u
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* u in [0, 1) for (seed, iteration, rank): identical to lab/arrivals.py:uniform. */
+static double uniform(uint64_t seed, uint64_t iteration, uint64_t rank) {
+    uint64_t x = splitmix64(splitmix64(splitmix64(seed) ^ iteration) ^ rank);
+    return (double)(x >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static inline uint8_t pattern(uint64_t origin, uint64_t offset, uint64_t iteration) {
+    return (uint8_t)(origin * 131u + offset * 7u + (offset >> 9) + iteration * 29u + 1u);
+}
+
+/* Copy text into a JSON string body (quotes, backslashes and controls dropped). */
+static void json_text(char *out, size_t cap, const char *in) {
+    size_t n = 0;
+    for (; *in && n + 1 < cap; in++)
+        if (*in != '"' && *in != '\\' && (unsigned char)*in >= 0x20) out[n++] = *in;
+    out[n] = 0;
+}
+
+struct opts {
+    size_t bytes;
+    int iterations, flat_iterations;
+    double max_delay_s;
+    uint64_t seed;
+    const char *schedule; /* NULL: the MPI library's MPI_Allgather */
+    int shared;
+    int print_u; /* print the generator's values and exit (C/Python agreement test) */
+};
+
+static int usage(int rank, const char *msg) {
+    if (rank == 0)
+        fprintf(stderr, "collsched-minibench: %s\nusage: collsched-minibench --bytes B --iterations N "
+                        "--max-delay-ms D --seed S [--schedule FILE | --native] [--flat-iterations K] "
+                        "[--shared-data]\n", msg);
+    return 2;
+}
+
+static int parse(int argc, char **argv, struct opts *o, int rank) {
+    memset(o, 0, sizeof *o);
+    o->iterations = 4;
+    o->flat_iterations = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!strcmp(a, "--native")) { o->schedule = NULL; continue; }
+        if (!strcmp(a, "--shared-data")) { o->shared = 1; continue; }
+        if (!strcmp(a, "--print-u")) { o->print_u = 1; continue; }
+        if (!v) return usage(rank, "an option is missing its value");
+        i++;
+        if (!strcmp(a, "--bytes")) o->bytes = strtoull(v, &end, 10);
+        else if (!strcmp(a, "--iterations")) o->iterations = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--flat-iterations")) o->flat_iterations = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--max-delay-ms")) o->max_delay_s = strtod(v, &end) / 1e3;
+        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
+        else if (!strcmp(a, "--schedule")) { o->schedule = v; end = (char *)v + strlen(v); }
+        else return usage(rank, "unknown option");
+        if (!end || *end) return usage(rank, "a value is not a number");
+    }
+    if (o->iterations < 1 || o->flat_iterations < 0 || o->max_delay_s < 0)
+        return usage(rank, "iterations >= 1, flat iterations >= 0 and max delay >= 0 expected");
+    return 0;
+}
+
+/* Buffers: plain malloc, or (SMPI, --shared-data) one physical copy for all ranks except
+ * the first and last page of every piece, which stay private and are checked. */
+static void *lab_alloc(size_t bytes, size_t piece, size_t pieces, int shared) {
+#if LAB_SMPI
+    if (shared && piece >= 4 * PAGE && piece % PAGE == 0) {
+        size_t *off = malloc(2 * pieces * sizeof *off);
+        for (size_t p = 0; p < pieces; p++) {
+            off[2 * p] = p * piece + PAGE;
+            off[2 * p + 1] = (p + 1) * piece - PAGE;
+        }
+        void *buf = SMPI_PARTIAL_SHARED_MALLOC(bytes, off, (int)pieces);
+        free(off);
+        return buf;
+    }
+#else
+    (void)piece; (void)pieces; (void)shared;
+#endif
+    return malloc(bytes ? bytes : 1);
+}
+
+/* The byte ranges of a piece that hold real data: all of it, or its private pages. */
+static int checked_ranges(size_t piece, int shared, size_t r[2][2]) {
+    if (LAB_SMPI && shared && piece >= 4 * PAGE && piece % PAGE == 0) {
+        r[0][0] = 0; r[0][1] = PAGE;
+        r[1][0] = piece - PAGE; r[1][1] = piece;
+        return 2;
+    }
+    r[0][0] = 0; r[0][1] = piece;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    struct opts o;
+    int rc = parse(argc, argv, &o, rank);
+    if (rc) { MPI_Finalize(); return rc; }
+    if (o.print_u) {
+        if (rank == 0)
+            for (int k = 0; k < o.iterations; k++)
+                for (int r = 0; r < size; r++)
+                    printf("%d %d %.17g\n", k, r, uniform(o.seed, (uint64_t)k, (uint64_t)r));
+        MPI_Finalize();
+        return 0;
+    }
+    if (o.schedule) collsched_set_schedules(o.schedule);
+    if (o.bytes > (size_t)INT32_MAX) { MPI_Finalize(); return usage(rank, "bytes per rank must fit an int"); }
+
+    size_t piece = o.bytes, total = piece * (size_t)size;
+    uint8_t *send = lab_alloc(piece, piece, 1, o.shared);
+    uint8_t *recv = lab_alloc(total, piece, (size_t)size, o.shared);
+    size_t ranges[2][2];
+    int nranges = checked_ranges(piece, o.shared, ranges);
+    int all = o.iterations + o.flat_iterations;
+    double *times = malloc(2 * (size_t)all * sizeof *times);
+    long long errors = 0;
+    int fallbacks = 0;
+    char reason[256] = "";
+
+    for (int k = 0; k < all; k++) {
+        int flat = k >= o.iterations;
+        for (int g = 0; g < nranges; g++)
+            for (size_t j = ranges[g][0]; j < ranges[g][1]; j++)
+                send[j] = pattern((uint64_t)rank, j, (uint64_t)k);
+        for (int p = 0; p < size; p++)
+            for (int g = 0; g < nranges; g++)
+                memset(recv + (size_t)p * piece + ranges[g][0], 0, ranges[g][1] - ranges[g][0]);
+        double share = flat ? 0.0 : uniform(o.seed, (uint64_t)k, (uint64_t)rank) * o.max_delay_s;
+        double half = (BASE_COMPUTE_S + share) / 2;
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        usleep((useconds_t)(half * 1e6 + 0.5));
+        /* PAT_Edge(50%) goes here once the PAT engine exists (BDR issue). */
+        usleep((useconds_t)(half * 1e6 + 0.5));
+        double a = MPI_Wtime();
+        if (o.schedule)
+            collsched_allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, MPI_COMM_WORLD);
+        else
+            MPI_Allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, MPI_COMM_WORLD);
+        double f = MPI_Wtime();
+        if (o.schedule) {
+            collsched_call_info info;
+            collsched_last_call(MPI_COMM_WORLD, &info);
+            if (!info.used_schedule) {
+                fallbacks++;
+                json_text(reason, sizeof reason, info.reason);
+            }
+        }
+        times[2 * k] = a - t0;
+        times[2 * k + 1] = f - t0;
+        for (int p = 0; p < size; p++)
+            for (int g = 0; g < nranges; g++)
+                for (size_t j = ranges[g][0]; j < ranges[g][1]; j++)
+                    if (recv[(size_t)p * piece + j] != pattern((uint64_t)p, j, (uint64_t)k)) errors++;
+    }
+
+    long long all_errors = 0;
+    int all_fallbacks = 0;
+    MPI_Reduce(&errors, &all_errors, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&fallbacks, &all_fallbacks, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    double *every = rank == 0 ? malloc(2 * (size_t)all * (size_t)size * sizeof *every) : NULL;
+    MPI_Gather(times, 2 * all, MPI_DOUBLE, every, 2 * all, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("{\"ranks\": %d, \"bytes\": %zu, \"iterations\": %d, \"flat_iterations\": %d, "
+               "\"max_delay_s\": %.17g, \"seed\": %llu, \"smpi\": %s, \"shared_data\": %s, "
+               "\"checked_bytes_per_piece\": %zu, \"errors\": %lld, \"fallbacks\": %d, "
+               "\"fallback_reason\": \"%s\", \"data_ok\": %s, \"arrivals\": [",
+               size, o.bytes, o.iterations, o.flat_iterations, o.max_delay_s,
+               (unsigned long long)o.seed, LAB_SMPI ? "true" : "false",
+               nranges == 2 ? "true" : "false",
+               nranges == 2 ? 2 * (size_t)PAGE : piece, all_errors, all_fallbacks,
+               reason,
+               all_errors == 0 && all_fallbacks == 0 ? "true" : "false");
+        for (int k = 0; k < all; k++) {
+            printf(k ? ", [" : "[");
+            for (int p = 0; p < size; p++)
+                printf(p ? ", %.17g" : "%.17g", every[(size_t)p * 2 * all + 2 * k]);
+            printf("]");
+        }
+        printf("], \"exits\": [");
+        for (int k = 0; k < all; k++) {
+            printf(k ? ", [" : "[");
+            for (int p = 0; p < size; p++)
+                printf(p ? ", %.17g" : "%.17g", every[(size_t)p * 2 * all + 2 * k + 1]);
+            printf("]");
+        }
+        printf("]}\n");
+        fflush(stdout);
+        free(every);
+    }
+    free(times);
+    free(send); /* under SMPI, free() also releases shared blocks */
+    free(recv);
+    MPI_Finalize();
+    return 0;
+}

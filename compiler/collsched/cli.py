@@ -1,6 +1,7 @@
 """`collsched` command line: each command is a thin layer over library functions.
 
-Exit status: 0 ok, 1 verification failure, 2 bad input. Bad input never shows a Python
+Exit status: 0 ok, 1 verification failure (or wrong data in a benchmark), 2 bad input,
+3 a benchmark run failed (MPI or SimGrid crashed or timed out). Bad input never shows a Python
 traceback: one line naming the file, the field and what was expected.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from . import __version__
 from .errors import InputError
 
-EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_RUN_FAILED = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,12 +71,30 @@ def _build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--duplex", choices=("half", "full"))
     pl.add_argument("--max-ranks", type=int, default=64, help="lanes to draw (default 64)")
 
-    b = sub.add_parser("bench", help="run benchmarks and record them in docs/benchmarks.md")
-    b.add_argument("--suite", choices=("compiler",), default="compiler",
-                   help="compiler: compile+verify+simulate+write time and peak memory")
-    b.add_argument("--ranks", default="64,256,1024", help="comma-separated rank counts")
-    b.add_argument("--algorithm", default="ring")
-    b.add_argument("--bytes", default="1MiB")
+    b = sub.add_parser("bench", help="run the lab mini-benchmark (SMPI or MPI), or the compiler benchmark",
+                       description="lab (default): the BDR paper's mini-benchmark for each algorithm in "
+                                   "--algorithms, on SimGrid SMPI or real MPI, with measured and predicted "
+                                   "times. compiler: compile+verify+simulate+write time and memory.")
+    b.add_argument("--suite", choices=("lab", "compiler"), default="lab")
+    b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi")
+    b.add_argument("--topology", help="topology YAML (default: homogeneous 1 Gbit/s, 50 us)")
+    b.add_argument("--collective", default="allgather")
+    b.add_argument("--ranks", help="lab: P (default 8); compiler: comma-separated list (default 64,256,1024)")
+    b.add_argument("--bytes", help="bytes per rank (default 64KiB; compiler: 1MiB)")
+    b.add_argument("--algorithms", default="ring,bruck,native",
+                   help="comma-separated: compiled algorithms, native, native:NAME")
+    b.add_argument("--algorithm", default="ring", help="compiler suite: the algorithm to compile")
+    b.add_argument("--max-delay-ms", type=float, default=0.0, help="maxDelay of the arrival pattern")
+    b.add_argument("--iterations", type=int, default=4)
+    b.add_argument("--flat-iterations", type=int, default=2,
+                   help="extra iterations without delay, for the absorption time")
+    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--network-model", default="CM02", help="SMPI network model: CM02 (default), SMPI, LV08")
+    b.add_argument("--tcp-gamma", type=int, default=None,
+                   help="SMPI TCP window in bytes (network/TCP-gamma), default 4194304")
+    b.add_argument("--shared-data", choices=("auto", "yes", "no"), default="auto",
+                   help="SMPI partial shared malloc for large buffers (checks every piece's private pages)")
+    b.add_argument("--keep", help="keep the run directory (platform, schedules) here")
     b.add_argument("--doc", help="Markdown page to update (a marked section)")
     b.add_argument("--plot", help="PNG of the results")
     b.add_argument("--json", action="store_true")
@@ -89,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:
         print(f"collsched: error: {e.line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except RuntimeError as e:  # lab.runner.LabRunError: the run itself failed
+        print(f"collsched: error: {e}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except KeyboardInterrupt:
         print("collsched: interrupted", file=sys.stderr)
         return 130
@@ -204,16 +226,51 @@ def cmd_plot(a) -> int:
 
 
 def cmd_bench(a) -> int:
-    from .bench_compiler import run_compiler_bench
+    if a.suite == "compiler":
+        from .bench_compiler import run_compiler_bench
 
-    ranks = []
-    for x in a.ranks.split(","):
-        try:
-            ranks.append(int(x))
-        except ValueError:
-            raise InputError("--ranks", a.ranks, "expected comma-separated integers") from None
-    return run_compiler_bench(ranks, a.algorithm, _size_arg(a.bytes), doc=a.doc, plot=a.plot,
-                              as_json=a.json)
+        ranks = _int_list(a.ranks or "64,256,1024", "--ranks")
+        return run_compiler_bench(ranks, a.algorithm, _size_arg(a.bytes or "1MiB"), doc=a.doc,
+                                  plot=a.plot, as_json=a.json)
+    from .lab.report import print_report, plot_report
+    from .lab.runner import DEFAULT_TCP_GAMMA, LabConfig, run_lab
+
+    if a.collective != "allgather":
+        raise InputError("--collective", a.collective, "expected allgather")
+    ranks = _int_list(a.ranks or "8", "--ranks")
+    if len(ranks) != 1 or ranks[0] < 2:
+        raise InputError("--ranks", a.ranks, "expected one rank count of at least 2")
+    if a.iterations < 1 or a.flat_iterations < 0 or a.max_delay_ms < 0:
+        raise InputError("--iterations", str(a.iterations), "expected iterations >= 1 and delays >= 0")
+    cfg = LabConfig(backend=a.backend, topology=a.topology, ranks=ranks[0],
+                    nbytes=_size_arg(a.bytes or "64KiB"), iterations=a.iterations,
+                    max_delay_ms=a.max_delay_ms, seed=a.seed, flat_iterations=a.flat_iterations,
+                    network_model=a.network_model, tcp_gamma=a.tcp_gamma or DEFAULT_TCP_GAMMA,
+                    shared_data=a.shared_data, workdir=a.keep)
+    algorithms = [x for x in a.algorithms.split(",") if x]
+    from rich.progress import Progress
+
+    with Progress(transient=True, disable=a.json) as prog:
+        task = prog.add_task("mini-benchmark", total=len(algorithms))
+
+        def step(name):
+            prog.update(task, description=f"{cfg.backend}: {name}")
+            prog.advance(task, 0)
+        report = run_lab(cfg, algorithms, progress=lambda n: (step(n), prog.advance(task)))
+    if a.json:
+        print(json.dumps(report))
+    else:
+        print_report(report)
+    if a.plot:
+        plot_report(report, a.plot)
+    return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x]
+    except ValueError:
+        raise InputError(flag, text, "expected comma-separated integers") from None
 
 
 _COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "simulate": cmd_simulate,

@@ -1,0 +1,219 @@
+"""Runs the mini-benchmark for a list of algorithms on SMPI or real MPI and reports metrics.
+
+Compiled algorithms (ring, bruck, ...) are compiled for the topology, run through the C
+runtime (build/*/bin/collsched-minibench links libcollsched) and predicted by the cost
+model for the very arrival pattern the benchmark produces (it is seeded). `native` is the
+MPI library's MPI_Allgather as its selector picks it; `native:NAME` picks one of its
+algorithms (SMPI: smpi/allgather or smpi/coll-selector; Open MPI: coll_tuned).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..algorithms import REGISTRY
+from ..errors import InputError
+from ..pipeline import compile_schedule, resolve_topology
+from ..simulate import simulate_pattern, tau
+from .arrivals import arrival_pattern
+from .platform import DEFAULT_TCP_GAMMA, build_platform
+
+ROOT = Path(__file__).resolve().parents[3]
+BUILD = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build"))
+
+# SimGrid 3.32's allgather algorithms and collective selectors (smpi/allgather, coll-selector).
+SMPI_ALLGATHERS = {"2dmesh", "3dmesh", "bruck", "GB", "loosely_lr", "NTSLR", "NTSLR_NB", "pair", "rdb",
+                   "rhv", "ring", "SMP_NTS", "smp_simple", "spreading_simple",
+                   "ompi_neighborexchange", "mvapich2", "mvapich2_smp", "impi", "default"}
+SMPI_SELECTORS = {"ompi", "mpich", "mvapich2", "impi"}
+# Open MPI 4.1 coll_tuned_allgather_algorithm numbers.
+OMPI_ALLGATHERS = {"linear": 1, "bruck": 2, "recursive_doubling": 3, "ring": 4, "neighbor": 5,
+                   "two_proc": 6}
+NETWORK_MODELS = ("CM02", "SMPI", "LV08")
+RUN_TIMEOUT_S = 1800
+
+
+class LabRunError(RuntimeError):
+    """A benchmark launch failed (crash, time-out, no result line)."""
+
+
+@dataclass
+class LabConfig:
+    backend: str  # smpi | mpi
+    topology: str | None
+    ranks: int
+    nbytes: int
+    iterations: int = 4
+    max_delay_ms: float = 0.0
+    seed: int = 1
+    flat_iterations: int = 2
+    network_model: str = "CM02"
+    tcp_gamma: int = DEFAULT_TCP_GAMMA
+    shared_data: str = "auto"  # auto | yes | no (SMPI partial shared malloc for big buffers)
+    workdir: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def inputs(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k not in ("workdir", "extra")}
+        d["collective"] = "allgather"
+        return d
+
+
+def check_algorithm(name: str, backend: str) -> None:
+    if name == "native":
+        return
+    if name.startswith("native:"):
+        algo = name.split(":", 1)[1]
+        known = SMPI_ALLGATHERS | SMPI_SELECTORS if backend == "smpi" else set(OMPI_ALLGATHERS)
+        if algo not in known and not (backend == "mpi" and algo.isdigit()):
+            raise InputError("--algorithms", name, f"expected native:NAME with NAME one of {', '.join(sorted(known))}")
+        return
+    if name not in REGISTRY:
+        raise InputError("--algorithms", name,
+                         f"expected a compiled algorithm ({', '.join(sorted(REGISTRY))}), native or native:NAME")
+
+
+def _binary(backend: str) -> Path:
+    path = BUILD / ("smpi/bin" if backend == "smpi" else "bin") / "collsched-minibench"
+    if not path.exists():
+        raise InputError(str(path), "", "not built: run `make` first")
+    return path
+
+
+def _use_shared(cfg: LabConfig) -> bool:
+    if cfg.backend != "smpi" or cfg.shared_data == "no":
+        return False
+    if cfg.shared_data == "yes":
+        return True
+    return cfg.ranks * cfg.ranks * cfg.nbytes > (2 << 30)  # > 2 GiB of receive buffers in all
+
+
+def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, platform_files, tmp: Path) -> dict:
+    bench = [str(_binary(cfg.backend)), "--bytes", str(cfg.nbytes), "--iterations", str(cfg.iterations),
+             "--flat-iterations", str(cfg.flat_iterations), "--max-delay-ms", repr(cfg.max_delay_ms),
+             "--seed", str(cfg.seed)]
+    bench += ["--schedule", str(schedule)] if schedule else ["--native"]
+    if _use_shared(cfg):
+        bench.append("--shared-data")
+    env = dict(os.environ)
+    if cfg.backend == "smpi":
+        xml, hosts = platform_files
+        cmd = ["smpirun", "-np", str(cfg.ranks), "-platform", str(xml), "-hostfile", str(hosts),
+               f"--cfg=network/model:{cfg.network_model}", f"--cfg=network/TCP-gamma:{cfg.tcp_gamma}",
+               "--cfg=smpi/simulate-computation:no", "--log=root.thres:error"]
+        if algorithm.startswith("native:"):
+            name = algorithm.split(":", 1)[1]
+            cmd.append(f"--cfg=smpi/coll-selector:{name}" if name in SMPI_SELECTORS
+                       else f"--cfg=smpi/allgather:{name}")
+        cmd += bench
+    else:
+        cmd = ["mpirun", "-np", str(cfg.ranks), "--oversubscribe", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        if algorithm.startswith("native:"):
+            name = algorithm.split(":", 1)[1]
+            num = name if name.isdigit() else str(OMPI_ALLGATHERS[name])
+            cmd += ["--mca", "coll_tuned_use_dynamic_rules", "1", "--mca", "coll_tuned_allgather_algorithm", num]
+        cmd += bench
+        env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT_S, cwd=tmp)
+    except subprocess.TimeoutExpired:
+        raise LabRunError(f"{algorithm}: {cmd[0]} did not finish within {RUN_TIMEOUT_S} s") from None
+    wall = time.perf_counter() - t
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
+    if proc.returncode != 0 or line is None:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise LabRunError(f"{algorithm}: {cmd[0]} failed (exit {proc.returncode}): {tail}")
+    out = json.loads(line)
+    out["wall_s"] = wall
+    return out
+
+
+def _measured_metrics(run: dict, cfg: LabConfig, t: float) -> dict:
+    a = np.array(run["arrivals"])
+    f = np.array(run["exits"])
+    k = cfg.iterations
+    a_imb, f_imb = a[:k], f[:k]
+    runs = f_imb.max(1) - a_imb.min(1)
+    omega = np.ptp(a_imb, 1)
+    if cfg.flat_iterations:
+        flat_run = float(np.mean(f[k:].max(1) - a[k:].min(1)))
+    else:
+        flat_run = float(np.mean(runs))
+    return {
+        "avg_elapsed_s": float(np.mean(f_imb - a_imb)),
+        "run_time_s": float(np.mean(runs)),
+        "absorption_s": float(np.mean(flat_run - runs + omega)),
+        "imbalance_s": float(np.mean(omega)),
+        "imbalance_factor": float(np.mean(omega) / t) if t > 0 else 0.0,
+        "flat_run_time_s": flat_run,
+    }
+
+
+def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
+    """Run every algorithm once under the same inputs; returns the report dict (JSON-able)."""
+    if cfg.backend not in ("smpi", "mpi"):
+        raise InputError("--backend", cfg.backend, "expected smpi or mpi")
+    if cfg.network_model not in NETWORK_MODELS:
+        raise InputError("--network-model", cfg.network_model, f"expected one of {', '.join(NETWORK_MODELS)}")
+    for name in algorithms:
+        check_algorithm(name, cfg.backend)
+    if cfg.backend == "smpi" and shutil.which("smpirun") is None:
+        raise InputError("smpirun", "", "not found: install libsimgrid-dev (make deps)")
+    if cfg.backend == "mpi" and shutil.which("mpirun") is None:
+        raise InputError("mpirun", "", "not found: install openmpi-bin (make deps)")
+    topo = resolve_topology(cfg.ranks, cfg.topology, None)
+    pattern = arrival_pattern(cfg.seed, cfg.iterations, cfg.ranks, cfg.max_delay_ms / 1e3)
+    t_piece = None
+    results = []
+    keep = cfg.workdir is not None
+    tmp = Path(cfg.workdir or tempfile.mkdtemp(prefix="collsched-lab-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        platform_files = build_platform(topo).write(tmp) if cfg.backend == "smpi" else None
+        pap = tmp / "pattern.yaml"
+        from ..arrivals import write_pap
+        write_pap(pap, pattern - pattern.min(1, keepdims=True), unit="s",
+                  comment=f"mini-benchmark arrivals: seed {cfg.seed}, maxDelay {cfg.max_delay_ms} ms")
+        for name in algorithms:
+            if progress:
+                progress(name)
+            row = {"algorithm": name}
+            schedule = None
+            if not name.startswith("native"):
+                schedule = tmp / f"{name}.sched"
+                res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=cfg.topology, pap=str(pap),
+                                       output=schedule)
+                _, _, pred = simulate_pattern(res.schedule, topo, cfg.nbytes, pattern)
+                row["predicted_avg_elapsed_s"] = pred.avg_elapsed_s
+                row["predicted_run_time_s"] = pred.run_time_s
+                if t_piece is None:
+                    t_piece = tau(topo, res.schedule, cfg.nbytes)
+            run = _launch(cfg, name, schedule, platform_files, tmp)
+            if t_piece is None:
+                t_piece = float(np.median(topo.transfer_time(cfg.nbytes)[~np.eye(cfg.ranks, dtype=bool)]))
+            row.update(_measured_metrics(run, cfg, t_piece))
+            row["data_ok"] = bool(run["data_ok"])
+            row["checked_bytes_per_piece"] = run["checked_bytes_per_piece"]
+            if run.get("fallbacks"):
+                row["fallback_reason"] = run.get("fallback_reason", "")
+            row["wall_s"] = run["wall_s"]
+            if "predicted_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
+                row["model_ratio"] = row["predicted_avg_elapsed_s"] / row["avg_elapsed_s"]
+            results.append(row)
+    finally:
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    inputs = cfg.inputs()
+    inputs["algorithms"] = algorithms
+    return {"backend": cfg.backend, "inputs": inputs, "results": results}

@@ -1,0 +1,68 @@
+/* collsched_schedfile.h - the .sched file parser of libcollsched (no MPI needed).
+ * Format: docs/schedule-format.md. Included by collsched.h. */
+#ifndef COLLSCHED_SCHEDFILE_H
+#define COLLSCHED_SCHEDFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Schedule files (no MPI needed): parse and validate one rank's section. ---- */
+
+typedef struct collsched_header {
+    uint16_t version_major, version_minor;
+    uint32_t collective;      /* 1 = allgather */
+    uint32_t nranks, nseg, flags;
+    uint64_t bytes_min, bytes_max;
+    char algorithm[17], compiler_version[17];
+    uint8_t input_hash[32];
+    uint64_t total_ops;
+    uint32_t index_crc32;
+} collsched_header;
+
+enum { COLLSCHED_SEND = 0, COLLSCHED_RECV = 1 };
+
+typedef struct collsched_op {
+    uint32_t peer, origin, segment;
+    int32_t dep;              /* send of a forwarded piece: index of the recv that delivers it; else -1 */
+    uint8_t kind, phase;
+} collsched_op;
+
+typedef struct collsched_schedule {
+    collsched_header hdr;
+    uint32_t rank;            /* whose section this is */
+    uint32_t nops, nrecv, nsend;
+    collsched_op *ops;
+    uint64_t hash;            /* hash of header + index: equal on every rank that read the same file */
+} collsched_schedule;
+
+/* Return codes of the parser. */
+enum {
+    COLLSCHED_OK = 0,
+    COLLSCHED_EIO,        /* cannot open/read the file */
+    COLLSCHED_EFORMAT,    /* malformed, corrupt or hostile file */
+    COLLSCHED_EMATCH,     /* well formed, but not for this call (collective, size, rank, bytes) */
+    COLLSCHED_ENOMEM
+};
+
+/* Parse and check the 128-byte header. `err` receives one line "FILE: FIELD: expected ...". */
+int collsched_parse_header(const void *buf, size_t len, uint64_t file_size, const char *name,
+                           collsched_header *hdr, char *err, size_t errlen);
+
+/* Load rank `rank`'s section of a schedule for a communicator of `nranks` ranks, reading
+ * only the header, the index and that section. On success *out is owned by the caller
+ * (collsched_schedule_free). */
+int collsched_load(const char *path, uint32_t nranks, uint32_t rank, collsched_schedule **out,
+                   char *err, size_t errlen);
+/* The same from a file image in memory (used by the fuzz target and tests). */
+int collsched_load_memory(const void *data, size_t len, const char *name, uint32_t nranks,
+                          uint32_t rank, collsched_schedule **out, char *err, size_t errlen);
+void collsched_schedule_free(collsched_schedule *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COLLSCHED_SCHEDFILE_H */

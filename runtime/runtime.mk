@@ -1,0 +1,131 @@
+# runtime/runtime.mk - the C runtime (included by the top-level Makefile).
+#
+#   make runtime                 build/lib (libcollsched.so/.a, libcollsched-preload.so,
+#                                pkgconfig), build/bin/collsched-run, build/smpi/ (SimGrid)
+#   make install PREFIX=/opt/x   lib, include, pkgconfig, bin under PREFIX
+#   make check-asan              runtime tests against an ASan+UBSan build (build/asan/)
+#   make fuzz [FUZZ_SECONDS=N]   libFuzzer run of the schedule parser (build/fuzz/)
+#   make bench-runtime           executor overhead vs Open MPI's ring -> docs/benchmarks.md
+
+RT        := runtime
+RT_BUILD  := build
+MPICC     ?= mpicc
+SMPICC    ?= smpicc
+PREFIX    ?= /usr/local
+RT_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -Wall -Wextra -I$(RT)/include -I$(RT)/src
+RT_LIBSRC := schedfile executor comm_state collectives
+RT_HDRS   := $(wildcard $(RT)/include/*.h $(RT)/src/*.h)
+FUZZ_SECONDS ?= 180
+
+.PHONY: runtime runtime-mpi runtime-smpi install check-asan fuzz bench-runtime test-runtime
+
+runtime: runtime-mpi runtime-smpi
+
+# ---- Open MPI build (objects are PIC: they go into the shared libraries too) ----
+RT_OBJ      := $(RT_BUILD)/obj
+RT_LIBOBJS  := $(RT_LIBSRC:%=$(RT_OBJ)/%.o)
+
+runtime-mpi: $(RT_BUILD)/lib/libcollsched.so $(RT_BUILD)/lib/libcollsched.a \
+             $(RT_BUILD)/lib/libcollsched-preload.so $(RT_BUILD)/bin/collsched-run \
+             $(RT_BUILD)/lib/pkgconfig/collsched.pc $(RT_BUILD)/include/collsched.h
+
+$(RT_OBJ)/%.o: $(RT)/src/%.c $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(RT_CFLAGS) -fPIC -c $< -o $@
+
+$(RT_BUILD)/lib/libcollsched.a: $(RT_LIBOBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(RT_BUILD)/lib/libcollsched.so: $(RT_LIBOBJS)
+	@mkdir -p $(@D)
+	$(MPICC) -shared -Wl,-soname,libcollsched.so -o $@ $^
+
+$(RT_BUILD)/lib/libcollsched-preload.so: $(RT_LIBOBJS) $(RT_OBJ)/preload.o
+	@mkdir -p $(@D)
+	$(MPICC) -shared -Wl,-soname,libcollsched-preload.so -o $@ $^
+
+$(RT_BUILD)/bin/collsched-run: $(RT_OBJ)/collsched_run.o $(RT_BUILD)/lib/libcollsched.a
+	@mkdir -p $(@D)
+	$(MPICC) -o $@ $^
+
+$(RT_BUILD)/include/collsched.h: $(wildcard $(RT)/include/*.h)
+	@mkdir -p $(@D)
+	cp $(RT)/include/*.h $(@D)/
+
+$(RT_BUILD)/lib/pkgconfig/collsched.pc: $(RT)/collsched.pc.in
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(abspath $(RT_BUILD))|' -e 's|@VERSION@|0.1.0|' $< > $@
+
+# ---- SimGrid SMPI build: the same sources, compiled with smpicc ----
+RT_SOBJ := $(RT_BUILD)/smpi/obj
+
+runtime-smpi: $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_BUILD)/smpi/bin/collsched-run
+
+$(RT_SOBJ)/%.o: $(RT)/src/%.c $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(SMPICC) $(RT_CFLAGS) -c $< -o $@ 2>&1 | { grep -v '^\[smpicc\]' || true; }; test -f $@
+
+$(RT_BUILD)/smpi/lib/libcollsched.a: $(RT_LIBSRC:%=$(RT_SOBJ)/%.o)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(RT_BUILD)/smpi/bin/collsched-run: $(RT_SOBJ)/collsched_run.o $(RT_BUILD)/smpi/lib/libcollsched.a
+	@mkdir -p $(@D)
+	$(SMPICC) -o $@ $^
+
+# ---- install ----
+install: runtime-mpi
+	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include $(PREFIX)/bin
+	install -m 644 $(RT_BUILD)/lib/libcollsched.a $(PREFIX)/lib/
+	install -m 755 $(RT_BUILD)/lib/libcollsched.so $(RT_BUILD)/lib/libcollsched-preload.so $(PREFIX)/lib/
+	install -m 644 $(RT)/include/collsched.h $(RT)/include/collsched_schedfile.h $(PREFIX)/include/
+	install -m 755 $(RT_BUILD)/bin/collsched-run $(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|0.1.0|' $(RT)/collsched.pc.in \
+	    > $(PREFIX)/lib/pkgconfig/collsched.pc
+
+# ---- sanitizers: the runtime tests against an ASan + UBSan build ----
+RT_AOBJ    := $(RT_BUILD)/asan/obj
+RT_SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+$(RT_AOBJ)/%.o: $(RT)/src/%.c $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(RT_CFLAGS) -O1 $(RT_SANFLAGS) -fPIC -c $< -o $@
+
+$(RT_BUILD)/asan/lib/libcollsched-preload.so: $(RT_LIBSRC:%=$(RT_AOBJ)/%.o) $(RT_AOBJ)/preload.o
+	@mkdir -p $(@D)
+	$(MPICC) $(RT_SANFLAGS) -shared -o $@ $^
+
+$(RT_BUILD)/asan/bin/collsched-run: $(RT_AOBJ)/collsched_run.o $(RT_LIBSRC:%=$(RT_AOBJ)/%.o)
+	@mkdir -p $(@D)
+	$(MPICC) $(RT_SANFLAGS) -o $@ $^
+
+# Leak checking is off under MPI: Open MPI's plugins are unloaded at MPI_Finalize, so
+# their leaks have no symbols left to suppress. The parser's leaks are checked by the
+# fuzz target (libFuzzer + ASan with leak detection).
+check-asan: deps runtime $(RT_BUILD)/asan/bin/collsched-run $(RT_BUILD)/asan/lib/libcollsched-preload.so
+	COLLSCHED_BUILD=$(abspath $(RT_BUILD)/asan) COLLSCHED_ASAN=1 \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	$(PY) -m pytest -q -m "mpi and not smpi" tests/runtime
+
+# ---- fuzzing the parser (libFuzzer; installs clang when missing) ----
+$(RT_BUILD)/fuzz/fuzz_schedfile: $(RT)/fuzz/fuzz_schedfile.c $(RT)/src/schedfile.c $(RT_HDRS)
+	@command -v clang >/dev/null 2>&1 || { echo "fuzz: installing clang"; \
+	    $$( [ "$$(id -u)" -eq 0 ] || echo sudo ) apt-get install -y -qq clang >/dev/null; }
+	@mkdir -p $(@D)
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -DCOLLSCHED_FUZZING -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -I$(RT)/include -I$(RT)/src $(RT)/fuzz/fuzz_schedfile.c $(RT)/src/schedfile.c -o $@
+
+fuzz: $(RT_BUILD)/fuzz/fuzz_schedfile
+	@mkdir -p $(RT_BUILD)/fuzz/corpus $(RT_BUILD)/fuzz/artifacts
+	$(RT_BUILD)/fuzz/fuzz_schedfile -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	    -artifact_prefix=$(RT_BUILD)/fuzz/artifacts/ -print_final_stats=1 \
+	    $(RT_BUILD)/fuzz/corpus $(RT)/fuzz/corpus 2>&1 | tee $(RT_BUILD)/fuzz/last-run.log | tail -n 25
+
+# ---- benchmark: executor overhead against Open MPI's own ring ----
+bench-runtime: deps runtime
+	$(PY) $(RT)/bench/bench_runtime.py --doc docs/benchmarks.md
+
+test-runtime: deps runtime
+	$(PY) -m pytest -q tests/runtime

@@ -1,0 +1,362 @@
+/* collsched-run - execute a schedule on MPI_COMM_WORLD with a known data pattern, check
+ * every byte on every rank, print timings.
+ *
+ *   collsched-run FILE [FILE...] [--iterations N] [--bytes B[,B...]] [--in-place] [--json]
+ *                 [--all-modes] [--allgatherv] [--dtype byte|int] [--compare]
+ *                 [--warmup N] [--check-every K] [--compare-self] [--inject-error]
+ *
+ * Byte k of origin o's block in iteration i is pattern_at(seed(o, i), k). Receive buffers are
+ * filled with a sentinel first, and the bytes around and between blocks must keep it.
+ * --compare alternates each schedule call with the MPI library's own collective (same
+ * buffers, order flipped every iteration) and reports both and their median ratio.
+ * Several FILEs run one after the other, each on its own duplicate of MPI_COMM_WORLD
+ * (so each is selected afresh): one launch can test many schedules.
+ * --compare-self runs the MPI library's collective on both sides: the noise floor of
+ * --compare on this machine (its ratio should be 1).
+ * --inject-error flips one received byte on the last rank after each call: a test that
+ * the check itself catches wrong data.
+ * Exit status: 0 all data correct, 1 a mismatch or an MPI error, 2 usage.
+ */
+#include "collsched.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SENTINEL 0xA5
+#define GUARD 64
+
+typedef struct options {
+    const char *files[256];
+    int nfiles;
+    int iterations, warmup, check_every, json, compare, dtype_int, inject, aa;
+    int modes[4][2];   /* (allgatherv?, in place?) pairs to run */
+    int nmodes;
+    uint64_t bytes[64];
+    int nbytes;
+} options;
+
+typedef struct result {
+    double avg, max, median, ref_avg, ref_median, ratio;
+    int ok, err, used;
+    collsched_call_info info;
+} result;
+
+/* Byte k of origin o's block in iteration i: a per-(o, i) seed plus a fast sequence in k,
+ * so a piece in the wrong place or from the wrong origin or iteration shows. */
+static uint32_t seed(int origin, int iter)
+{
+    uint32_t x = (uint32_t)origin * 0x85EBCA6Bu ^ (uint32_t)iter * 0xC2B2AE35u ^ 0x27D4EB2Fu;
+    x ^= x >> 15;
+    x *= 0x2C1B3C6Du;
+    return x ^ (x >> 12);
+}
+
+static uint8_t pattern_at(uint32_t sd, uint64_t k)
+{
+    return (uint8_t)(((uint32_t)k * 0x9E3779B1u + sd + (uint32_t)(k >> 32)) >> 24);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: collsched-run FILE [--iterations N] [--bytes B[,B...]] [--in-place] "
+                    "[--json] [--all-modes] [--allgatherv] [--dtype byte|int] [--compare] "
+                    "[--warmup N] [--check-every K] [--compare-self] [--inject-error]\n");
+}
+
+static int parse_bytes(options *o, char *list)
+{
+    for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+        char *end;
+        unsigned long long v = strtoull(t, &end, 10);
+        if (*end || o->nbytes == 64) return -1;
+        o->bytes[o->nbytes++] = v;
+    }
+    return o->nbytes ? 0 : -1;
+}
+
+static int parse(int argc, char **argv, options *o)
+{
+    int in_place = 0, v = 0, all = 0;
+    memset(o, 0, sizeof *o);
+    o->iterations = 5;
+    o->check_every = 1;
+    o->warmup = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--in-place")) in_place = 1;
+        else if (!strcmp(a, "--allgatherv")) v = 1;
+        else if (!strcmp(a, "--all-modes")) all = 1;
+        else if (!strcmp(a, "--compare")) o->compare = 1;
+        else if (!strcmp(a, "--inject-error")) o->inject = 1;
+        else if (!strcmp(a, "--compare-self")) o->compare = o->aa = 1;
+        else if (!strcmp(a, "--iterations") && val) o->iterations = atoi(argv[++i]);
+        else if (!strcmp(a, "--warmup") && val) o->warmup = atoi(argv[++i]);
+        else if (!strcmp(a, "--check-every") && val) o->check_every = atoi(argv[++i]);
+        else if (!strcmp(a, "--bytes") && val) { if (parse_bytes(o, argv[++i])) return -1; }
+        else if (!strcmp(a, "--dtype") && val) {
+            const char *d = argv[++i];
+            if (!strcmp(d, "int")) o->dtype_int = 1;
+            else if (strcmp(d, "byte")) return -1;
+        } else if (a[0] != '-' && o->nfiles < 256) o->files[o->nfiles++] = a;
+        else return -1;
+    }
+    if (!o->nfiles || o->iterations < 1 || o->check_every < 1) return -1;
+    if (o->warmup < 0) o->warmup = o->compare ? 2 : 0;
+    for (int g = 0; g < 2; g++)
+        for (int p = 0; p < 2; p++)
+            if (all || (g == v && p == in_place)) {
+                o->modes[o->nmodes][0] = g;
+                o->modes[o->nmodes][1] = p;
+                o->nmodes++;
+            }
+    return 0;
+}
+
+/* ---- buffers of one case ---- */
+
+typedef struct layout {
+    MPI_Comm comm;
+    int P, rank, elem, v, in_place, inject, aa;
+    int *counts, *displs;       /* in elements */
+    uint64_t total;             /* receive buffer bytes incl. gaps and guard */
+    uint8_t *recv, *send;
+    MPI_Datatype type;
+} layout;
+
+static uint64_t block_bytes(const layout *l, int o) { return (uint64_t)l->counts[o] * l->elem; }
+
+/* allgatherv: blocks of different sizes (within the schedule's range: never above B)
+ * with gaps between them; allgather: back to back. */
+static int setup(layout *l, uint64_t B, int v, int in_place, int dtype_int)
+{
+    l->elem = dtype_int ? 4 : 1;
+    l->type = dtype_int ? MPI_INT : MPI_BYTE;
+    l->v = v;
+    l->in_place = in_place;
+    l->counts = malloc(sizeof(int) * l->P);
+    l->displs = malloc(sizeof(int) * l->P);
+    uint64_t n = B / l->elem, at = 0;
+    for (int o = 0; o < l->P; o++) {
+        l->counts[o] = (int)(v ? n - (o % 4) * (n / 8) : n);
+        l->displs[o] = (int)at;
+        at += (uint64_t)l->counts[o] + (v ? (uint64_t)(o % 3) : 0);
+    }
+    l->total = at * l->elem + GUARD;
+    l->recv = malloc(l->total);
+    l->send = malloc(n * l->elem + 1);
+    return l->counts && l->displs && l->recv && l->send ? 0 : -1;
+}
+
+static void teardown(layout *l)
+{
+    free(l->counts); free(l->displs); free(l->recv); free(l->send);
+}
+
+static void fill(layout *l, int iter)
+{
+    memset(l->recv, SENTINEL, l->total);
+    uint8_t *own = l->in_place ? l->recv + (uint64_t)l->displs[l->rank] * l->elem : l->send;
+    uint32_t sd = seed(l->rank, iter);
+    for (uint64_t k = 0; k < block_bytes(l, l->rank); k++) own[k] = pattern_at(sd, k);
+}
+
+static int check(const layout *l, int iter)
+{
+    uint64_t pos = 0;
+    for (int o = 0; o < l->P; o++) {
+        const uint8_t *b = l->recv + (uint64_t)l->displs[o] * l->elem;
+        for (; l->recv + pos < b; pos++)
+            if (l->recv[pos] != SENTINEL) return 0; /* gap written */
+        uint32_t sd = seed(o, iter);
+        uint8_t diff = 0;
+        for (uint64_t k = 0; k < block_bytes(l, o); k++) diff |= b[k] ^ pattern_at(sd, k);
+        if (diff) return 0;
+        pos += block_bytes(l, o);
+    }
+    for (; pos < l->total; pos++)
+        if (l->recv[pos] != SENTINEL) return 0; /* guard written */
+    return 1;
+}
+
+static int call(const layout *l, int reference)
+{
+    if (l->aa) reference = 1;
+    const void *sb = l->in_place ? MPI_IN_PLACE : l->send;
+    int sc = l->counts[l->rank];
+    if (l->v)
+        return reference ? PMPI_Allgatherv(sb, sc, l->type, l->recv, l->counts, l->displs, l->type, l->comm)
+                         : collsched_allgatherv(sb, sc, l->type, l->recv, l->counts, l->displs, l->type, l->comm);
+    return reference ? PMPI_Allgather(sb, sc, l->type, l->recv, l->counts[0], l->type, l->comm)
+                     : collsched_allgather(sb, sc, l->type, l->recv, l->counts[0], l->type, l->comm);
+}
+
+/* One timed call (barrier first); checks the data when asked. */
+static double timed(layout *l, int reference, int iter, int checkit, int *ok, int *err)
+{
+    if (checkit) fill(l, iter);
+    MPI_Barrier(l->comm);
+    double t0 = MPI_Wtime();
+    int rc = call(l, reference);
+    double dt = MPI_Wtime() - t0;
+    if (l->inject && l->rank == l->P - 1 && l->counts[0] > 0)
+        l->recv[(uint64_t)l->displs[0] * l->elem] ^= 1;
+    if (rc != MPI_SUCCESS) { *err = rc; *ok = 0; }
+    else if (checkit && !check(l, iter)) *ok = 0;
+    return dt;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void run_case(const options *o, layout *l, result *r)
+{
+    int n = o->iterations, ok = 1, err = 0;
+    double *t = calloc(3 * (size_t)n, sizeof *t), *ref = t + n, *ratio = t + 2 * n;
+    for (int w = 0; w < o->warmup; w++) {
+        timed(l, 0, 1000 + w, 1, &ok, &err);
+        if (o->compare) timed(l, 1, 2000 + w, 1, &ok, &err);
+    }
+    for (int i = 0; i < n; i++) {
+        int checkit = i % o->check_every == 0 || i == n - 1;
+        if (o->compare && i % 2) ref[i] = timed(l, 1, i, checkit, &ok, &err);
+        t[i] = timed(l, 0, i, checkit, &ok, &err);
+        collsched_last_call(l->comm, &r->info);
+        if (o->compare && !(i % 2)) ref[i] = timed(l, 1, i, checkit, &ok, &err);
+    }
+    /* The time of a call is its slowest rank's. */
+    MPI_Allreduce(MPI_IN_PLACE, t, 2 * n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    r->ok = ok;
+    r->err = err;
+    r->used = r->info.used_schedule;
+    r->avg = r->max = r->ref_avg = 0;
+    for (int i = 0; i < n; i++) {
+        r->avg += t[i] / n;
+        r->ref_avg += ref[i] / n;
+        if (t[i] > r->max) r->max = t[i];
+        ratio[i] = ref[i] > 0 ? t[i] / ref[i] : 0;
+    }
+    r->ratio = o->compare ? median(ratio, n) : 0;
+    r->median = median(t, n);
+    r->ref_median = o->compare ? median(ref, n) : 0;
+    free(t);
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 32) printf("\\u%04x", *s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+static void report(const options *o, const layout *l, const char *file, const result *r)
+{
+    uint64_t B = (uint64_t)l->counts[0] * l->elem;
+    const char *coll = l->v ? "allgatherv" : "allgather";
+    if (!o->json) {
+        printf("%-10s P=%d bytes=%llu in_place=%d iterations=%d avg=%.6fs max=%.6fs %s %s%s",
+               coll, l->P, (unsigned long long)B, l->in_place, o->iterations, r->avg, r->max,
+               r->ok ? "data ok" : "DATA MISMATCH", r->used ? "schedule " : "fallback: ",
+               r->used ? r->info.schedule : r->info.reason);
+        if (o->compare) printf(" ref_median=%.6fs median_ratio=%.3f", r->ref_median, r->ratio);
+        if (r->err) printf(" mpi_error=%d", r->err);
+        printf("\n");
+        return;
+    }
+    printf("{\"ranks\": %d, \"bytes\": %llu, \"iterations\": %d, \"avg_s\": %.9g, \"max_s\": %.9g, "
+           "\"median_s\": %.9g, \"data_ok\": %s, \"collective\": \"%s\", \"in_place\": %s, "
+           "\"dtype\": \"%s\", \"used_schedule\": %s, \"mpi_error\": %d, \"file\": ",
+           l->P, (unsigned long long)B, o->iterations, r->avg, r->max, r->median,
+           r->ok ? "true" : "false", coll, l->in_place ? "true" : "false",
+           o->dtype_int ? "int" : "byte", r->used ? "true" : "false", r->err);
+    json_string(file);
+    printf(", \"schedule\": ");
+    json_string(r->info.schedule);
+    printf(", \"reason\": ");
+    json_string(r->info.reason);
+    if (o->compare)
+        printf(", \"ref_avg_s\": %.9g, \"ref_median_s\": %.9g, \"median_ratio\": %.6g", r->ref_avg,
+               r->ref_median, r->ratio);
+    printf("}\n");
+}
+
+static uint64_t default_bytes(const char *file)
+{
+    collsched_header h;
+    uint8_t head[128];
+    FILE *f = fopen(file, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    if (collsched_parse_header(head, got, got, file, &h, NULL, 0) != COLLSCHED_OK) return 1024;
+    return h.bytes_min > 1024 ? h.bytes_min : (h.bytes_max < 1024 ? h.bytes_max : 1024);
+}
+
+/* Every size and mode of one schedule file, on a fresh duplicate of MPI_COMM_WORLD. */
+static int run_file(const options *o, const char *file, int P, int rank)
+{
+    MPI_Comm comm;
+    int all_ok = 1;
+    uint64_t deflt = default_bytes(file);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    collsched_set_schedules(file);
+    for (int b = 0; b < (o->nbytes ? o->nbytes : 1); b++)
+        for (int m = 0; m < o->nmodes; m++) {
+            layout l = { .comm = comm, .P = P, .rank = rank, .inject = o->inject, .aa = o->aa };
+            result r;
+            memset(&r, 0, sizeof r);
+            uint64_t B = o->nbytes ? o->bytes[b] : deflt;
+            int bad = setup(&l, B, o->modes[m][0], o->modes[m][1], o->dtype_int) != 0;
+            MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
+            if (bad) {
+                if (rank == 0) fprintf(stderr, "collsched-run: out of memory for %llu bytes\n",
+                                       (unsigned long long)B);
+                all_ok = 0;
+            } else {
+                run_case(o, &l, &r);
+                if (rank == 0) report(o, &l, file, &r);
+                all_ok &= r.ok;
+            }
+            fflush(stdout);
+            teardown(&l);
+        }
+    MPI_Comm_free(&comm);
+    return all_ok;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rank, P, all_ok = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    if (parse(argc, argv, &o) != 0) {
+        if (rank == 0) usage();
+        MPI_Finalize();
+        return 2;
+    }
+    for (int f = 0; f < o.nfiles; f++)
+        all_ok &= run_file(&o, o.files[f], P, rank);
+    MPI_Finalize();
+    return all_ok ? 0 : 1;
+}

@@ -1,0 +1,472 @@
+/* comm_state.c - per-communicator state (MPI attribute caching) and schedule selection.
+ *
+ * On the first collsched call on a communicator, every rank duplicates it (a private
+ * communicator: schedule traffic can never match the application's messages), reads the
+ * headers of the configured schedules and the ranks agree that they all see the same
+ * set. Selection for a call is then a pure function of (schedule set, communicator size,
+ * bytes per rank), identical on every rank, so it needs no communication. The first use
+ * of a schedule loads each rank's own section and the ranks agree again (all loaded it,
+ * same header and index, sends and receives of every pair match) before anyone runs it:
+ * either all ranks use it or all fall back. Nothing collective happens per call after that.
+ */
+#include "runtime.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_DIR_FILES 4096
+#define REASON_LEN 512
+
+typedef struct cs_candidate {
+    char *path;
+    collsched_header hdr;
+    collsched_schedule *sched;   /* own section, once loaded and agreed */
+    MPI_Request *reqs;           /* one per op, reused by every call */
+    int state;                   /* 0 not tried, 1 agreed, -1 refused */
+    char reason[REASON_LEN];     /* why refused */
+} cs_candidate;
+
+typedef struct cs_comm {
+    MPI_Comm user, priv;
+    int rank, size;
+    int enabled;                 /* a schedule set is configured and agreed */
+    int single_file;             /* source is one file: mismatches are worth a line */
+    char source[REASON_LEN];
+    char disabled[REASON_LEN];   /* why no schedule can ever run here */
+    cs_candidate *cand;
+    int ncand;
+    int warned;                  /* the mismatch line was printed (once per communicator) */
+    collsched_call_info last;
+    int orphan;                  /* released at finalize; only its memory remains */
+    struct cs_comm *next;
+} cs_comm;
+
+static int keyval = MPI_KEYVAL_INVALID;
+static int self_keyval = MPI_KEYVAL_INVALID;
+static cs_comm *all_states;
+static char *override_path;
+static int strict_mode = -1, verbose_mode = -1;
+
+/* ---- environment ---- */
+
+static int env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+int cs_strict(void)
+{
+    if (strict_mode < 0) strict_mode = env_flag("COLLSCHED_STRICT");
+    return strict_mode;
+}
+
+int cs_verbose(void)
+{
+    if (verbose_mode < 0) verbose_mode = env_flag("COLLSCHED_VERBOSE");
+    return verbose_mode;
+}
+
+static const char *source_path(void)
+{
+    if (override_path) return override_path;
+    const char *v = getenv("COLLSCHED_SCHEDULES");
+    return v && *v ? v : NULL;
+}
+
+int cs_source_configured(void) { return source_path() != NULL; }
+
+int collsched_set_schedules(const char *path)
+{
+    free(override_path);
+    override_path = path ? strdup(path) : NULL;
+    return MPI_SUCCESS;
+}
+
+/* ---- messages: one line each, prefixed so they are easy to grep ---- */
+
+/* snprintf that may truncate long paths on purpose (messages only). */
+static void text(char *dst, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, n, fmt, ap);
+    va_end(ap);
+}
+
+static void say(const char *fmt, ...)
+{
+    char line[2 * REASON_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "collsched: %s\n", line);
+    fflush(stderr);
+}
+
+static void set_last(cs_comm *st, const char *schedule, const char *reason)
+{
+    st->last.used_schedule = schedule != NULL;
+    text(st->last.schedule, sizeof st->last.schedule, "%s", schedule ? schedule : "");
+    text(st->last.reason, sizeof st->last.reason, "%s", reason ? reason : "");
+}
+
+void cs_note_fallback(cs_comm *st, const char *reason)
+{
+    set_last(st, NULL, reason);
+    if (st->rank == 0 && !st->warned && (cs_verbose() || cs_strict())) {
+        say("no schedule for this call on a communicator of %d ranks: %s", st->size, reason);
+        st->warned = 1;
+    }
+}
+
+/* ---- cleanup (attribute delete callbacks) ---- */
+
+/* Releases what a state holds; MPI calls only while MPI is usable. */
+static void release_state(cs_comm *st, int mpi_usable)
+{
+    for (int i = 0; i < st->ncand; i++) {
+        free(st->cand[i].path);
+        free(st->cand[i].reqs);
+        collsched_schedule_free(st->cand[i].sched);
+    }
+    free(st->cand);
+    st->cand = NULL;
+    st->ncand = 0;
+    if (mpi_usable && st->priv != MPI_COMM_NULL) PMPI_Comm_free(&st->priv);
+    st->priv = MPI_COMM_NULL;
+    for (cs_comm **p = &all_states; *p; p = &(*p)->next)
+        if (*p == st) { *p = st->next; break; }
+}
+
+static int delete_state(MPI_Comm comm, int kv, void *value, void *extra)
+{
+    (void)comm; (void)kv; (void)extra;
+    cs_comm *st = value;
+    if (!st->orphan) {
+        int finalized = 0;
+        PMPI_Finalized(&finalized);
+        release_state(st, !finalized);
+    }
+    free(st);
+    return MPI_SUCCESS;
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: free every state while MPI
+ * still works (the private communicators must go before MPI does). Some MPIs (SimGrid
+ * SMPI) already refuse MPI calls here and delete MPI_COMM_WORLD's attributes later, from
+ * another context: then release what we can without MPI and leave the memory to that
+ * later callback, which must not touch anything but the state itself. */
+static int at_finalize(MPI_Comm comm, int kv, void *value, void *extra)
+{
+    (void)comm; (void)kv; (void)value; (void)extra;
+    while (all_states) {
+        cs_comm *st = all_states;
+        if (PMPI_Comm_delete_attr(st->user, keyval) != MPI_SUCCESS) {
+            release_state(st, 0);
+            st->orphan = 1;
+        }
+    }
+    PMPI_Comm_free_keyval(&keyval);
+    return MPI_SUCCESS;
+}
+
+static int ensure_keyvals(void)
+{
+    if (keyval != MPI_KEYVAL_INVALID) return MPI_SUCCESS;
+    int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &keyval, NULL);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_keyval, NULL);
+    if (rc == MPI_SUCCESS) rc = PMPI_Comm_set_attr(MPI_COMM_SELF, self_keyval, NULL);
+    return rc;
+}
+
+/* ---- the schedule set ---- */
+
+static int add_candidate(cs_comm *st, const char *path, char *err, size_t errlen)
+{
+    collsched_header h;
+    if (cs_read_header_file(path, &h, err, errlen) != COLLSCHED_OK) return -1;
+    cs_candidate *c = realloc(st->cand, (size_t)(st->ncand + 1) * sizeof *c);
+    if (!c) return -1;
+    st->cand = c;
+    c = &st->cand[st->ncand];
+    memset(c, 0, sizeof *c);
+    c->path = strdup(path);
+    c->hdr = h;
+    if (!c->path) return -1;
+    st->ncand++;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Directory: every regular file, in name order; files whose header is not valid are
+ * skipped (noted for COLLSCHED_VERBOSE). */
+static void scan_directory(cs_comm *st, const char *dir)
+{
+    DIR *d = opendir(dir);
+    char *names[MAX_DIR_FILES];
+    int n = 0, skipped = 0;
+    char err[REASON_LEN] = "", first_err[REASON_LEN] = "";
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < MAX_DIR_FILES)
+        if (e->d_name[0] != '.' && (names[n] = strdup(e->d_name))) n++;
+    if (d) closedir(d);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        struct stat sb;
+        text(path, sizeof path, "%s/%s", dir, names[i]);
+        free(names[i]);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (add_candidate(st, path, err, sizeof err) != 0 && !skipped++)
+            text(first_err, sizeof first_err, "%s", err);
+    }
+    if (st->rank == 0 && skipped && cs_verbose())
+        say("skipped %d file(s) of %s that are not valid schedules, first: %s", skipped, dir, first_err);
+}
+
+/* Reads the configured headers; returns a hash of what was found (the ranks compare it). */
+static uint64_t scan_source(cs_comm *st)
+{
+    const char *src = source_path();
+    struct stat sb;
+    char err[REASON_LEN];
+    if (!src) {
+        text(st->disabled, sizeof st->disabled, "COLLSCHED_SCHEDULES is not set");
+        return 1;
+    }
+    text(st->source, sizeof st->source, "%s", src);
+    if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        scan_directory(st, src);
+        if (st->ncand == 0)
+            text(st->disabled, sizeof st->disabled, "%s: directory holds no valid schedule file", src);
+    } else {
+        st->single_file = 1;
+        if (add_candidate(st, src, err, sizeof err) != 0) text(st->disabled, sizeof st->disabled, "%s", err);
+    }
+    uint64_t h = cs_hash64(0, src, strlen(src));
+    for (int i = 0; i < st->ncand; i++) {
+        const collsched_header *c = &st->cand[i].hdr;
+        uint64_t fields[7] = { c->collective, c->nranks, c->nseg, c->bytes_min, c->bytes_max,
+                               c->total_ops, c->index_crc32 };
+        h = cs_hash64(h, st->cand[i].path, strlen(st->cand[i].path));
+        h = cs_hash64(h, fields, sizeof fields);
+    }
+    return h;
+}
+
+/* All ranks hold the same value? (max of v and of ~v: equal to one's own iff all equal) */
+static int all_equal(MPI_Comm comm, uint64_t v, int *same)
+{
+    uint64_t x[2] = { v, ~v };
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, x, 2, MPI_UINT64_T, MPI_MAX, comm);
+    *same = x[0] == v && x[1] == ~v;
+    return rc;
+}
+
+static int create_state(MPI_Comm comm, cs_comm **out)
+{
+    cs_comm *st = calloc(1, sizeof *st);
+    if (!st) return MPI_ERR_NO_MEM;
+    st->user = comm;
+    st->priv = MPI_COMM_NULL;
+    PMPI_Comm_rank(comm, &st->rank);
+    PMPI_Comm_size(comm, &st->size);
+    int rc = PMPI_Comm_dup(comm, &st->priv);
+    if (rc != MPI_SUCCESS) { free(st); return rc; }
+    PMPI_Comm_set_errhandler(st->priv, MPI_ERRORS_RETURN);
+    uint64_t h = scan_source(st);
+    int same = 0;
+    rc = all_equal(st->priv, h, &same);
+    st->enabled = same && st->ncand > 0;
+    if (rc == MPI_SUCCESS && !same) {
+        text(st->disabled, sizeof st->disabled,
+                 "ranks see different schedule files under %s", st->source[0] ? st->source : "(unset)");
+        if (st->rank == 0) say("%s: falling back to the MPI library", st->disabled);
+    } else if (st->single_file && !st->enabled && st->rank == 0) {
+        say("%s", st->disabled); /* a broken single file is always worth a line */
+        st->warned = 1;
+    }
+    st->next = all_states;
+    all_states = st;
+    if (rc == MPI_SUCCESS) rc = PMPI_Comm_set_attr(comm, keyval, st);
+    if (rc != MPI_SUCCESS) { release_state(st, 1); free(st); return rc; }
+    *out = st;
+    return MPI_SUCCESS;
+}
+
+int cs_comm_state(MPI_Comm comm, cs_comm **out)
+{
+    int found = 0, rc = ensure_keyvals();
+    if (rc != MPI_SUCCESS) return rc;
+    rc = PMPI_Comm_get_attr(comm, keyval, out, &found);
+    if (rc != MPI_SUCCESS) return rc;
+    return found ? MPI_SUCCESS : create_state(comm, out);
+}
+
+/* ---- first use of a schedule: load own section, agree ---- */
+
+/* Per peer, a hash of the pieces sent to it and of those received from it in list
+ * order; the k-th send must name the k-th receive's piece, so the hashes must meet. */
+static int pairs_match(cs_comm *st, const collsched_schedule *s, int loaded, int *ok)
+{
+    uint64_t *sig = calloc(3 * (size_t)st->size, sizeof *sig);
+    if (!sig) return MPI_ERR_NO_MEM;
+    uint64_t *sent = sig, *got = sig + st->size, *recvd = sig + 2 * st->size;
+    for (uint32_t i = 0; loaded && i < s->nops; i++) {
+        const collsched_op *op = &s->ops[i];
+        uint64_t piece = ((uint64_t)op->origin << 16) | op->segment;
+        uint64_t *h = op->kind == COLLSCHED_SEND ? &sent[op->peer] : &recvd[op->peer];
+        *h = cs_hash64(*h, &piece, sizeof piece) | 1; /* | 1: never back to "empty" */
+    }
+    int rc = PMPI_Alltoall(sent, 1, MPI_UINT64_T, got, 1, MPI_UINT64_T, st->priv);
+    *ok = 1;
+    for (int p = 0; p < st->size; p++)
+        if (got[p] != recvd[p]) *ok = 0;
+    free(sig);
+    return rc;
+}
+
+static int load_candidate(cs_comm *st, cs_candidate *c)
+{
+    char err[REASON_LEN] = "";
+    collsched_schedule *s = NULL;
+    int loaded = collsched_load(c->path, (uint32_t)st->size, (uint32_t)st->rank, &s, err,
+                                sizeof err) == COLLSCHED_OK;
+    if (loaded && !(c->reqs = malloc((s->nops ? s->nops : 1) * sizeof *c->reqs))) {
+        text(err, sizeof err, "%s: memory: cannot allocate %u requests", c->path, s->nops);
+        loaded = 0;
+    }
+    int matched = 0;
+    int rc = pairs_match(st, s, loaded, &matched);
+    /* One reduction: same header+index everywhere, lowest rank that failed to load,
+     * lowest rank whose pairs do not match. */
+    uint64_t h = loaded ? s->hash : 0;
+    uint64_t P = (uint64_t)st->size, me = (uint64_t)st->rank;
+    uint64_t x[4] = { h, ~h, loaded ? 0 : P - me, matched ? 0 : P - me };
+    if (rc == MPI_SUCCESS) rc = PMPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_UINT64_T, MPI_MAX, st->priv);
+    int same = x[0] == h && x[1] == ~h;
+    if (rc == MPI_SUCCESS && same && !x[2] && !x[3]) {
+        c->sched = s;
+        c->state = 1;
+        if (st->rank == 0 && cs_verbose())
+            say("communicator of %d ranks: selected %s (algorithm %s, nseg %u, bytes %llu..%llu)",
+                st->size, c->path, s->hdr.algorithm, s->hdr.nseg,
+                (unsigned long long)s->hdr.bytes_min, (unsigned long long)s->hdr.bytes_max);
+        return MPI_SUCCESS;
+    }
+    collsched_schedule_free(s);
+    free(c->reqs);
+    c->reqs = NULL;
+    c->state = -1;
+    if (x[2]) {
+        uint64_t bad = P - x[2];
+        if (bad == me) { text(c->reason, sizeof c->reason, "%s", err); say("%s", err); }
+        else text(c->reason, sizeof c->reason, "%s: refused on rank %llu", c->path, (unsigned long long)bad);
+    } else if (x[3]) {
+        text(c->reason, sizeof c->reason,
+                 "%s: sections: sends and receives between ranks do not match (first seen on rank %llu)",
+                 c->path, (unsigned long long)(P - x[3]));
+        if (st->rank == 0) say("%s", c->reason);
+    } else {
+        text(c->reason, sizeof c->reason, "%s: ranks read different headers or indexes",
+                 c->path);
+        if (st->rank == 0) say("%s", c->reason);
+    }
+    return rc;
+}
+
+/* ---- selection ---- */
+
+static int serves(const cs_comm *st, const collsched_header *h, uint64_t lo, uint64_t hi,
+                  char *why, size_t len)
+{
+    if (h->nranks != (uint32_t)st->size) {
+        text(why, len, "nranks: expected %d (communicator size), found %u", st->size, h->nranks);
+        return 0;
+    }
+    if (lo < h->bytes_min || hi > h->bytes_max) {
+        if (lo == hi)
+            text(why, len, "bytes: expected bytes per rank %llu within [%llu, %llu]",
+                     (unsigned long long)lo, (unsigned long long)h->bytes_min,
+                     (unsigned long long)h->bytes_max);
+        else
+            text(why, len, "bytes: expected every block's bytes (%llu..%llu) within [%llu, %llu]",
+                     (unsigned long long)lo, (unsigned long long)hi,
+                     (unsigned long long)h->bytes_min, (unsigned long long)h->bytes_max);
+        return 0;
+    }
+    return 1;
+}
+
+static void no_match(cs_comm *st, const char *reason)
+{
+    set_last(st, NULL, reason);
+    /* A single file that does not fit is a user error worth one line; a directory that
+     * has nothing for this call is normal (COLLSCHED_VERBOSE tells). */
+    if (st->rank == 0 && !st->warned && (st->single_file || cs_verbose() || cs_strict())) {
+        say("%s: falling back to the MPI library", reason);
+        st->warned = 1;
+    }
+}
+
+int cs_select(cs_comm *st, uint64_t lo, uint64_t hi, cs_selection *sel)
+{
+    char why[REASON_LEN], reason[REASON_LEN];
+    sel->sched = NULL;
+    if (!st->enabled) {
+        no_match(st, st->disabled);
+        return MPI_SUCCESS;
+    }
+    for (int i = 0; i < st->ncand; i++) {
+        cs_candidate *c = &st->cand[i];
+        if (!serves(st, &c->hdr, lo, hi, why, sizeof why)) continue;
+        int rc = c->state == 0 ? load_candidate(st, c) : MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) return rc;
+        if (c->state < 0) { /* the first match decides: a refused file is not skipped */
+            set_last(st, NULL, c->reason);
+            return MPI_SUCCESS;
+        }
+        sel->sched = c->sched;
+        sel->comm = st->priv;
+        sel->reqs = c->reqs;
+        set_last(st, c->path, NULL);
+        return MPI_SUCCESS;
+    }
+    if (st->single_file)
+        text(reason, sizeof reason, "%s: %s", st->cand[0].path, why);
+    else
+        text(reason, sizeof reason, "%s: no schedule matches %d ranks, %llu..%llu bytes per rank",
+                 st->source, st->size, (unsigned long long)lo, (unsigned long long)hi);
+    no_match(st, reason);
+    return MPI_SUCCESS;
+}
+
+int collsched_last_call(MPI_Comm comm, collsched_call_info *info)
+{
+    int found = 0;
+    cs_comm *st = NULL;
+    memset(info, 0, sizeof *info);
+    if (keyval != MPI_KEYVAL_INVALID)
+        PMPI_Comm_get_attr(comm, keyval, &st, &found);
+    if (!found) {
+        text(info->reason, sizeof info->reason, "no collsched call on this communicator yet");
+        return MPI_SUCCESS;
+    }
+    *info = st->last;
+    return MPI_SUCCESS;
+}
+
+int cs_comm_rank(const cs_comm *st) { return st->rank; }
+int cs_comm_size(const cs_comm *st) { return st->size; }
+MPI_Comm cs_comm_private(const cs_comm *st) { return st->priv; }

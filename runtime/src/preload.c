@@ -1,0 +1,23 @@
+/* preload.c - PMPI wrappers: LD_PRELOAD=libcollsched-preload.so makes an unmodified
+ * program's MPI_Allgather and MPI_Allgatherv run a matching schedule from
+ * COLLSCHED_SCHEDULES. Without that variable every call goes straight to the MPI
+ * library, so preloading alone changes nothing. */
+#include "runtime.h"
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (!cs_source_configured())
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    return collsched_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (!cs_source_configured())
+        return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                               recvtype, comm);
+    return collsched_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                recvtype, comm);
+}

@@ -1,0 +1,54 @@
+/* runtime.h - MPI-side declarations shared by executor.c, comm_state.c, collectives.c
+ * and preload.c (not installed). */
+#ifndef COLLSCHED_RUNTIME_H
+#define COLLSCHED_RUNTIME_H
+
+#include "collsched.h"
+#include "internal.h"
+
+#define CS_TAG 1        /* the one tag of schedule traffic, on a private communicator */
+#define CS_TAG_SELF 2   /* local copy of a non-contiguous send buffer */
+
+/* Where the blocks live in the receive buffer (executor.c). */
+typedef struct cs_layout {
+    char *base;             /* receive buffer + true lower bound of the type */
+    uint64_t block;         /* allgather: bytes per rank (counts == NULL) */
+    const int *counts;      /* allgatherv: per-origin element counts ... */
+    const int *displs;      /* ... and displacements, in units of `extent` */
+    uint64_t extent;
+    uint32_t rank;          /* the calling rank (origin of the own block) */
+    const char *own_src;    /* contiguous send buffer: own pieces are sent from here, and
+                               copied to own_dst after the walk; NULL: already in place */
+    char *own_dst;
+    uint64_t own_bytes;
+} cs_layout;
+
+/* Runs the rank's operations; returns an MPI error code. reqs holds s->nops requests.
+ * Unless lay->own_src is set, the own block must be in the receive buffer on entry. */
+int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
+               MPI_Request *reqs);
+
+/* comm_state.c: per-communicator state and schedule selection. */
+typedef struct cs_comm cs_comm;
+typedef struct cs_selection {
+    const collsched_schedule *sched;  /* NULL: fall back */
+    MPI_Comm comm;                    /* private communicator to run it on */
+    MPI_Request *reqs;
+} cs_selection;
+
+/* The communicator's state, created on first use (collective over comm). */
+int cs_comm_state(MPI_Comm comm, cs_comm **st);
+/* Chooses the schedule for a call whose blocks have between lo and hi bytes. Collective
+ * only on first use of a schedule (the ranks agree); returns an MPI error code;
+ * sel->sched == NULL means "fall back", with the reason recorded for collsched_last_call. */
+int cs_select(cs_comm *st, uint64_t lo, uint64_t hi, cs_selection *sel);
+/* Records a fallback decided before selection (datatype, sizes, ...). */
+void cs_note_fallback(cs_comm *st, const char *reason);
+int cs_comm_rank(const cs_comm *st);
+int cs_comm_size(const cs_comm *st);
+MPI_Comm cs_comm_private(const cs_comm *st);
+int cs_strict(void);
+int cs_verbose(void);
+int cs_source_configured(void);
+
+#endif

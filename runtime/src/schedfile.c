@@ -1,0 +1,437 @@
+/* schedfile.c - read and validate one rank's section of a .sched file.
+ *
+ * Format and the order of checks: docs/schedule-format.md. The reader trusts nothing:
+ * every offset is checked against the file size before it is used, every allocation is
+ * bounded by the file size, and every operation field is range-checked, so a corrupt,
+ * truncated or hostile file yields an error line, never a crash. No MPI in this file
+ * (the fuzz target links it alone).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HEADER_BYTES 128u
+#define INDEX_ENTRY 16u
+#define OP_BYTES 12u
+#define MAX_RANKS (1u << 24)
+#define MAX_SEGMENTS 65535u
+#define KNOWN_FLAGS 3u
+
+/* ---- little helpers ---- */
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
+
+static int fail(int code, char *err, size_t errlen, const char *name, const char *field,
+                const char *fmt, ...)
+{
+    if (err && errlen) {
+        char what[200];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+        snprintf(err, errlen, "%s: %s: %s", name, field, what);
+    }
+    return code;
+}
+
+/* CRC-32 as zlib computes it (reflected IEEE 802.3 polynomial). */
+uint32_t cs_crc32(uint32_t crc, const void *buf, size_t len)
+{
+    static uint32_t table[256];
+    static int ready;
+    if (!ready) { /* idempotent, so a race between threads only repeats the same work */
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    const uint8_t *p = buf;
+    crc = ~crc;
+    while (len--) crc = table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+uint64_t cs_hash64(uint64_t h, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    if (h == 0) h = 0xcbf29ce484222325ull; /* FNV-1a offset basis */
+    while (len--) { h ^= *p++; h *= 0x100000001b3ull; }
+    return h;
+}
+
+/* Checksums protect against corruption, not against hostile input, which every other
+ * check must survive alone: the fuzz build (COLLSCHED_FUZZING) ignores them so that the
+ * fuzzer reaches the checks behind them. */
+static int crc_ok(uint32_t computed, uint32_t stored)
+{
+#ifdef COLLSCHED_FUZZING
+    (void)computed; (void)stored;
+    return 1;
+#else
+    return computed == stored;
+#endif
+}
+
+/* ---- where the bytes come from: a file (pread) or memory ---- */
+
+typedef struct source {
+    const char *name;
+    uint64_t size;
+    int fd;                  /* >= 0: file */
+    const uint8_t *mem;      /* else memory */
+} source;
+
+static int src_read(const source *s, uint64_t off, void *buf, size_t n)
+{
+    if (off > s->size || n > s->size - off) return -1;
+    if (!s->mem) {
+        size_t done = 0;
+        while (done < n) {
+            ssize_t got = pread(s->fd, (char *)buf + done, n - done, (off_t)(off + done));
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) return -1;
+            done += (size_t)got;
+        }
+        return 0;
+    }
+    memcpy(buf, s->mem + off, n);
+    return 0;
+}
+
+/* ---- header ---- */
+
+static void copy_text(char dst[17], const uint8_t *src)
+{
+    memcpy(dst, src, 16);
+    dst[16] = '\0';
+    for (int i = 0; i < 16 && dst[i]; i++)
+        if (dst[i] < 32 || dst[i] > 126) dst[i] = '?'; /* printable in messages */
+}
+
+int collsched_parse_header(const void *buf, size_t len, uint64_t file_size, const char *name,
+                           collsched_header *h, char *err, size_t errlen)
+{
+    const uint8_t *b = buf;
+    if (len < HEADER_BYTES || file_size < HEADER_BYTES)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header",
+                    "expected at least %u bytes, file has %llu", HEADER_BYTES,
+                    (unsigned long long)file_size);
+    if (memcmp(b, "COLLSCHD", 8) != 0)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "magic",
+                    "expected 'COLLSCHD': not a collsched schedule");
+    memset(h, 0, sizeof *h);
+    h->version_major = rd16(b + 8);
+    h->version_minor = rd16(b + 10);
+    if (h->version_major != 1)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "version_major", "expected 1, found %u",
+                    h->version_major);
+    if (rd32(b + 12) != HEADER_BYTES)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header_bytes", "expected %u, found %u",
+                    HEADER_BYTES, rd32(b + 12));
+    if (!crc_ok(cs_crc32(0, b, HEADER_BYTES - 4), rd32(b + 124)))
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header_crc32",
+                    "header checksum mismatch (corrupt file)");
+    h->collective = rd32(b + 16);
+    h->nranks = rd32(b + 20);
+    h->nseg = rd32(b + 24);
+    h->flags = rd32(b + 28);
+    h->bytes_min = rd64(b + 32);
+    h->bytes_max = rd64(b + 40);
+    copy_text(h->algorithm, b + 48);
+    copy_text(h->compiler_version, b + 64);
+    memcpy(h->input_hash, b + 80, 32);
+    h->total_ops = rd64(b + 112);
+    h->index_crc32 = rd32(b + 120);
+    if (h->collective != 1)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "collective",
+                    "expected 1 (allgather), found %u", h->collective);
+    if (h->nranks < 1 || h->nranks > MAX_RANKS)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "nranks", "expected 1..%u, found %u",
+                    MAX_RANKS, h->nranks);
+    if (h->nseg < 1 || h->nseg > MAX_SEGMENTS)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "nseg", "expected 1..%u, found %u",
+                    MAX_SEGMENTS, h->nseg);
+    if (h->flags & ~KNOWN_FLAGS)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "flags", "unknown flag bits in %#x",
+                    h->flags);
+    if (h->bytes_min > h->bytes_max)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "bytes_min",
+                    "expected bytes_min <= bytes_max, found %llu > %llu",
+                    (unsigned long long)h->bytes_min, (unsigned long long)h->bytes_max);
+    return COLLSCHED_OK;
+}
+
+/* ---- index: checksum, contiguity, total size; yields the rank's section ---- */
+
+static int check_index(const source *s, const collsched_header *h, const uint8_t *index,
+                       uint32_t rank, uint64_t *sec_off, uint32_t *sec_nops, uint32_t *sec_crc,
+                       char *err, size_t errlen)
+{
+    const uint64_t index_end = HEADER_BYTES + (uint64_t)INDEX_ENTRY * h->nranks;
+    if (!crc_ok(cs_crc32(0, index, (size_t)INDEX_ENTRY * h->nranks), h->index_crc32))
+        return fail(COLLSCHED_EFORMAT, err, errlen, s->name, "index_crc32",
+                    "index checksum mismatch (corrupt file)");
+    uint64_t expect = index_end, ops = 0;
+    for (uint32_t r = 0; r < h->nranks; r++) {
+        const uint8_t *e = index + (size_t)INDEX_ENTRY * r;
+        uint64_t off = rd64(e);
+        uint32_t n = rd32(e + 8);
+        if (off != expect)
+            return fail(COLLSCHED_EFORMAT, err, errlen, s->name, "index.section_offset",
+                        "rank %u: expected %llu (sections contiguous), found %llu", r,
+                        (unsigned long long)expect, (unsigned long long)off);
+        if (r == rank) { *sec_off = off; *sec_nops = n; *sec_crc = rd32(e + 12); }
+        expect += (uint64_t)OP_BYTES * n; /* n < 2^32, r < 2^24: no overflow */
+        ops += n;
+    }
+    if (ops != h->total_ops)
+        return fail(COLLSCHED_EFORMAT, err, errlen, s->name, "total_ops",
+                    "header says %llu, index sums to %llu", (unsigned long long)h->total_ops,
+                    (unsigned long long)ops);
+    if (s->size != expect)
+        return fail(COLLSCHED_EFORMAT, err, errlen, s->name, "sections",
+                    "expected file size %llu bytes, found %llu%s", (unsigned long long)expect,
+                    (unsigned long long)s->size, s->size < expect ? " (truncated)" : " (trailing bytes)");
+    return COLLSCHED_OK;
+}
+
+/* ---- section: fields, holding, delivery ---- */
+
+/* Open-addressing map piece -> index of the recv that delivers it. */
+typedef struct piece_map {
+    uint64_t *keys; /* piece id + 1; 0 = empty */
+    int32_t *vals;
+    uint64_t mask;
+} piece_map;
+
+static int map_init(piece_map *m, uint32_t n)
+{
+    uint64_t cap = 16;
+    while (cap < 2ull * n) cap <<= 1;
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    m->mask = cap - 1;
+    return m->keys && m->vals ? 0 : -1;
+}
+
+static uint64_t *map_slot(const piece_map *m, uint64_t key, int32_t **val)
+{
+    uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> 20;
+    for (;; i++) {
+        uint64_t *k = &m->keys[i & m->mask];
+        if (*k == 0 || *k == key + 1) { *val = &m->vals[i & m->mask]; return k; }
+    }
+}
+
+static void map_free(piece_map *m) { free(m->keys); free(m->vals); }
+
+static int check_fields(const source *s, const collsched_header *h, uint32_t rank, uint32_t i,
+                        const uint8_t *raw, collsched_op *op, int *seen_fg, char *err, size_t errlen)
+{
+    op->peer = rd32(raw);
+    op->origin = rd32(raw + 4);
+    op->segment = rd16(raw + 8);
+    op->kind = raw[10];
+    op->phase = raw[11];
+    op->dep = -1;
+    char field[64];
+#define BAD(fld, ...) (snprintf(field, sizeof field, "rank %u op %u %s", rank, i, fld), \
+                       fail(COLLSCHED_EFORMAT, err, errlen, s->name, field, __VA_ARGS__))
+    if (op->kind > 1) return BAD("kind", "expected 0 (send) or 1 (recv), found %u", op->kind);
+    if (op->phase > 1) return BAD("phase", "expected 0 (foreground) or 1 (background), found %u", op->phase);
+    if (op->peer >= h->nranks) return BAD("peer", "expected a rank below %u, found %u", h->nranks, op->peer);
+    if (op->peer == rank) return BAD("peer", "expected a rank other than the op's own (%u)", rank);
+    if (op->origin >= h->nranks) return BAD("origin", "expected a rank below %u, found %u", h->nranks, op->origin);
+    if (op->segment >= h->nseg) return BAD("segment", "expected a segment below nseg=%u, found %u", h->nseg, op->segment);
+    if (op->phase == 1 && *seen_fg) return BAD("phase", "expected background ops before foreground ops");
+    if (op->phase == 0) *seen_fg = 1;
+    if (op->kind == COLLSCHED_RECV && op->origin == rank)
+        return BAD("origin", "expected a piece of another rank (a rank never receives its own)");
+#undef BAD
+    return COLLSCHED_OK;
+}
+
+/* Holding: a forwarded send names an earlier recv of its piece (its dep). Delivery: every
+ * piece of every other origin is received exactly once. */
+static int check_dataflow(const source *s, const collsched_header *h, collsched_schedule *sc,
+                          char *err, size_t errlen)
+{
+    piece_map m;
+    if (map_init(&m, sc->nops) != 0) { map_free(&m); return COLLSCHED_ENOMEM; }
+    int rc = COLLSCHED_OK;
+    char field[64];
+    for (uint32_t i = 0; i < sc->nops && rc == COLLSCHED_OK; i++) {
+        collsched_op *op = &sc->ops[i];
+        uint64_t key = (uint64_t)op->origin * h->nseg + op->segment;
+        int32_t *val;
+        uint64_t *slot = map_slot(&m, key, &val);
+        snprintf(field, sizeof field, "rank %u op %u", sc->rank, i);
+        if (op->kind == COLLSCHED_RECV) {
+            if (*slot)
+                rc = fail(COLLSCHED_EFORMAT, err, errlen, s->name, field,
+                          "expected each piece received once, piece (%u,%u) again at op %u",
+                          op->origin, op->segment, i);
+            *slot = key + 1;
+            *val = (int32_t)i;
+            sc->nrecv++;
+        } else {
+            sc->nsend++;
+            if (op->origin == sc->rank) continue;
+            if (!*slot)
+                rc = fail(COLLSCHED_EFORMAT, err, errlen, s->name, field,
+                          "expected an earlier recv of forwarded piece (%u,%u)", op->origin,
+                          op->segment);
+            op->dep = *val;
+        }
+    }
+    uint64_t want = (uint64_t)(h->nranks - 1) * h->nseg;
+    if (rc == COLLSCHED_OK && sc->nrecv != want)
+        rc = fail(COLLSCHED_EFORMAT, err, errlen, s->name, "section",
+                  "rank %u: expected %llu recvs (every piece of every other rank), found %u",
+                  sc->rank, (unsigned long long)want, sc->nrecv);
+    map_free(&m);
+    return rc;
+}
+
+static int read_section(const source *s, const collsched_header *h, uint32_t rank, uint64_t off,
+                        uint32_t nops, uint32_t crc, collsched_schedule *sc, char *err, size_t errlen)
+{
+    if (nops > (uint32_t)INT32_MAX / 2)
+        return fail(COLLSCHED_EFORMAT, err, errlen, s->name, "index.nops",
+                    "rank %u: expected at most %d ops, found %u", rank, INT32_MAX / 2, nops);
+    size_t bytes = (size_t)OP_BYTES * nops;
+    uint8_t *raw = malloc(bytes ? bytes : 1);
+    sc->ops = calloc(nops ? nops : 1, sizeof *sc->ops);
+    if (!raw || !sc->ops) { free(raw); return COLLSCHED_ENOMEM; }
+    int rc = COLLSCHED_OK;
+    if (src_read(s, off, raw, bytes) != 0)
+        rc = fail(COLLSCHED_EIO, err, errlen, s->name, "section", "rank %u: cannot read %zu bytes",
+                  rank, bytes);
+    else if (!crc_ok(cs_crc32(0, raw, bytes), crc))
+        rc = fail(COLLSCHED_EFORMAT, err, errlen, s->name, "section_crc32",
+                  "rank %u: section checksum mismatch (corrupt file)", rank);
+    sc->nops = nops;
+    int seen_fg = 0;
+    for (uint32_t i = 0; i < nops && rc == COLLSCHED_OK; i++)
+        rc = check_fields(s, h, rank, i, raw + (size_t)OP_BYTES * i, &sc->ops[i], &seen_fg, err, errlen);
+    free(raw);
+    return rc == COLLSCHED_OK ? check_dataflow(s, h, sc, err, errlen) : rc;
+}
+
+/* ---- the loader ---- */
+
+static int load(const source *s, uint32_t nranks, uint32_t rank, collsched_schedule **out,
+                char *err, size_t errlen)
+{
+    uint8_t head[HEADER_BYTES];
+    collsched_header h;
+    *out = NULL;
+    if (s->size < HEADER_BYTES || src_read(s, 0, head, HEADER_BYTES) != 0)
+        return fail(COLLSCHED_EFORMAT, err, errlen, s->name, "header",
+                    "expected at least %u bytes, file has %llu", HEADER_BYTES,
+                    (unsigned long long)s->size);
+    int rc = collsched_parse_header(head, HEADER_BYTES, s->size, s->name, &h, err, errlen);
+    if (rc) return rc;
+    if (h.nranks != nranks)
+        return fail(COLLSCHED_EMATCH, err, errlen, s->name, "nranks",
+                    "expected %u (communicator size), found %u", nranks, h.nranks);
+    if (rank >= nranks)
+        return fail(COLLSCHED_EMATCH, err, errlen, s->name, "rank", "expected below %u, found %u",
+                    nranks, rank);
+    uint64_t index_bytes = (uint64_t)INDEX_ENTRY * h.nranks;
+    if (s->size < HEADER_BYTES + index_bytes)
+        return fail(COLLSCHED_EFORMAT, err, errlen, s->name, "index",
+                    "truncated: expected %llu bytes for %u ranks, file has %llu",
+                    (unsigned long long)(HEADER_BYTES + index_bytes), h.nranks,
+                    (unsigned long long)s->size);
+    uint8_t *index = malloc((size_t)index_bytes);
+    collsched_schedule *sc = calloc(1, sizeof *sc);
+    if (!index || !sc) { free(index); free(sc); return COLLSCHED_ENOMEM; }
+    uint64_t off = 0;
+    uint32_t nops = 0, crc = 0;
+    if (src_read(s, HEADER_BYTES, index, (size_t)index_bytes) != 0)
+        rc = fail(COLLSCHED_EIO, err, errlen, s->name, "index", "cannot read %llu bytes",
+                  (unsigned long long)index_bytes);
+    else
+        rc = check_index(s, &h, index, rank, &off, &nops, &crc, err, errlen);
+    sc->hdr = h;
+    sc->rank = rank;
+    sc->hash = cs_hash64(cs_hash64(0, head, HEADER_BYTES), index, (size_t)index_bytes);
+    free(index);
+    if (rc == COLLSCHED_OK) rc = read_section(s, &h, rank, off, nops, crc, sc, err, errlen);
+    if (rc != COLLSCHED_OK) {
+        collsched_schedule_free(sc);
+        if (rc == COLLSCHED_ENOMEM) fail(rc, err, errlen, s->name, "memory", "allocation failed");
+        return rc;
+    }
+    *out = sc;
+    return COLLSCHED_OK;
+}
+
+int collsched_load_memory(const void *data, size_t len, const char *name, uint32_t nranks,
+                          uint32_t rank, collsched_schedule **out, char *err, size_t errlen)
+{
+    source s = { name ? name : "<memory>", len, -1, data };
+    if (!data) s.mem = (const uint8_t *)"", s.size = 0;
+    return load(&s, nranks, rank, out, err, errlen);
+}
+
+int collsched_load(const char *path, uint32_t nranks, uint32_t rank, collsched_schedule **out,
+                   char *err, size_t errlen)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return fail(COLLSCHED_EIO, err, errlen, path, "file", "cannot read a regular file (%s)",
+                    fd >= 0 ? "not a regular file" : strerror(e));
+    }
+    source s = { path, (uint64_t)st.st_size, fd, NULL };
+    int rc = load(&s, nranks, rank, out, err, errlen);
+    close(fd);
+    return rc;
+}
+
+int cs_read_header_file(const char *path, collsched_header *h, char *err, size_t errlen)
+{
+    uint8_t head[HEADER_BYTES];
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return fail(COLLSCHED_EIO, err, errlen, path, "file", "cannot read a regular file (%s)",
+                    fd >= 0 ? "not a regular file" : strerror(e));
+    }
+    source s = { path, (uint64_t)st.st_size, fd, NULL };
+    int rc = (s.size < HEADER_BYTES || src_read(&s, 0, head, HEADER_BYTES) != 0)
+        ? fail(COLLSCHED_EFORMAT, err, errlen, path, "header", "expected at least %u bytes, file has %llu",
+               HEADER_BYTES, (unsigned long long)s.size)
+        : collsched_parse_header(head, HEADER_BYTES, s.size, path, h, err, errlen);
+    close(fd);
+    return rc;
+}
+
+void collsched_schedule_free(collsched_schedule *s)
+{
+    if (!s) return;
+    free(s->ops);
+    free(s);
+}

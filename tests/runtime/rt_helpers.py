@@ -1,0 +1,74 @@
+"""Helpers of the runtime tests (imported by the test modules; not a conftest, so that it
+cannot collide with tests/conftest.py): schedules from the Python library, mpirun/smpirun launches
+of build/bin/collsched-run (or of the build named by COLLSCHED_BUILD, e.g. the ASan one)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from collsched import schedfile
+from collsched.algorithms import Request, generate
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build"))
+DATA = Path(__file__).parent / "data"
+TIMEOUT = 240  # a hang fails the test instead of stalling the suite
+
+
+def driver() -> Path:
+    exe = BUILD / "bin" / "collsched-run"
+    if not exe.exists():
+        pytest.skip(f"{exe} not built (make runtime)")
+    return exe
+
+
+def mpirun_cmd(nranks: int) -> list[str]:
+    if not shutil.which("mpirun"):
+        pytest.skip("mpirun not installed")
+    cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(nranks)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return cmd
+
+
+def make_schedule(path: Path, algorithm: str, nranks: int, nseg: int = 1,
+                  bytes_min: int = 0, bytes_max: int = 1 << 30) -> Path:
+    s = generate(algorithm, Request(nranks, nseg=nseg))
+    s.bytes_min, s.bytes_max = bytes_min, bytes_max
+    schedfile.write(s, path)
+    return path
+
+
+def baseline_algorithms(nranks: int) -> list[str]:
+    algs = ["ring", "lnbc", "bruck", "spreading"]
+    if nranks % 2 == 0:
+        algs.append("nex")
+    if nranks & (nranks - 1) == 0:
+        algs.append("rd")
+    return algs
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.returncode = proc.returncode
+        self.stdout, self.stderr = proc.stdout, proc.stderr
+        self.rows = [json.loads(line) for line in proc.stdout.splitlines()
+                     if line.startswith("{")]
+
+    def __repr__(self) -> str:
+        return f"rc={self.returncode}\nstdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
+
+
+def run_driver(nranks: int, files, *args: str, env: dict | None = None,
+               launcher: list[str] | None = None, exe: Path | None = None) -> Run:
+    cmd = (launcher or mpirun_cmd(nranks)) + [str(exe or driver())] + [str(f) for f in files]
+    cmd += ["--json", *args]
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=full_env)
+    return Run(proc)

@@ -1,0 +1,107 @@
+"""LD_PRELOAD=libcollsched-preload.so: an unmodified MPI program (tests/runtime/apps/) gets
+schedules for its MPI_Allgather/MPI_Allgatherv from COLLSCHED_SCHEDULES, and the MPI
+library's collective otherwise. The program checks its own results."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rt_helpers import BUILD, TIMEOUT, make_schedule, mpirun_cmd
+
+APPS = Path(__file__).parent / "apps"
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory) -> Path:
+    if not shutil.which("mpicc"):
+        pytest.skip("mpicc not installed")
+    exe = tmp_path_factory.mktemp("apps") / "allgather_app"
+    subprocess.run(["mpicc", "-O1", "-Wall", "-o", str(exe), str(APPS / "allgather_app.c")],
+                   check=True, timeout=120)
+    return exe
+
+
+def preload_env(schedules: Path | None, verbose: bool = True) -> dict:
+    lib = BUILD / "lib" / "libcollsched-preload.so"
+    if not lib.exists():
+        pytest.skip(f"{lib} not built")
+    preload = [str(lib)]
+    if os.environ.get("COLLSCHED_ASAN"):  # an ASan-built library needs the runtime first
+        asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                              text=True).stdout.strip()
+        preload.insert(0, asan)
+    env = dict(os.environ, LD_PRELOAD=" ".join(preload))
+    env.pop("COLLSCHED_SCHEDULES", None)
+    if schedules is not None:
+        env["COLLSCHED_SCHEDULES"] = str(schedules)
+    if verbose:
+        env["COLLSCHED_VERBOSE"] = "1"
+    return env
+
+
+def run_app(app: Path, nranks: int, env: dict) -> subprocess.CompletedProcess:
+    cmd = mpirun_cmd(nranks) + [str(app)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+
+
+@pytest.fixture
+def library(tmp_path) -> Path:
+    """A schedule directory: files are tried in name order, the first match wins."""
+    d = tmp_path / "schedules"
+    d.mkdir()
+    make_schedule(d / "a-ring-p8.sched", "ring", 8)
+    make_schedule(d / "b-bruck-p4.sched", "bruck", 4, nseg=2)
+    make_schedule(d / "c-ring-p2.sched", "ring", 2)
+    make_schedule(d / "d-ring-p4.sched", "ring", 4)  # shadowed by b-
+    (d / "README.txt").write_text("not a schedule\n")
+    return d
+
+
+@pytest.mark.mpi
+def test_preload_selects_first_matching_schedule(app, library):
+    proc = run_app(app, 4, preload_env(library))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "allgather_app: OK" in proc.stdout
+    err = proc.stderr
+    assert "selected " + str(library / "b-bruck-p4.sched") in err, err
+    assert "d-ring-p4" not in err
+    # the split communicators (2 ranks each) pick the 2-rank file, once per communicator
+    assert err.count("selected " + str(library / "c-ring-p2.sched")) == 2, err
+    # the strided receive type passes through, and verbose mode says so
+    assert "receive datatype is not contiguous bytes" in err, err
+
+
+@pytest.mark.mpi
+def test_preload_without_match_passes_through(app, library):
+    proc = run_app(app, 3, preload_env(library))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "allgather_app: OK" in proc.stdout
+    assert "no schedule matches 3 ranks" in proc.stderr, proc.stderr
+
+
+@pytest.mark.mpi
+def test_preload_single_file_and_unset(app, tmp_path):
+    f = make_schedule(tmp_path / "ring4.sched", "ring", 4, nseg=3)
+    proc = run_app(app, 4, preload_env(f, verbose=False))
+    assert proc.returncode == 0 and "allgather_app: OK" in proc.stdout, proc.stdout + proc.stderr
+    # the 2-rank halves do not fit the 4-rank file: one line per communicator, no more
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("collsched:")]
+    assert len(lines) == 2 and all("nranks: expected 2" in ln for ln in lines), proc.stderr
+    proc = run_app(app, 4, preload_env(None))
+    assert proc.returncode == 0 and "allgather_app: OK" in proc.stdout, proc.stderr
+    assert "collsched:" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.mpi
+def test_preload_corrupt_file_falls_back(app, tmp_path):
+    f = make_schedule(tmp_path / "ring4.sched", "ring", 4)
+    raw = bytearray(f.read_bytes())
+    raw[-1] ^= 0xFF
+    f.write_bytes(bytes(raw))
+    proc = run_app(app, 4, preload_env(f, verbose=False))
+    assert proc.returncode == 0 and "allgather_app: OK" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stderr.count("section_crc32") == 1, proc.stderr

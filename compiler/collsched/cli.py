@@ -91,7 +91,8 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--network-model", default="CM02", help="SMPI network model: CM02 (default), SMPI, LV08")
     b.add_argument("--tcp-gamma", type=int, default=None,
-                   help="SMPI TCP window in bytes (network/TCP-gamma), default 4194304")
+                   help="SMPI TCP window in bytes (network/TCP-gamma); default: the topology's "
+                        "tcp_window, else 4194304 (Linux's default maximum)")
     b.add_argument("--shared-data", choices=("auto", "yes", "no"), default="auto",
                    help="SMPI partial shared malloc for large buffers (checks every piece's private pages)")
     b.add_argument("--keep", help="keep the run directory (platform, schedules) here")
@@ -233,7 +234,7 @@ def cmd_bench(a) -> int:
         return run_compiler_bench(ranks, a.algorithm, _size_arg(a.bytes or "1MiB"), doc=a.doc,
                                   plot=a.plot, as_json=a.json)
     from .lab.report import print_report, plot_report
-    from .lab.runner import DEFAULT_TCP_GAMMA, LabConfig, run_lab
+    from .lab.runner import LabConfig, run_lab
 
     if a.collective != "allgather":
         raise InputError("--collective", a.collective, "expected allgather")
@@ -245,7 +246,7 @@ def cmd_bench(a) -> int:
     cfg = LabConfig(backend=a.backend, topology=a.topology, ranks=ranks[0],
                     nbytes=_size_arg(a.bytes or "64KiB"), iterations=a.iterations,
                     max_delay_ms=a.max_delay_ms, seed=a.seed, flat_iterations=a.flat_iterations,
-                    network_model=a.network_model, tcp_gamma=a.tcp_gamma or DEFAULT_TCP_GAMMA,
+                    network_model=a.network_model, tcp_gamma=a.tcp_gamma,
                     shared_data=a.shared_data, workdir=a.keep)
     algorithms = [x for x in a.algorithms.split(",") if x]
     from rich.progress import Progress

@@ -116,7 +116,9 @@ def input_hash(algorithm: str, options: dict, topo, pattern: np.ndarray) -> byte
     h = hashlib.sha256()
     head = {"algorithm": algorithm, "options": options, "name": topo.name,
             "hosts": list(topo.hosts), "host_site": list(topo.host_site),
-            "rank_host": np.asarray(topo.rank_host).tolist(), "full_duplex": bool(topo.full_duplex)}
+            "rank_host": np.asarray(topo.rank_host).tolist(), "full_duplex": bool(topo.full_duplex),
+            "tcp_window": getattr(topo, "tcp_window", None),
+            "eager_limit": getattr(topo, "eager_limit", None)}
     h.update(json.dumps(head, sort_keys=True, default=str).encode())
     for name in ("latency", "bandwidth", "os_a", "os_per_byte", "g_a", "g_per_byte"):
         a = getattr(topo, name)

@@ -81,27 +81,40 @@ class _Plan:
 
         src, dst = self.src, self.dst
         pair_lat = topo.latency[src, dst]
-        pair_bw = topo.bandwidth[src, dst]
-        self.duration = pair_lat + self.nbytes / pair_bw
+        flow_bw = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth
+        self.duration = pair_lat + self.nbytes / flow_bw[src, dst]
+        # How long before its end a transfer stops holding the receiving port: its latency,
+        # and, for a flow slowed by its TCP window, the time beyond what its bytes take at
+        # the port's own rate (several such flows share one receiving NIC side by side).
+        port_free_early = self.duration - self.nbytes / topo.bandwidth[src, dst]
         self.os = self._pairwise(topo.send_overhead, src, dst)
         self.g = self._pairwise(topo.gap, src, dst)
 
-        preds, kinds = [], []
+        # A receiving port is busy only while bytes arrive: a transfer may start while the
+        # previous one into the same port is still in flight, as long as its first byte
+        # lands after that one's last (Start + L >= previous TotalTime). Eq. 3 of the Min3
+        # paper keeps the port busy for the whole latency, which makes every message over a
+        # long WAN link cost its full latency in sequence; real links pipeline them.
+        preds, kinds, offsets = [], [], []
+        no_offset = np.zeros(n)
         if topo.full_duplex:
             # Previous send in the sender's list; previous recv in the receiver's list.
             preds.append(self._previous_in_list(so, rank, tr_of_op, s.kind == SEND, s.total_ops))
             kinds.append(_OS)
+            offsets.append(no_offset)
             preds.append(self._previous_in_list(ro, rank, tr_of_op, s.kind == RECV, s.total_ops))
             kinds.append(_END)
+            offsets.append(-port_free_early)
         else:
             # One port: the previous op of any kind, released after os (send) or at the end (recv).
             everything = np.ones(s.total_ops, bool)
-            for ops in (so, ro):
+            for ops, receiving in ((so, False), (ro, True)):
                 p = self._previous_in_list(ops, rank, tr_of_op, everything, s.total_ops)
                 prev_op = self._previous_op(ops, rank, s)
-                kind = np.where((prev_op >= 0) & (s.kind[np.maximum(prev_op, 0)] == SEND), _OS, _END)
+                prev_send = (prev_op >= 0) & (s.kind[np.maximum(prev_op, 0)] == SEND)
                 preds.append(p)
-                kinds.append(kind)
+                kinds.append(np.where(prev_send, _OS, _END))
+                offsets.append(np.where(~prev_send, -port_free_early, 0.0) if receiving else no_offset)
         # Previous transfer on the same directed link.
         link = src.astype(np.int64) * s.nranks + dst
         lo = np.lexsort((np.arange(n), link))
@@ -110,6 +123,7 @@ class _Plan:
         prev_link[lo[same]] = lo[np.nonzero(same)[0] - 1]
         preds.append(prev_link)
         kinds.append(_G)
+        offsets.append(no_offset)
         # The transfer that brought a forwarded piece to the sender.
         feed = np.full(n, -1, np.int64)
         fwd = np.nonzero(self.origin != src)[0]
@@ -121,7 +135,21 @@ class _Plan:
             feed[fwd] = srt[pos]
         preds.append(feed)
         kinds.append(_END)
+        offsets.append(no_offset)
+        # Rendezvous: a message of at least the eager limit moves only once its receive is
+        # posted, and the executor posts a receive when its walk reaches it, i.e. after the
+        # piece of the last forwarded send before it in the list has arrived. (Exact when
+        # pieces arrive in list order, as in every generated schedule.)
+        fwd_op = (s.kind == SEND) & (s.origin != rank)
+        last_fwd = np.maximum.accumulate(np.where(fwd_op, np.arange(s.total_ops), -1))[ro]
+        gated = (last_fwd >= s.offsets[rank[ro]]) & (self.nbytes >= getattr(topo, "eager_limit", 65536))
+        posting = np.full(n, -1, np.int64)
+        posting[gated] = feed[tr_of_op[last_fwd[gated]]]
+        preds.append(posting)
+        kinds.append(_END)
+        offsets.append(no_offset)
         self.pred = np.stack(preds, 1)
+        self.offset = np.stack(offsets, 1)
         self.kind = np.stack([np.broadcast_to(np.asarray(k, np.int8), n) for k in kinds], 1)
 
         # Readiness independent of the data: arrivals (filled in per pattern in `time`).
@@ -208,7 +236,7 @@ class _Plan:
             p = self.pred[wave]
             k = self.kind[wave]
             p = np.where(p >= 0, p, n)
-            st = np.maximum(base[wave], rel[p, k].max(1))
+            st = np.maximum(base[wave], (rel[p, k] + self.offset[wave]).max(1))
             start[wave] = st
             en = st + self.duration[wave]
             end[wave] = en

@@ -50,6 +50,13 @@ class Topology:
     # Host-level matrices (H, H), diagonal = intra-host class; None when not known.
     host_latency: np.ndarray | None = None
     host_bandwidth: np.ndarray | None = None
+    # Largest TCP window in bytes, or None: one flow then moves at most window / (2 L)
+    # bytes per second (one window per round trip), as in Linux and SimGrid's TCP-gamma.
+    tcp_window: float | None = None
+    # Messages of at least this many bytes use MPI's rendezvous protocol: they move only
+    # once the receiver has posted the receive (64 KiB: SimGrid SMPI's and Open MPI TCP's
+    # default). The simulator uses it to model when the executor posts receives.
+    eager_limit: int = 65536
 
     @property
     def nranks(self) -> int:
@@ -69,9 +76,17 @@ class Topology:
         """Site labels in order of first appearance among the hosts."""
         return list(dict.fromkeys(self.host_site))
 
+    def flow_bandwidth(self) -> np.ndarray:
+        """(P, P) bytes/s one flow gets: b, capped by the TCP window at window / (2 L)."""
+        if self.tcp_window is None:
+            return self.bandwidth
+        with np.errstate(divide="ignore"):
+            cap = np.where(self.latency > 0, self.tcp_window / (2.0 * self.latency), np.inf)
+        return np.minimum(self.bandwidth, cap)
+
     def transfer_time(self, nbytes) -> np.ndarray:
-        """(P, P) seconds to move nbytes from row rank to column rank: L + m / b."""
-        return self.latency + float(nbytes) / self.bandwidth
+        """(P, P) seconds to move nbytes from row rank to column rank: L + m / b(flow)."""
+        return self.latency + float(nbytes) / self.flow_bandwidth()
 
     def send_overhead(self, nbytes) -> np.ndarray:
         """(P, P) os(m): a + m * per_byte when the topology gives it, else m / b."""
@@ -106,6 +121,8 @@ class Topology:
             "bandwidth": mat(self.bandwidth),
             "os_a": mat(self.os_a), "os_per_byte": mat(self.os_per_byte),
             "g_a": mat(self.g_a), "g_per_byte": mat(self.g_per_byte),
+            "tcp_window": self.tcp_window,
+            "eager_limit": self.eager_limit,
         }
 
     def digest(self) -> str:
@@ -225,8 +242,23 @@ class _Reader:
         else:
             hlat, hbw, os_h, g_h = self.read_classes(hosts, host_site)
         rank_host = self.read_placement(hosts, nranks)
-        return _from_hosts(name, self.doc.source, hosts, host_site, rank_host, hlat, hbw, full,
+        topo = _from_hosts(name, self.doc.source, hosts, host_site, rank_host, hlat, hbw, full,
                            os_h, g_h)
+        if "eager_limit" in d:
+            try:
+                limit = units.parse_bytes(d["eager_limit"])
+            except ValueError as e:
+                raise self.fail(["eager_limit"], str(e)) from None
+            topo = dataclasses.replace(topo, eager_limit=int(limit))
+        if "tcp_window" in d:
+            try:
+                window = units.parse_bytes(d["tcp_window"])
+            except ValueError as e:
+                raise self.fail(["tcp_window"], str(e)) from None
+            if window <= 0:
+                raise self.fail(["tcp_window"], f"expected a positive window, got {describe(d['tcp_window'])}")
+            topo = dataclasses.replace(topo, tcp_window=float(window))
+        return topo
 
     def read_hosts(self):
         d = self.d
@@ -500,6 +532,9 @@ def write_topology(topo: Topology, path, comment=None) -> None:
                           duplex="full" if topo.full_duplex else "half",
                           intra_host=(float(diag_l.max()), float(diag_b.min())), comment=comment)
     text = Path(path).read_text(encoding="utf-8")
-    placement = yaml.safe_dump({"placement": {"hosts": [topo.hosts[h] for h in topo.rank_host]}},
-                               sort_keys=False, default_flow_style=None, width=100000)
+    extra = {"placement": {"hosts": [topo.hosts[h] for h in topo.rank_host]},
+             "eager_limit": int(topo.eager_limit)}
+    if topo.tcp_window is not None:
+        extra["tcp_window"] = int(topo.tcp_window)
+    placement = yaml.safe_dump(extra, sort_keys=False, default_flow_style=None, width=100000)
     Path(path).write_text(text + placement, encoding="utf-8")

@@ -8,6 +8,7 @@ algorithms (SMPI: smpi/allgather or smpi/coll-selector; Open MPI: coll_tuned).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -56,7 +57,7 @@ class LabConfig:
     seed: int = 1
     flat_iterations: int = 2
     network_model: str = "CM02"
-    tcp_gamma: int = DEFAULT_TCP_GAMMA
+    tcp_gamma: int | None = None  # None: the topology's tcp_window, else DEFAULT_TCP_GAMMA
     shared_data: str = "auto"  # auto | yes | no (SMPI partial shared malloc for big buffers)
     workdir: str | None = None
     extra: dict = field(default_factory=dict)
@@ -173,6 +174,11 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     if cfg.backend == "mpi" and shutil.which("mpirun") is None:
         raise InputError("mpirun", "", "not found: install openmpi-bin (make deps)")
     topo = resolve_topology(cfg.ranks, cfg.topology, None)
+    # SimGrid and the cost model must see the same TCP window.
+    if cfg.tcp_gamma is None:
+        cfg.tcp_gamma = int(topo.tcp_window or DEFAULT_TCP_GAMMA)
+    if cfg.backend == "smpi":
+        topo = dataclasses.replace(topo, tcp_window=float(cfg.tcp_gamma))
     pattern = arrival_pattern(cfg.seed, cfg.iterations, cfg.ranks, cfg.max_delay_ms / 1e3)
     t_piece = None
     results = []

@@ -75,7 +75,9 @@ def _build_parser() -> argparse.ArgumentParser:
                        description="lab (default): the BDR paper's mini-benchmark for each algorithm in "
                                    "--algorithms, on SimGrid SMPI or real MPI, with measured and predicted "
                                    "times. compiler: compile+verify+simulate+write time and memory.")
-    b.add_argument("--suite", choices=("lab", "compiler"), default="lab")
+    b.add_argument("--suite", choices=("lab", "compiler", "model"), default="lab",
+                   help="lab: the mini-benchmark; compiler: compile time and memory; model: every "
+                        "baseline on every bundled topology, predicted vs SMPI (records --doc)")
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi")
     b.add_argument("--topology", help="topology YAML (default: homogeneous 1 Gbit/s, 50 us)")
     b.add_argument("--collective", default="allgather")
@@ -233,6 +235,15 @@ def cmd_bench(a) -> int:
         ranks = _int_list(a.ranks or "64,256,1024", "--ranks")
         return run_compiler_bench(ranks, a.algorithm, _size_arg(a.bytes or "1MiB"), doc=a.doc,
                                   plot=a.plot, as_json=a.json)
+    if a.suite == "model":
+        from rich.progress import Progress
+
+        from .lab.modelcheck import run_and_record
+
+        with Progress(transient=True) as prog:
+            task = prog.add_task("model check", total=None)
+            rows = run_and_record(a.doc, a.plot, progress=lambda t: prog.update(task, description=t))
+        return EXIT_OK if all(r["data_ok"] for r in rows) else EXIT_INVALID
     from .lab.report import print_report, plot_report
     from .lab.runner import LabConfig, run_lab
 

@@ -75,9 +75,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        description="lab (default): the BDR paper's mini-benchmark for each algorithm in "
                                    "--algorithms, on SimGrid SMPI or real MPI, with measured and predicted "
                                    "times. compiler: compile+verify+simulate+write time and memory.")
-    b.add_argument("--suite", choices=("lab", "compiler", "model"), default="lab",
+    b.add_argument("--suite", choices=("lab", "compiler", "model", "scale"), default="lab",
                    help="lab: the mini-benchmark; compiler: compile time and memory; model: every "
-                        "baseline on every bundled topology, predicted vs SMPI (records --doc)")
+                        "baseline on every bundled topology, predicted vs SMPI (records --doc); scale: "
+                        "P=256 x 1 MiB under SMPI, wall time and memory (records --doc)")
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi")
     b.add_argument("--topology", help="topology YAML (default: homogeneous 1 Gbit/s, 50 us)")
     b.add_argument("--collective", default="allgather")
@@ -99,6 +100,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="SMPI partial shared malloc for large buffers (checks every piece's private pages)")
     b.add_argument("--keep", help="keep the run directory (platform, schedules) here")
     b.add_argument("--doc", help="Markdown page to update (a marked section)")
+    b.add_argument("--section", default="lab-run", help="lab suite: the section of --doc to write")
     b.add_argument("--plot", help="PNG of the results")
     b.add_argument("--json", action="store_true")
     return p
@@ -244,6 +246,17 @@ def cmd_bench(a) -> int:
             task = prog.add_task("model check", total=None)
             rows = run_and_record(a.doc, a.plot, progress=lambda t: prog.update(task, description=t))
         return EXIT_OK if all(r["data_ok"] for r in rows) else EXIT_INVALID
+    if a.suite == "scale":
+        from .lab.scale import markdown, run_scale
+
+        scale = run_scale()
+        md = markdown(scale)
+        if a.doc:
+            from .benchdoc import replace_section
+
+            replace_section(a.doc, "lab-scale", md)
+        print(md)
+        return EXIT_OK if all(r["data_ok"] for r in scale["results"]) else EXIT_INVALID
     from .lab.report import print_report, plot_report
     from .lab.runner import LabConfig, run_lab
 
@@ -275,6 +288,14 @@ def cmd_bench(a) -> int:
         print_report(report)
     if a.plot:
         plot_report(report, a.plot)
+    if a.doc:
+        import os
+
+        from .benchdoc import replace_section
+        from .lab.report import markdown
+
+        rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
+        replace_section(a.doc, a.section, markdown(report, rel))
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
 
 

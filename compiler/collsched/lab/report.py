@@ -47,3 +47,30 @@ def plot_report(report: dict, path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def markdown(report: dict, plot_rel: str | None = None) -> str:
+    """A lab report as a Markdown section for docs/benchmarks.md."""
+    import datetime
+
+    i = report["inputs"]
+    backend = report["backend"]
+    lines = [f"## Lab: mini-benchmark on {backend}", "",
+             f"Measured {datetime.date.today().isoformat()} by `collsched bench --backend {backend}` "
+             f"(BDR paper Listing 4): topology `{i['topology'] or 'homogeneous'}`, P = {i['ranks']}, "
+             f"{i['nbytes']} bytes per rank, maxDelay {i['max_delay_ms']} ms, {i['iterations']} iterations "
+             f"(+{i['flat_iterations']} flat for the absorption time), seed {i['seed']}"
+             + (f", network model {i['network_model']}, TCP window {i['tcp_gamma']} B" if backend == "smpi" else "")
+             + ". Predicted = the cost model for the measured arrivals; every byte checked.", "",
+             "| algorithm | avg elapsed ms | run time ms | absorption ms | omega/tau | predicted ms | pred/meas | data |",
+             "|:--|--:|--:|--:|--:|--:|--:|:--|"]
+    for r in report["results"]:
+        pred = r.get("predicted_avg_elapsed_s")
+        lines.append(
+            f"| {r['algorithm']} | {r['avg_elapsed_s'] * 1e3:.3f} | {r['run_time_s'] * 1e3:.3f} | "
+            f"{r['absorption_s'] * 1e3:.3f} | {r['imbalance_factor']:.2f} | "
+            + (f"{pred * 1e3:.3f} | {r['model_ratio']:.3f}" if pred is not None else "- | -")
+            + f" | {'ok' if r['data_ok'] else 'WRONG'} |")
+    if plot_rel:
+        lines += ["", f"![mini-benchmark]({plot_rel})"]
+    return "\n".join(lines) + "\n"

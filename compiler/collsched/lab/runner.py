@@ -97,12 +97,27 @@ def _use_shared(cfg: LabConfig) -> bool:
     return cfg.ranks * cfg.ranks * cfg.nbytes > (2 << 30)  # > 2 GiB of receive buffers in all
 
 
+def _check_map_count(cfg: LabConfig) -> None:
+    """Shared data maps one region per piece in every rank: P^2 memory maps in all."""
+    need = cfg.ranks * (cfg.ranks + 64) + 65536
+    path = Path("/proc/sys/vm/max_map_count")
+    try:
+        have = int(path.read_text())
+    except (OSError, ValueError):
+        return
+    if have < need:
+        raise InputError("vm.max_map_count", str(have),
+                         f"expected at least {need} for {cfg.ranks} ranks with shared data "
+                         f"(as root: sysctl -w vm.max_map_count={need}; `make bench` does it)")
+
+
 def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, platform_files, tmp: Path) -> dict:
     bench = [str(_binary(cfg.backend)), "--bytes", str(cfg.nbytes), "--iterations", str(cfg.iterations),
              "--flat-iterations", str(cfg.flat_iterations), "--max-delay-ms", repr(cfg.max_delay_ms),
              "--seed", str(cfg.seed)]
     bench += ["--schedule", str(schedule)] if schedule else ["--native"]
     if _use_shared(cfg):
+        _check_map_count(cfg)
         bench.append("--shared-data")
     env = dict(os.environ)
     if cfg.backend == "smpi":

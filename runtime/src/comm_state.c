@@ -6,8 +6,9 @@
  * set. Selection for a call is then a pure function of (schedule set, communicator size,
  * bytes per rank), identical on every rank, so it needs no communication. The first use
  * of a schedule loads each rank's own section and the ranks agree again (all loaded it,
- * same header and index, sends and receives of every pair match) before anyone runs it:
- * either all ranks use it or all fall back. Nothing collective happens per call after that.
+ * same header and index) and rank 0 proves the whole schedule (every rank's list,
+ * gathered; whole_check.c) before anyone runs it: either all ranks use it or all fall
+ * back. Nothing collective happens per call after that.
  */
 #include "runtime.h"
 
@@ -314,49 +315,113 @@ int cs_comm_state(MPI_Comm comm, cs_comm **out)
     return found ? MPI_SUCCESS : create_state(comm, out);
 }
 
-/* ---- first use of a schedule: load own section, agree ---- */
+/* ---- first use of a schedule: load own section, prove the whole schedule, agree ---- */
 
-/* Per peer, a hash of the pieces sent to it and of those received from it in list
- * order; the k-th send must name the k-th receive's piece, so the hashes must meet. */
-static int pairs_match(cs_comm *st, const collsched_schedule *s, int loaded, int *ok)
+/* Rank 0's side of the gather, prepared before the agreement so that the ranks learn at
+ * once whether it can take place: the op counts of every rank (one MPI_Gather) and a
+ * buffer for all of them. Returns 0, or 1 (too large) / 2 (no memory) with why set. */
+typedef struct gather_plan {
+    int *counts, *displs;
+    cs_wire_op *all;
+} gather_plan;
+
+static void plan_free(gather_plan *g)
 {
-    uint64_t *sig = calloc(3 * (size_t)st->size, sizeof *sig);
-    if (!sig) return MPI_ERR_NO_MEM;
-    uint64_t *sent = sig, *got = sig + st->size, *recvd = sig + 2 * st->size;
-    for (uint32_t i = 0; loaded && i < s->nops; i++) {
-        const collsched_op *op = &s->ops[i];
-        uint64_t piece = ((uint64_t)op->origin << 16) | op->segment;
-        uint64_t *h = op->kind == COLLSCHED_SEND ? &sent[op->peer] : &recvd[op->peer];
-        *h = cs_hash64(*h, &piece, sizeof piece) | 1; /* | 1: never back to "empty" */
+    free(g->counts);
+    free(g->displs);
+    free(g->all);
+    memset(g, 0, sizeof *g);
+}
+
+static int plan_gather(cs_comm *st, const cs_candidate *c, gather_plan *g, char *why, size_t len)
+{
+    uint64_t total = 0;
+    for (int r = 0; r < st->size; r++) total += (uint64_t)g->counts[r];
+    if (total > CS_WHOLE_MAX_OPS) {
+        text(why, len, "%s: whole-schedule check: %llu ops in all, more than MPI_Gatherv can address "
+             "(%u)", c->path, (unsigned long long)total, CS_WHOLE_MAX_OPS);
+        return 1;
     }
-    int rc = PMPI_Alltoall(sent, 1, MPI_UINT64_T, got, 1, MPI_UINT64_T, st->priv);
-    *ok = 1;
-    for (int p = 0; p < st->size; p++)
-        if (got[p] != recvd[p]) *ok = 0;
-    free(sig);
+    g->displs = malloc((size_t)st->size * sizeof *g->displs);
+    g->all = malloc((size_t)(total ? total : 1) * sizeof *g->all);
+    if (!g->displs || !g->all) {
+        text(why, len, "%s: whole-schedule check: rank 0 cannot allocate %llu bytes for the "
+             "sections of all ranks", c->path, (unsigned long long)(total * sizeof *g->all));
+        return 2;
+    }
+    for (int r = 0, d = 0; r < st->size; d += g->counts[r], r++) g->displs[r] = d;
+    return 0;
+}
+
+/* All ranks loaded their sections and agree on header and index: rank 0 gathers every
+ * section (12 bytes per op) and proves the whole schedule (whole_check.c); the verdict
+ * and its reason reach every rank in one broadcast. *ok = 1: use the schedule. */
+static int prove_whole(cs_comm *st, cs_candidate *c, const collsched_schedule *s,
+                       const cs_wire_op *mine, gather_plan *g, int *ok)
+{
+    struct { int32_t ok; char reason[REASON_LEN]; } verdict = { 0, "" };
+    MPI_Datatype wire = MPI_DATATYPE_NULL;
+    int rc = PMPI_Type_contiguous(3, MPI_UINT32_T, &wire);
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&wire);
+    double t0 = PMPI_Wtime();
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Gatherv(mine, (int)s->nops, wire, g->all, g->counts, g->displs, wire, 0, st->priv);
+    if (rc == MPI_SUCCESS && st->rank == 0) {
+        double t1 = PMPI_Wtime();
+        char why[REASON_LEN];
+        int v = cs_whole_check((uint32_t)st->size, s->hdr.nseg, g->counts, g->all, why, sizeof why);
+        verdict.ok = v == CS_WHOLE_OK;
+        if (!verdict.ok) text(verdict.reason, sizeof verdict.reason, "%s: %s", c->path, why);
+        if (cs_verbose())
+            say("%s: whole schedule checked on rank 0 (%s): %llu ops, gather %.3f ms, check %.3f ms",
+                c->path, verdict.ok ? "correct" : "refused", (unsigned long long)s->hdr.total_ops,
+                1e3 * (t1 - t0), 1e3 * (PMPI_Wtime() - t1));
+    }
+    if (rc == MPI_SUCCESS) rc = PMPI_Bcast(&verdict, (int)sizeof verdict, MPI_BYTE, 0, st->priv);
+    if (wire != MPI_DATATYPE_NULL) PMPI_Type_free(&wire);
+    *ok = rc == MPI_SUCCESS && verdict.ok;
+    if (rc == MPI_SUCCESS && !verdict.ok) text(c->reason, sizeof c->reason, "%s", verdict.reason);
     return rc;
 }
 
 static int load_candidate(cs_comm *st, cs_candidate *c)
 {
-    char err[REASON_LEN] = "";
+    char err[REASON_LEN] = "", why[REASON_LEN] = "";
     collsched_schedule *s = NULL;
+    cs_wire_op *mine = NULL;
+    gather_plan g = { 0 };
     int loaded = collsched_load(c->path, (uint32_t)st->size, (uint32_t)st->rank, &s, err,
                                 sizeof err) == COLLSCHED_OK;
-    if (loaded && !(c->reqs = malloc((s->nops ? s->nops : 1) * sizeof *c->reqs))) {
-        text(err, sizeof err, "%s: memory: cannot allocate %u requests", c->path, s->nops);
+    if (loaded && (!(c->reqs = malloc((s->nops ? s->nops : 1) * sizeof *c->reqs))
+                   || !(mine = malloc((s->nops ? s->nops : 1) * sizeof *mine)))) {
+        text(err, sizeof err, "%s: memory: cannot allocate requests and buffers for %u ops", c->path, s->nops);
         loaded = 0;
     }
-    int matched = 0;
-    int rc = pairs_match(st, s, loaded, &matched);
-    /* One reduction: same header+index everywhere, lowest rank that failed to load,
-     * lowest rank whose pairs do not match. */
+    for (uint32_t i = 0; loaded && i < s->nops; i++) mine[i] = cs_wire_pack(&s->ops[i]);
+    /* Rank 0 learns every rank's op count (0 for a rank that failed to load) and prepares
+     * the gather of all sections. (O(P) bytes, like the rest of the state: if even that
+     * cannot be allocated, the call returns MPI_ERR_NO_MEM.) */
+    if (st->rank == 0 && !(g.counts = malloc((size_t)st->size * sizeof *g.counts))) {
+        free(mine);
+        collsched_schedule_free(s);
+        free(c->reqs);
+        c->reqs = NULL;
+        return MPI_ERR_NO_MEM;
+    }
+    int n = loaded ? (int)s->nops : 0, plan = 0;
+    int rc = PMPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0, st->priv);
+    if (rc == MPI_SUCCESS && st->rank == 0 && loaded) plan = plan_gather(st, c, &g, why, sizeof why);
+    /* One reduction: same header+index everywhere, lowest rank that failed to load, and
+     * whether rank 0 can take the whole schedule. */
     uint64_t h = loaded ? s->hash : 0;
     uint64_t P = (uint64_t)st->size, me = (uint64_t)st->rank;
-    uint64_t x[4] = { h, ~h, loaded ? 0 : P - me, matched ? 0 : P - me };
+    uint64_t x[4] = { h, ~h, loaded ? 0 : P - me, (uint64_t)plan };
     if (rc == MPI_SUCCESS) rc = PMPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_UINT64_T, MPI_MAX, st->priv);
-    int same = x[0] == h && x[1] == ~h;
-    if (rc == MPI_SUCCESS && same && !x[2] && !x[3]) {
+    int same = x[0] == h && x[1] == ~h, proven = 0;
+    if (rc == MPI_SUCCESS && same && !x[2] && !x[3]) rc = prove_whole(st, c, s, mine, &g, &proven);
+    plan_free(&g);
+    free(mine);
+    if (rc == MPI_SUCCESS && proven) {
         c->sched = s;
         c->state = 1;
         if (st->rank == 0 && cs_verbose())
@@ -369,19 +434,21 @@ static int load_candidate(cs_comm *st, cs_candidate *c)
     free(c->reqs);
     c->reqs = NULL;
     c->state = -1;
-    if (x[2]) {
+    if (rc != MPI_SUCCESS) {
+        text(c->reason, sizeof c->reason, "%s: MPI error %d while the ranks agreed", c->path, rc);
+    } else if (x[2]) {
         uint64_t bad = P - x[2];
         if (bad == me) { text(c->reason, sizeof c->reason, "%s", err); say("%s", err); }
         else text(c->reason, sizeof c->reason, "%s: refused on rank %llu", c->path, (unsigned long long)bad);
-    } else if (x[3]) {
-        text(c->reason, sizeof c->reason,
-                 "%s: sections: sends and receives between ranks do not match (first seen on rank %llu)",
-                 c->path, (unsigned long long)(P - x[3]));
-        if (st->rank == 0) say("%s", c->reason);
-    } else {
+    } else if (!same) {
         text(c->reason, sizeof c->reason, "%s: ranks read different headers or indexes",
                  c->path);
         if (st->rank == 0) say("%s", c->reason);
+    } else if (x[3]) {
+        if (st->rank == 0) { text(c->reason, sizeof c->reason, "%s", why); say("%s", why); }
+        else text(c->reason, sizeof c->reason, "%s: whole-schedule check: refused on rank 0", c->path);
+    } else if (st->rank == 0) {
+        say("%s", c->reason); /* the whole-schedule proof failed: reason set by prove_whole */
     }
     return rc;
 }

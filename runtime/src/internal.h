@@ -12,6 +12,27 @@ uint32_t cs_crc32(uint32_t crc, const void *buf, size_t len);
 uint64_t cs_hash64(uint64_t h, const void *buf, size_t len); /* h = 0 starts a new hash */
 int cs_read_header_file(const char *path, collsched_header *h, char *err, size_t errlen);
 
+/* whole_check.c (no MPI): proves the whole schedule - every rank's list - with the passes
+ * of compiler/collsched/verify.py (shape, matching, holding, delivery, progress). The ops
+ * of rank r are ops[sum(nops[0..r-1]) ...], in list order, in the 12-byte form rank 0
+ * gathers them in. Returns CS_WHOLE_OK, or CS_WHOLE_BAD / CS_WHOLE_NOMEM with one line in
+ * reason ("rank R, op I: what is wrong", as the Python verifier words it). */
+typedef struct cs_wire_op {
+    uint32_t peer, origin;
+    uint32_t word;            /* segment | kind << 16 | phase << 24 */
+} cs_wire_op;
+enum { CS_WHOLE_OK = 0, CS_WHOLE_BAD = 1, CS_WHOLE_NOMEM = 2 };
+#define CS_WHOLE_MAX_OPS 0x7FFFFFFFu  /* total ops (int counts of MPI_Gatherv) */
+#define CS_WHOLE_MAX_RANKS (1u << 24)
+static inline cs_wire_op cs_wire_pack(const collsched_op *op)
+{
+    cs_wire_op w = { op->peer, op->origin,
+                     (op->segment & 0xFFFFu) | ((uint32_t)op->kind << 16) | ((uint32_t)op->phase << 24) };
+    return w;
+}
+int cs_whole_check(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wire_op *ops,
+                   char *reason, size_t len);
+
 /* First byte of segment s of a block of c bytes cut into nseg segments:
  * floor(s * c / nseg) without 64-bit overflow (c = q * nseg + r). */
 static inline uint64_t cs_seg_lo(uint64_t s, uint64_t c, uint64_t nseg)

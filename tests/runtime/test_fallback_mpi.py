@@ -1,8 +1,15 @@
 """Fallback paths: a schedule that does not fit the call, or a corrupt, truncated or hostile
 file, makes every rank run the MPI library's collective (data still byte-checked) with one
-line on stderr; COLLSCHED_STRICT=1 turns that into an MPI error."""
+line on stderr; COLLSCHED_STRICT=1 turns that into an MPI error. Hostile files with valid
+checksums include one whose lists deadlock only together (refused by the whole-schedule
+check of rank 0, runtime/src/whole_check.c); that check is also unit-tested against the
+Python verifier, without MPI."""
 from __future__ import annotations
 
+import os
+import random
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +17,9 @@ import pytest
 
 from collsched import schedfile
 from collsched.algorithms import Request, generate
-from rt_helpers import make_schedule, run_driver
+from collsched.ir import from_op_lists
+from collsched.verify import match, verify
+from rt_helpers import ROOT, TIMEOUT, make_schedule, mpirun_cmd, run_driver
 
 P = 4
 
@@ -52,6 +61,41 @@ def crossed_pieces(s):
     swap(s, recvs[0], recvs[1])
 
 
+def wrong_piece(s):
+    """Rank 0's first send of its own piece names the other segment: every pair has as many
+    sends as receives, every list is fine on its own, but rank 1 gets (0,1) where it
+    expects (0,0)."""
+    i = next(i for i in first_ops(s, 0) if s.kind[i] == 0 and s.origin[i] == 0 and s.segment[i] == 0)
+    s.segment[i] = 1
+
+
+S, R = "send", "recv"
+# Rank 1 waits to forward (3,0) until rank 2 sends it, which rank 2 does only after
+# forwarding (0,0), which it waits for from rank 1: each list is fine alone and the pairs
+# match, but together they deadlock. The direct sends after the cycle complete the
+# allgather (every rank gets every piece once).
+DEADLOCK_LISTS = [
+    [(S, 1, 0, 0), (R, 1, 3, 0), (R, 1, 1, 0), (R, 2, 2, 0)],
+    [(R, 0, 0, 0), (R, 2, 3, 0), (S, 0, 3, 0), (S, 2, 0, 0),
+     (S, 0, 1, 0), (S, 2, 1, 0), (S, 3, 1, 0), (R, 2, 2, 0)],
+    [(R, 3, 3, 0), (R, 1, 0, 0), (S, 3, 0, 0), (S, 1, 3, 0),
+     (S, 0, 2, 0), (S, 1, 2, 0), (S, 3, 2, 0), (R, 1, 1, 0)],
+    [(S, 2, 3, 0), (R, 2, 0, 0), (R, 1, 1, 0), (R, 2, 2, 0)],
+]
+DEADLOCK_REASON = ("rank 1, op 2: deadlock: waits to forward piece (3,0) until rank 2 issues its "
+                   "op 3, which never happens")
+
+
+def deadlocking(path: Path) -> Path:
+    s = from_op_lists(P, 1, DEADLOCK_LISTS)
+    s.bytes_min, s.bytes_max = 0, 1 << 30
+    found = verify(s)
+    assert found and {v.check for v in found} == {"progress"}, found
+    assert str(found[0]) == DEADLOCK_REASON + " [progress]"
+    path.write_bytes(schedfile.encode(s))
+    return path
+
+
 def self_peer(s):
     s.peer[int(s.offsets[3])] = 3
 
@@ -86,6 +130,10 @@ def files(tmp_path):
     out["missing"] = tmp_path / "does-not-exist.sched"
     out["forward_before_recv"] = hostile(tmp_path / "fwd.sched", forward_before_recv)
     out["crossed_pieces"] = hostile(tmp_path / "crossed.sched", crossed_pieces)
+    out["wrong_piece"] = hostile(tmp_path / "piece.sched", wrong_piece)
+    # the runtime words it as the Python verifier does
+    assert str(verify(schedfile.read(out["wrong_piece"]))[0]) == EXPECTED_REASON["wrong_piece"] + " [matching]"
+    out["deadlock"] = deadlocking(tmp_path / "deadlock.sched")
     out["self_peer"] = hostile(tmp_path / "self.sched", self_peer)
     out["own_recv"] = hostile(tmp_path / "own.sched", own_recv)
     return out
@@ -101,7 +149,9 @@ EXPECTED_REASON = {
     "garbage": "magic",
     "missing": "cannot read",
     "forward_before_recv": "earlier recv of forwarded piece",
-    "crossed_pieces": "do not match",
+    "crossed_pieces": "expects piece",
+    "wrong_piece": "rank 1, op 0: recv from 0 expects piece (0,0) but the matching send (rank 0 op 2) carries (0,1)",
+    "deadlock": DEADLOCK_REASON,
     "self_peer": "peer",
     "own_recv": "never receives its own",
 }
@@ -142,7 +192,7 @@ def test_bytes_inside_range_use_schedule(files):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["wrong_ranks", "corrupt"])
+@pytest.mark.parametrize("name", ["wrong_ranks", "corrupt", "deadlock", "wrong_piece"])
 def test_strict_mode_returns_error(files, name):
     run = run_driver(P, [files[name]], "--bytes", "64", "--iterations", "1",
                      env={"COLLSCHED_STRICT": "1"})
@@ -156,3 +206,163 @@ def test_strict_mode_passes_when_schedule_fits(files):
     run = run_driver(P, [files["good"]], "--bytes", "64", "--iterations", "1",
                      env={"COLLSCHED_STRICT": "1"})
     assert run.returncode == 0 and run.rows[0]["used_schedule"], run
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("strict", [False, True])
+def test_deadlocking_file_is_refused_not_run(tmp_path, strict):
+    """Run with a short timeout: without the whole-schedule check this file hangs."""
+    path = deadlocking(tmp_path / "deadlock.sched")
+    env = dict(os.environ, COLLSCHED_STRICT="1" if strict else "0")
+    cmd = mpirun_cmd(P) + [str(ROOT / "build" / "bin" / "collsched-run"), str(path), "--json",
+                           "--bytes", "4096", "--iterations", "3"]
+    if os.environ.get("COLLSCHED_BUILD"):
+        cmd[len(mpirun_cmd(P))] = str(Path(os.environ["COLLSCHED_BUILD"]) / "bin" / "collsched-run")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    lines = [ln for ln in proc.stderr.splitlines() if "deadlock" in ln]
+    assert len(lines) == 1 and DEADLOCK_REASON in lines[0] and str(path) in lines[0], proc.stderr
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert rows and all('"used_schedule": false' in r for r in rows), proc.stdout
+    if strict:
+        assert proc.returncode != 0 and '"mpi_error": 0' not in rows[0], proc.stdout
+    else:
+        assert proc.returncode == 0 and all('"data_ok": true' in r for r in rows), proc.stdout
+
+
+# ---- cs_whole_check alone (no MPI): same first violation, same words, as verify.py ----
+
+def _as_text(s) -> str:
+    out = [f"{s.nranks} {s.nseg}"]
+    for r in range(s.nranks):
+        lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])
+        out.append(str(hi - lo))
+        out += [f"{int(s.kind[i])} {int(s.peer[i])} {int(s.origin[i])} {int(s.segment[i])} {int(s.phase[i])}"
+                for i in range(lo, hi)]
+    return "\n".join(out) + "\n"
+
+
+def _python_reason(s) -> str:
+    found = verify(s)
+    if not found:
+        return "ok"
+    text = str(found[0])
+    return text[: text.rindex(" [")]  # without the " [check]" tag
+
+
+def _random_lists(rng: random.Random, nranks: int, nseg: int):
+    """A random allgather (a random tree per piece, lists shuffled, then repaired until
+    every forward follows its recv and each pair's sends follow the receiver's order):
+    matching, holding and delivery hold; progress often does not. None if no repair."""
+    lists = [[] for _ in range(nranks)]
+    for o in range(nranks):
+        for g in range(nseg):
+            nodes, others = [o], [r for r in range(nranks) if r != o]
+            rng.shuffle(others)
+            for c in others:
+                p = rng.choice(nodes)
+                nodes.append(c)
+                lists[p].append([S, c, o, g])
+                lists[c].append([R, p, o, g])
+    for ops in lists:
+        rng.shuffle(ops)
+    for _ in range(30):
+        changed = False
+        for r, ops in enumerate(lists):
+            i = 0
+            while i < len(ops):
+                op = ops[i]
+                if op[0] == S and op[2] != r:
+                    j = next(j for j, x in enumerate(ops) if x[0] == R and x[2:] == op[2:])
+                    if j > i:
+                        ops.insert(j, ops.pop(i))
+                        changed = True
+                        continue
+                i += 1
+        for a in range(nranks):
+            for b in range(nranks):
+                want = [x[2:] for x in lists[b] if x[0] == R and x[1] == a] if a != b else []
+                slots = [i for i, x in enumerate(lists[a]) if x[0] == S and x[1] == b]
+                for i, piece in zip(slots, want):
+                    if lists[a][i][2:] != piece:
+                        lists[a][i] = [S, b, *piece]
+                        changed = True
+        if not changed:
+            return [[tuple(x) for x in ops] for ops in lists]
+    return None
+
+
+def _mutated(rng: random.Random):
+    """A baseline schedule with one to three random edits (any pass may fail)."""
+    nranks = rng.choice([2, 3, 4, 5, 8])
+    name = rng.choice(["ring", "lnbc", "bruck", "spreading"] + (["nex"] if nranks % 2 == 0 else []))
+    s = generate(name, Request(nranks, nseg=rng.choice([1, 2, 3])))
+    cols = ("kind", "peer", "origin", "segment", "phase")
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        i, j = rng.randrange(s.total_ops), rng.randrange(s.total_ops)
+        r = int(s.rank_of_op[i])
+        lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])
+        edit = rng.randrange(8)
+        if edit == 0:  # swap two ops anywhere
+            for c in cols:
+                a = getattr(s, c)
+                a[i], a[j] = a[j], a[i]
+        elif edit == 1:
+            s.segment[i] = rng.randrange(s.nseg)
+        elif edit == 2:
+            s.origin[i] = rng.randrange(nranks)
+        elif edit == 3:
+            s.peer[i] = rng.randrange(nranks)
+        elif edit == 4:
+            s.kind[i] = 1 - s.kind[i]
+        elif edit == 5:  # move an op within its list, keeping its pair order
+            key, d = (s.kind[i], s.peer[i]), rng.choice([-1, 1])
+            while lo <= i + d < hi and (s.kind[i + d], s.peer[i + d]) != key and rng.random() < 0.9:
+                for c in cols:
+                    a = getattr(s, c)
+                    a[i], a[i + d] = a[i + d], a[i]
+                i += d
+        elif edit == 6:  # background phase somewhere
+            s.phase[i] = 1
+        else:  # one transfer moves another piece (both ends agree): a piece twice, one never
+            try:
+                m = match(s)
+            except ValueError:
+                continue
+            t = rng.randrange(len(m.send_op))
+            piece = (rng.randrange(nranks), rng.randrange(s.nseg))
+            s.origin[m.send_op[t]], s.segment[m.send_op[t]] = piece
+            s.origin[m.recv_op[t]], s.segment[m.recv_op[t]] = piece
+    return s
+
+
+def test_whole_check_agrees_with_python_verifier(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    exe = tmp_path / "whole_check_main"
+    src = ROOT / "runtime" / "src"
+    subprocess.run([cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O1", "-g", "-Wall", "-Wextra",
+                    "-Werror", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                    f"-I{ROOT / 'runtime' / 'include'}", f"-I{src}", str(src / "whole_check.c"),
+                    str(Path(__file__).parent / "apps" / "whole_check_main.c"), "-o", str(exe)],
+                   check=True, timeout=120)
+    rng = random.Random(20261122)
+    cases = [from_op_lists(P, 1, DEADLOCK_LISTS)]
+    for name in ("ring", "bruck", "spreading", "lnbc", "nex", "rd"):
+        cases.append(generate(name, Request(8, nseg=2)))
+    while len(cases) < 300:
+        lists = _random_lists(rng, rng.choice([2, 3, 4, 5, 6]), rng.choice([1, 2]))
+        if lists:
+            cases.append(from_op_lists(len(lists), 1 + max(op[3] for ops in lists for op in ops), lists))
+    cases += [_mutated(rng) for _ in range(500)]
+    proc = subprocess.run([str(exe)], input="".join(_as_text(s) for s in cases), capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    got = proc.stdout.splitlines()
+    assert len(got) == len(cases), proc.stderr
+    expected = [_python_reason(s) for s in cases]
+    wrong = [(e, g) for e, g in zip(expected, got) if e != g]
+    assert not wrong, wrong[:5]
+    passes = {verify(s)[0].check for s in cases if verify(s)}
+    assert passes >= {"shape", "matching", "holding", "delivery", "progress"}, passes
+    assert expected.count("ok") >= 100

@@ -1,14 +1,15 @@
 """The same executor compiled with smpicc (build/smpi/bin/collsched-run) under smpirun, on
-a tiny 4-host platform (tests/runtime/data/)."""
+a tiny 4-host platform (tests/runtime/data/); and a program of its own on MPI_COMM_WORLD."""
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from rt_helpers import DATA, ROOT, make_schedule, run_driver
+from rt_helpers import DATA, ROOT, TIMEOUT, make_schedule, run_driver
 
 SMPI_EXE = Path(os.environ.get("COLLSCHED_SMPI_BUILD", ROOT / "build" / "smpi")) / "bin" / "collsched-run"
 
@@ -38,3 +39,24 @@ def test_smpi_runs_the_same_executor(tmp_path):
     assert used == {str(files[0]): True, str(files[1]): True, str(files[2]): False}, run
     # simulated time is deterministic and positive for non-empty messages
     assert all(r["avg_s"] > 0 for r in run.rows if r["bytes"] > 0)
+
+
+@pytest.mark.mpi
+@pytest.mark.smpi
+def test_smpi_world_communicator_itself(tmp_path):
+    """collsched_allgather on MPI_COMM_WORLD (not a dup) under smpirun: the state cached
+    on MPI_COMM_WORLD is deleted by SMPI after MPI_COMM_SELF's finalize callback already
+    ran; the program must still exit 0 with correct data (tests/runtime/apps/world_smpi.c)."""
+    launcher = smpirun_cmd(4)
+    lib = SMPI_EXE.parent.parent / "lib" / "libcollsched.a"
+    if not shutil.which("smpicc") or not lib.exists():
+        pytest.skip("smpicc or the SMPI build of libcollsched missing")
+    exe = tmp_path / "world_smpi"
+    subprocess.run(["smpicc", f"-I{ROOT / 'runtime' / 'include'}",
+                    str(Path(__file__).parent / "apps" / "world_smpi.c"), str(lib), "-o", str(exe)],
+                   check=True, capture_output=True, timeout=TIMEOUT)
+    sched = make_schedule(tmp_path / "ring.sched", "ring", 4)
+    proc = subprocess.run(launcher + [str(exe), str(sched), "1000"], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, proc
+    assert "world_smpi: ranks 4 bytes 1000 data_ok 1 mpi_ok 1 used_schedule 1" in proc.stdout, proc

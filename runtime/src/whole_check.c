@@ -1,0 +1,390 @@
+/* whole_check.c - prove a whole schedule (every rank's list) before anyone runs it.
+ *
+ * The passes of compiler/collsched/verify.py, under the rules of docs/semantics.md, in the
+ * same order and with the same first violation and wording: shape, matching (exact: the
+ * k-th send a->b carries the piece the k-th recv at b from a expects), holding, delivery,
+ * progress (no deadlock). No MPI here: comm_state.c gathers the sections on rank 0 and
+ * calls cs_whole_check; the unit test (tests/runtime/apps/whole_check_main.c) calls it
+ * on lists read from text.
+ *
+ * Cost, N = total ops, P = ranks, M = largest section: O(N log M) time (one sort of each
+ * rank's list), memory 8 N bytes + 16 M bytes + O(P) besides the 12 N bytes of the input.
+ * Limits: N <= INT32_MAX, P <= 2^24 (the file format's own limit).
+ */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE UINT32_MAX
+
+typedef struct wc {
+    uint32_t P, nseg;
+    const cs_wire_op *ops;
+    uint64_t *off;        /* P + 1: first op of each rank */
+    uint32_t *nsend;      /* P: sends of each rank */
+    uint32_t *order;      /* N: per rank, sends by (peer, list order), then recvs by (peer,
+                           * list order); reused by the progress pass as its wait lists */
+    uint32_t *link;       /* N: recv -> the send it matches; forwarded send -> its feeding recv */
+    void *tmp;            /* 16 M bytes: one rank's sort keys */
+    char *reason;
+    size_t len;
+} wc;
+
+static uint32_t seg_of(const cs_wire_op *o) { return o->word & 0xFFFFu; }
+static uint32_t kind_of(const cs_wire_op *o) { return (o->word >> 16) & 0xFFu; }
+static uint32_t phase_of(const cs_wire_op *o) { return o->word >> 24; }
+
+/* Records "rank R, op I: ..." (I local to R; I == NONE: "end of list"); returns 1. */
+static int bad(wc *w, uint32_t rank, uint64_t op, const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (op == NONE)
+        snprintf(w->reason, w->len, "rank %u, end of list: %s", rank, what);
+    else
+        snprintf(w->reason, w->len, "rank %u, op %llu: %s", rank, (unsigned long long)op, what);
+    return 1;
+}
+
+/* ---- shape (the loader checks the same per rank; repeated so the function stands alone) ---- */
+
+static int check_shape(wc *w)
+{
+    for (int t = 0; t < 7; t++)
+        for (uint32_t r = 0; r < w->P; r++)
+            for (uint64_t g = w->off[r]; g < w->off[r + 1]; g++) {
+                const cs_wire_op *o = &w->ops[g];
+                uint64_t i = g - w->off[r];
+                switch (t) {
+                case 0: if (kind_of(o) > 1) return bad(w, r, i, "kind is neither send nor recv"); break;
+                case 1: if (o->peer >= w->P) return bad(w, r, i, "peer out of range 0..%u", w->P - 1); break;
+                case 2: if (o->peer == r) return bad(w, r, i, "peer is the rank itself"); break;
+                case 3: if (o->origin >= w->P) return bad(w, r, i, "origin out of range 0..%u", w->P - 1); break;
+                case 4: if (seg_of(o) >= w->nseg) return bad(w, r, i, "segment out of range 0..%u", w->nseg - 1); break;
+                case 5: if (phase_of(o) > 1) return bad(w, r, i, "phase is neither foreground nor background"); break;
+                case 6:
+                    if (i > 0 && phase_of(o) == 1 && phase_of(o - 1) != 1)
+                        return bad(w, r, i, "background op after a foreground op");
+                    break;
+                }
+            }
+    return 0;
+}
+
+/* ---- matching ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* order[] of every rank: sends by (peer, list order), then recvs by (peer, list order). */
+static void sort_lists(wc *w)
+{
+    uint64_t *key = w->tmp;
+    for (uint32_t r = 0; r < w->P; r++) {
+        uint64_t lo = w->off[r], n = w->off[r + 1] - lo;
+        w->nsend[r] = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            const cs_wire_op *o = &w->ops[lo + i];
+            key[i] = ((uint64_t)kind_of(o) << 56) | ((uint64_t)o->peer << 32) | i;
+            w->nsend[r] += kind_of(o) == COLLSCHED_SEND;
+        }
+        qsort(key, (size_t)n, sizeof *key, cmp_u64);
+        for (uint64_t i = 0; i < n; i++) w->order[lo + i] = (uint32_t)(lo + (key[i] & 0xFFFFFFFFu));
+    }
+}
+
+/* Positions [*lo, *hi) in order[] of rank r's sends (recv = 0) or recvs (recv = 1) whose
+ * peer is p: a binary search, the part being sorted by peer. */
+static void find_run(const wc *w, uint32_t r, int recv, uint32_t p, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t a = w->off[r] + (recv ? w->nsend[r] : 0), b = recv ? w->off[r + 1] : w->off[r] + w->nsend[r];
+    uint64_t l = a, h = b;
+    while (l < h) {
+        uint64_t m = l + (h - l) / 2;
+        if (w->ops[w->order[m]].peer < p) l = m + 1; else h = m;
+    }
+    *lo = l;
+    h = b;
+    while (l < h) {
+        uint64_t m = l + (h - l) / 2;
+        if (w->ops[w->order[m]].peer <= p) l = m + 1; else h = m;
+    }
+    *hi = l;
+}
+
+/* Calls fn for every run of equal peers in rank r's sends (recv = 0) or recvs (recv = 1),
+ * peers ascending; stops when fn returns non-zero. */
+typedef int (*run_fn)(wc *w, uint32_t r, uint32_t peer, uint64_t lo, uint64_t hi, void *arg);
+static int each_run(wc *w, uint32_t r, int recv, run_fn fn, void *arg)
+{
+    uint64_t a = w->off[r] + (recv ? w->nsend[r] : 0), b = recv ? w->off[r + 1] : w->off[r] + w->nsend[r];
+    for (uint64_t i = a, j; i < b; i = j) {
+        uint32_t p = w->ops[w->order[i]].peer;
+        for (j = i + 1; j < b && w->ops[w->order[j]].peer == p; j++) {}
+        int rc = fn(w, r, p, i, j, arg);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int excess_send(wc *w, uint32_t a, uint32_t b, uint64_t lo, uint64_t hi, void *arg)
+{
+    (void)arg;
+    uint64_t rl, rh;
+    find_run(w, b, 1, a, &rl, &rh);
+    if (hi - lo <= rh - rl) return 0;
+    uint32_t g = w->order[lo + (rh - rl)];
+    return bad(w, a, g - w->off[a], "send to %u (#%llu on that pair) has no matching recv there", b,
+               (unsigned long long)(rh - rl + 1));
+}
+
+typedef struct excess { uint32_t a, b, op; uint64_t k; } excess;
+
+static int excess_recv(wc *w, uint32_t b, uint32_t a, uint64_t lo, uint64_t hi, void *arg)
+{
+    excess *e = arg;
+    uint64_t sl, sh;
+    find_run(w, a, 0, b, &sl, &sh);
+    if (hi - lo > sh - sl && (e->op == NONE || a < e->a || (a == e->a && b < e->b)))
+        *e = (excess){ a, b, w->order[lo + (sh - sl)], sh - sl + 1 };
+    return 0;
+}
+
+static int same_pieces(wc *w, uint32_t a, uint32_t b, uint64_t lo, uint64_t hi, void *arg)
+{
+    (void)arg;
+    uint64_t rl, rh;
+    find_run(w, b, 1, a, &rl, &rh);
+    for (uint64_t k = 0; k < hi - lo; k++) {
+        uint32_t s = w->order[lo + k], r = w->order[rl + k];
+        const cs_wire_op *so = &w->ops[s], *ro = &w->ops[r];
+        w->link[r] = s;
+        if (so->origin != ro->origin || seg_of(so) != seg_of(ro))
+            return bad(w, b, r - w->off[b],
+                       "recv from %u expects piece (%u,%u) but the matching send (rank %u op %llu) carries (%u,%u)",
+                       a, ro->origin, seg_of(ro), a, (unsigned long long)(s - w->off[a]), so->origin, seg_of(so));
+    }
+    return 0;
+}
+
+static int check_matching(wc *w)
+{
+    for (uint32_t a = 0; a < w->P; a++)
+        if (each_run(w, a, 0, excess_send, NULL)) return 1;
+    excess e = { 0, 0, NONE, 0 };
+    for (uint32_t b = 0; b < w->P; b++) each_run(w, b, 1, excess_recv, &e);
+    if (e.op != NONE)
+        return bad(w, e.b, e.op - w->off[e.b], "recv from %u (#%llu on that pair) has no matching send there",
+                   e.a, (unsigned long long)e.k);
+    for (uint32_t a = 0; a < w->P; a++)
+        if (each_run(w, a, 0, same_pieces, NULL)) return 1;
+    return 0;
+}
+
+/* ---- holding and delivery (one sort of each rank's recvs by piece) ---- */
+
+typedef struct piece_at { uint64_t piece; uint64_t op; } piece_at; /* op: local index */
+
+static int cmp_piece(const void *a, const void *b)
+{
+    const piece_at *x = a, *y = b;
+    if (x->piece != y->piece) return x->piece < y->piece ? -1 : 1;
+    return x->op < y->op ? -1 : x->op > y->op;
+}
+
+typedef struct delivery {
+    uint32_t dup_rank, miss_rank;   /* NONE: not seen */
+    uint64_t dup_op, dup_first, dup_piece, miss_piece, missing;
+} delivery;
+
+/* Rank r's recvs sorted by (piece, list order) in tmp; returns their number. */
+static uint64_t sorted_recvs(wc *w, uint32_t r)
+{
+    piece_at *p = w->tmp;
+    uint64_t n = 0, lo = w->off[r];
+    for (uint64_t g = lo; g < w->off[r + 1]; g++)
+        if (kind_of(&w->ops[g]) == COLLSCHED_RECV)
+            p[n++] = (piece_at){ (uint64_t)w->ops[g].origin * w->nseg + seg_of(&w->ops[g]), g - lo };
+    qsort(p, (size_t)n, sizeof *p, cmp_piece);
+    return n;
+}
+
+/* Duplicates and missing pieces of rank r (its recvs sorted in tmp, none of its own). */
+static void note_delivery(wc *w, uint32_t r, uint64_t n, delivery *d)
+{
+    const piece_at *p = w->tmp;
+    uint64_t unique = 0, next = r == 0 ? w->nseg : 0; /* lowest piece not yet seen */
+    int gap = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (i > 0 && p[i].piece == p[i - 1].piece) {
+            if (d->dup_rank == NONE) {
+                d->dup_rank = r;
+                d->dup_op = p[i].op;
+                d->dup_first = p[i - 1].op;
+                d->dup_piece = p[i].piece;
+            }
+            continue;
+        }
+        unique++;
+        if (!gap && p[i].piece == next) {
+            next++;
+            if (next == (uint64_t)r * w->nseg) next += w->nseg;
+        } else {
+            gap = 1;
+        }
+    }
+    uint64_t want = (uint64_t)(w->P - 1) * w->nseg;
+    if (unique < want && d->miss_rank == NONE) {
+        d->miss_rank = r;
+        d->miss_piece = next;
+        d->missing = want - unique;
+    }
+}
+
+static int check_holding_delivery(wc *w)
+{
+    for (uint32_t r = 0; r < w->P; r++)
+        for (uint64_t g = w->off[r]; g < w->off[r + 1]; g++) {
+            const cs_wire_op *o = &w->ops[g];
+            if (kind_of(o) == COLLSCHED_RECV && o->origin == r)
+                return bad(w, r, g - w->off[r], "receives its own piece (%u,%u)", o->origin, seg_of(o));
+        }
+    delivery d = { NONE, NONE, 0, 0, 0, 0, 0 };
+    for (uint32_t r = 0; r < w->P; r++) {
+        uint64_t n = sorted_recvs(w, r);
+        const piece_at *p = w->tmp;
+        for (uint64_t g = w->off[r]; g < w->off[r + 1]; g++) {
+            const cs_wire_op *o = &w->ops[g];
+            if (kind_of(o) != COLLSCHED_SEND || o->origin == r) continue;
+            uint64_t key = (uint64_t)o->origin * w->nseg + seg_of(o), l = 0, h = n, i = g - w->off[r];
+            while (l < h) {
+                uint64_t m = l + (h - l) / 2;
+                if (p[m].piece < key) l = m + 1; else h = m;
+            }
+            if (l == n || p[l].piece != key)
+                return bad(w, r, i, "forwards piece (%u,%u) to %u before holding it: the rank never receives it",
+                           o->origin, seg_of(o), o->peer);
+            if (p[l].op > i)
+                return bad(w, r, i, "forwards piece (%u,%u) to %u before holding it: the rank receives it "
+                           "only later (op %llu)", o->origin, seg_of(o), o->peer, (unsigned long long)p[l].op);
+            w->link[g] = (uint32_t)(w->off[r] + p[l].op);
+        }
+        note_delivery(w, r, n, &d);
+    }
+    if (d.dup_rank != NONE)
+        return bad(w, d.dup_rank, d.dup_op, "receives piece (%llu,%llu) a second time (first at op %llu)",
+                   (unsigned long long)(d.dup_piece / w->nseg), (unsigned long long)(d.dup_piece % w->nseg),
+                   (unsigned long long)d.dup_first);
+    if (d.miss_rank != NONE) {
+        char more[64] = "";
+        if (d.missing > 1) snprintf(more, sizeof more, " (%llu pieces missing in all)", (unsigned long long)d.missing);
+        return bad(w, d.miss_rank, NONE, "never receives piece (%llu, %llu)%s",
+                   (unsigned long long)(d.miss_piece / w->nseg), (unsigned long long)(d.miss_piece % w->nseg), more);
+    }
+    return 0;
+}
+
+/* ---- progress: Kahn's algorithm over "a forwarded send waits for the send feeding its
+ * recv". Only a forwarded send can stop a rank's walk; the set of ops that end up issued
+ * does not depend on the order the ranks are advanced in, so the first rank left stuck
+ * (and its op) is the one the wave algorithm of verify.py reports. ---- */
+
+static int check_progress(wc *w)
+{
+    uint32_t P = w->P;
+    uint64_t *pos = malloc((size_t)P * sizeof *pos);      /* first op not yet issued */
+    uint32_t *next = malloc((size_t)P * sizeof *next);    /* wait lists, through ranks */
+    uint32_t *stack = malloc((size_t)P * sizeof *stack);
+    uint32_t *head = w->order;                            /* per op: first rank waiting for it */
+    if (!pos || !next || !stack) { free(pos); free(next); free(stack); return -1; }
+    uint32_t top = 0;
+    for (uint32_t r = 0; r < P; r++) {
+        pos[r] = w->off[r];
+        stack[top++] = P - 1 - r;
+    }
+    memset(head, 0xFF, (size_t)w->off[P] * sizeof *head);
+    while (top) {
+        uint32_t r = stack[--top];
+        while (pos[r] < w->off[r + 1]) {
+            uint64_t g = pos[r];
+            const cs_wire_op *o = &w->ops[g];
+            if (kind_of(o) == COLLSCHED_SEND && o->origin != r) {
+                uint32_t fr = w->link[g], f = w->link[fr], q = w->ops[fr].peer;
+                if (f >= pos[q]) { next[r] = head[f]; head[f] = r; break; }
+            }
+            pos[r]++;
+            for (uint32_t x = head[g]; x != NONE; x = next[x]) stack[top++] = x;
+            head[g] = NONE;
+        }
+    }
+    int rc = 0;
+    for (uint32_t r = 0; r < P && !rc; r++)
+        if (pos[r] < w->off[r + 1]) {
+            uint64_t g = pos[r];
+            const cs_wire_op *o = &w->ops[g];
+            uint32_t fr = w->link[g], f = w->link[fr], q = w->ops[fr].peer;
+            rc = bad(w, r, g - w->off[r], "deadlock: waits to forward piece (%u,%u) until rank %u issues its "
+                     "op %llu, which never happens", o->origin, seg_of(o), q, (unsigned long long)(f - w->off[q]));
+        }
+    free(pos);
+    free(next);
+    free(stack);
+    return rc;
+}
+
+int cs_whole_check(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wire_op *ops,
+                   char *reason, size_t len)
+{
+    wc w = { .P = nranks, .nseg = nseg, .ops = ops, .reason = reason, .len = len };
+    if (reason && len) reason[0] = 0;
+    if (nranks == 0 || nranks > CS_WHOLE_MAX_RANKS || nseg == 0 || nseg > 65535) {
+        snprintf(reason, len, "whole-schedule check: expected 1..%u ranks and 1..65535 segments, found %u and %u",
+                 CS_WHOLE_MAX_RANKS, nranks, nseg);
+        return CS_WHOLE_BAD;
+    }
+    w.off = malloc(((size_t)nranks + 1) * sizeof *w.off);
+    w.nsend = malloc((size_t)nranks * sizeof *w.nsend);
+    if (!w.off || !w.nsend) goto nomem;
+    uint64_t N = 0, M = 0;
+    for (uint32_t r = 0; r < nranks; r++) {
+        if (nops[r] < 0) {
+            snprintf(reason, len, "whole-schedule check: rank %u has a negative op count", r);
+            free(w.off); free(w.nsend);
+            return CS_WHOLE_BAD;
+        }
+        w.off[r] = N;
+        N += (uint64_t)nops[r];
+        if ((uint64_t)nops[r] > M) M = (uint64_t)nops[r];
+    }
+    w.off[nranks] = N;
+    if (N > CS_WHOLE_MAX_OPS) {
+        snprintf(reason, len, "whole-schedule check: %llu ops in all, more than the %u it handles",
+                 (unsigned long long)N, CS_WHOLE_MAX_OPS);
+        free(w.off); free(w.nsend);
+        return CS_WHOLE_BAD;
+    }
+    w.order = malloc((size_t)(N ? N : 1) * sizeof *w.order);
+    w.link = malloc((size_t)(N ? N : 1) * sizeof *w.link);
+    w.tmp = malloc((size_t)(M ? M : 1) * sizeof(piece_at));
+    if (!w.order || !w.link || !w.tmp) goto nomem;
+    int rc = check_shape(&w);
+    if (!rc) { sort_lists(&w); rc = check_matching(&w); }
+    if (!rc) rc = check_holding_delivery(&w);
+    if (!rc) rc = check_progress(&w);
+    if (rc < 0) goto nomem;
+    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.tmp);
+    return rc ? CS_WHOLE_BAD : CS_WHOLE_OK;
+nomem:
+    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.tmp);
+    snprintf(reason, len, "whole-schedule check: cannot allocate memory for the check");
+    return CS_WHOLE_NOMEM;
+}

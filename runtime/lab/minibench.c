@@ -59,6 +59,18 @@ static void json_text(char *out, size_t cap, const char *in) {
     out[n] = 0;
 }
 
+/* One JSON matrix (iterations x ranks) of column `col` (1 arrival, 2 exit) of the gathered
+ * times, relative to each iteration's origin. */
+static void print_times(const double *every, const double *origin, int size, int all, int col)
+{
+    for (int k = 0; k < all; k++) {
+        printf(k ? ", [" : "[");
+        for (int p = 0; p < size; p++)
+            printf(p ? ", %.17g" : "%.17g", every[(size_t)p * 3 * all + 3 * k + col] - origin[k]);
+        printf("]");
+    }
+}
+
 struct opts {
     size_t bytes;
     int iterations, flat_iterations;
@@ -249,19 +261,9 @@ int main(int argc, char **argv) {
                shared_data ? (size_t)PAGE : piece, all_errors, all_fallbacks,
                reason,
                all_errors == 0 && all_fallbacks == 0 ? "true" : "false");
-        for (int k = 0; k < all; k++) {
-            printf(k ? ", [" : "[");
-            for (int p = 0; p < size; p++)
-                printf(p ? ", %.17g" : "%.17g", every[(size_t)p * 3 * all + 3 * k + 1] - origin[k]);
-            printf("]");
-        }
+        print_times(every, origin, size, all, 1);
         printf("], \"exits\": [");
-        for (int k = 0; k < all; k++) {
-            printf(k ? ", [" : "[");
-            for (int p = 0; p < size; p++)
-                printf(p ? ", %.17g" : "%.17g", every[(size_t)p * 3 * all + 3 * k + 2] - origin[k]);
-            printf("]");
-        }
+        print_times(every, origin, size, all, 2);
         printf("]}\n");
         fflush(stdout);
         free(every);

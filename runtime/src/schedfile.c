@@ -391,10 +391,9 @@ int collsched_load_memory(const void *data, size_t len, const char *name, uint32
     return load(&s, nranks, rank, out, err, errlen);
 }
 
-int collsched_load(const char *path, uint32_t nranks, uint32_t rank, collsched_schedule **out,
-                   char *err, size_t errlen)
+/* Opens `path` as a source; only regular files (a FIFO or device could block or lie). */
+static int open_source(const char *path, source *s, char *err, size_t errlen)
 {
-    *out = NULL;
     int fd = open(path, O_RDONLY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -403,29 +402,33 @@ int collsched_load(const char *path, uint32_t nranks, uint32_t rank, collsched_s
         return fail(COLLSCHED_EIO, err, errlen, path, "file", "cannot read a regular file (%s)",
                     fd >= 0 ? "not a regular file" : strerror(e));
     }
-    source s = { path, (uint64_t)st.st_size, fd, NULL };
-    int rc = load(&s, nranks, rank, out, err, errlen);
-    close(fd);
+    *s = (source){ path, (uint64_t)st.st_size, fd, NULL };
+    return COLLSCHED_OK;
+}
+
+int collsched_load(const char *path, uint32_t nranks, uint32_t rank, collsched_schedule **out,
+                   char *err, size_t errlen)
+{
+    *out = NULL;
+    source s;
+    int rc = open_source(path, &s, err, errlen);
+    if (rc != COLLSCHED_OK) return rc;
+    rc = load(&s, nranks, rank, out, err, errlen);
+    close(s.fd);
     return rc;
 }
 
 int cs_read_header_file(const char *path, collsched_header *h, char *err, size_t errlen)
 {
     uint8_t head[HEADER_BYTES];
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
-        if (fd >= 0) close(fd);
-        return fail(COLLSCHED_EIO, err, errlen, path, "file", "cannot read a regular file (%s)",
-                    fd >= 0 ? "not a regular file" : strerror(e));
-    }
-    source s = { path, (uint64_t)st.st_size, fd, NULL };
+    source s;
+    int orc = open_source(path, &s, err, errlen);
+    if (orc != COLLSCHED_OK) return orc;
     int rc = (s.size < HEADER_BYTES || src_read(&s, 0, head, HEADER_BYTES) != 0)
         ? fail(COLLSCHED_EFORMAT, err, errlen, path, "header", "expected at least %u bytes, file has %llu",
                HEADER_BYTES, (unsigned long long)s.size)
         : collsched_parse_header(head, HEADER_BYTES, s.size, path, h, err, errlen);
-    close(fd);
+    close(s.fd);
     return rc;
 }
 

@@ -49,6 +49,13 @@ class Schedule:
     input_hash: bytes = b"\0" * 32
     compiler_version: str = ""
     meta: dict = field(default_factory=dict)  # not stored in files: compiler-side notes
+    # uint8 per op, sends only: wait for the previous send to the same peer (FIFO per link;
+    # set by policy.mark_fifo_links). None = all zero.
+    fifo: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.fifo is None:
+            self.fifo = np.zeros(len(self.kind), np.uint8)
 
     @property
     def total_ops(self) -> int:
@@ -77,7 +84,7 @@ class Schedule:
     def same_ops(self, other: "Schedule") -> bool:
         return (self.nranks == other.nranks and self.nseg == other.nseg
                 and all(np.array_equal(getattr(self, c), getattr(other, c))
-                        for c in ("offsets", "kind", "peer", "origin", "segment", "phase")))
+                        for c in ("offsets", "kind", "peer", "origin", "segment", "phase", "fifo")))
 
     def piece_bytes(self, nbytes: int) -> np.ndarray:
         """Bytes of each segment index for `nbytes` per rank (docs/semantics.md)."""
@@ -185,7 +192,7 @@ def from_op_lists(nranks: int, nseg: int, lists, algorithm: str = "custom") -> S
     For hand-written schedules (tests, small examples); kind is "send"/"recv" or SEND/RECV.
     """
     names = {"send": SEND, "recv": RECV, SEND: SEND, RECV: RECV}
-    cols: tuple[list, ...] = ([], [], [], [], [])
+    cols: tuple[list, ...] = ([], [], [], [], [], [])
     counts = []
     for ops in lists:
         counts.append(len(ops))
@@ -193,14 +200,16 @@ def from_op_lists(nranks: int, nseg: int, lists, algorithm: str = "custom") -> S
             kind, peer, origin, seg = op[:4]
             phase = op[4] if len(op) > 4 else FOREGROUND
             phase = {"fg": FOREGROUND, "bg": BACKGROUND}.get(phase, phase)
-            for col, v in zip(cols, (names[kind], peer, origin, seg, phase)):
+            fifo = int(op[5]) if len(op) > 5 else 0
+            for col, v in zip(cols, (names[kind], peer, origin, seg, phase, fifo)):
                 col.append(v)
     offsets = np.zeros(nranks + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     return Schedule(nranks=nranks, nseg=nseg, offsets=offsets,
                     kind=np.array(cols[0], np.uint8), peer=np.array(cols[1], np.int32),
                     origin=np.array(cols[2], np.int32), segment=np.array(cols[3], np.int32),
-                    phase=np.array(cols[4], np.uint8), algorithm=algorithm)
+                    phase=np.array(cols[4], np.uint8), fifo=np.array(cols[5], np.uint8),
+                    algorithm=algorithm)
 
 
 def to_op_lists(sched: Schedule) -> list[list[tuple]]:

@@ -18,6 +18,7 @@ from . import __version__, schedfile
 from .algorithms import Request, generate
 from .errors import InputError
 from .ir import Schedule
+from .policy import mark_fifo_links
 from .simulate import Metrics, simulate_pattern
 from .verify import Violation, verify_and_match
 
@@ -153,6 +154,7 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
     req = Request(nranks=nranks, nbytes=hi, nseg=segments, full_duplex=topo.full_duplex,
                   topology=topo, arrivals=pattern[0] - pattern[0].min())
     sched = generate(algorithm, req)
+    mark_fifo_links(sched, topo, hi)
     sched.bytes_min, sched.bytes_max = lo, hi
     sched.compiler_version = __version__
     sched.input_hash = digest

@@ -30,7 +30,7 @@ FLAG_FULL_DUPLEX, FLAG_BACKGROUND = 1, 2
 _HEADER = struct.Struct("<8sHHIIIII QQ 16s16s32s Q I")
 _INDEX = np.dtype([("offset", "<u8"), ("nops", "<u4"), ("crc", "<u4")])
 _OP = np.dtype([("peer", "<u4"), ("origin", "<u4"), ("segment", "<u2"), ("kind", "u1"),
-                ("phase", "u1")])
+                ("phase", "u1")])  # "phase" is the flags byte: bit 0 phase, bit 1 FIFO wait
 assert _HEADER.size == HEADER_BYTES - 4 and _INDEX.itemsize == INDEX_ENTRY
 assert _OP.itemsize == OP_BYTES
 _COLLECTIVE_NAMES = {v: k for k, v in COLLECTIVES.items()}
@@ -42,7 +42,8 @@ def encode(sched: Schedule) -> bytes:
         raise ValueError(f"unknown collective {sched.collective!r}")
     ops = np.empty(sched.total_ops, _OP)
     ops["peer"], ops["origin"] = sched.peer, sched.origin
-    ops["segment"], ops["kind"], ops["phase"] = sched.segment, sched.kind, sched.phase
+    ops["segment"], ops["kind"] = sched.segment, sched.kind
+    ops["phase"] = sched.phase | (sched.fifo << 1)  # byte 11: bit 0 phase, bit 1 FIFO wait
     body = ops.tobytes()
     counts = np.diff(sched.offsets)
     index = np.empty(sched.nranks, _INDEX)
@@ -146,7 +147,8 @@ def decode(data: bytes, source: str = "<bytes>") -> Schedule:
         nranks=nranks, nseg=nseg, offsets=offsets,
         kind=ops["kind"].copy(), peer=ops["peer"].astype(np.int32),
         origin=ops["origin"].astype(np.int32), segment=ops["segment"].astype(np.int32),
-        phase=ops["phase"].copy(), algorithm=_text(alg), collective=_COLLECTIVE_NAMES[coll],
+        phase=ops["phase"] & 1, fifo=ops["phase"] >> 1, algorithm=_text(alg),
+        collective=_COLLECTIVE_NAMES[coll],
         bytes_min=bmin, bytes_max=bmax, full_duplex=bool(flags & FLAG_FULL_DUPLEX),
         input_hash=ihash, compiler_version=_text(ver),
         meta={"version": f"{major}.{minor}", "file_bytes": len(data)})
@@ -159,7 +161,8 @@ def _check_op_fields(s: Schedule, source: str) -> None:
     rank = s.rank_of_op
     checks = (
         (s.kind > 1, "kind", "0 (send) or 1 (recv)"),
-        (s.phase > 1, "phase", "0 (foreground) or 1 (background)"),
+        (s.fifo > 1, "flags", "bits 0 (background) and 1 (FIFO wait) only"),
+        ((s.fifo == 1) & (s.kind == 1), "flags", "the FIFO bit on sends only"),
         ((s.peer < 0) | (s.peer >= s.nranks), "peer", f"a rank below {s.nranks}"),
         (s.peer == rank, "peer", "a rank other than the op's own"),
         ((s.origin < 0) | (s.origin >= s.nranks), "origin", f"a rank below {s.nranks}"),

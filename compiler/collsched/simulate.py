@@ -122,7 +122,9 @@ class _Plan:
         prev_link = np.full(n, -1, np.int64)
         prev_link[lo[same]] = lo[np.nonzero(same)[0] - 1]
         preds.append(prev_link)
-        kinds.append(_G)
+        # FIFO per link: a send marked FIFO goes only once the previous (synchronous) message
+        # to the same peer has completed; unmarked sends are held back by the gap g(m) only.
+        kinds.append(np.where(s.fifo[so] == 1, _END, _G))
         offsets.append(no_offset)
         # The transfer that brought a forwarded piece to the sender.
         feed = np.full(n, -1, np.int64)

@@ -68,6 +68,8 @@ def check_shape(c: _Ctx) -> list[Violation]:
         ((s.origin < 0) | (s.origin >= s.nranks), f"origin out of range 0..{s.nranks - 1}"),
         ((s.segment < 0) | (s.segment >= s.nseg), f"segment out of range 0..{s.nseg - 1}"),
         (s.phase > 1, "phase is neither foreground nor background"),
+        (s.fifo > 1, "FIFO flag is neither 0 nor 1"),
+        ((s.fifo == 1) & (s.kind == RECV), "FIFO flag on a recv"),
     )
     for mask, reason in tests:
         out += [c.v("shape", int(i), reason) for i in np.nonzero(mask)[0][:MAX_REPORTED]]
@@ -184,45 +186,78 @@ def check_delivery(c: _Ctx) -> list[Violation]:
 
 
 def check_progress(c: _Ctx) -> list[Violation]:
-    """No deadlock: every rank issues every op under the in-order dataflow rules.
+    """No deadlock: every rank issues every op under the rules of docs/semantics.md.
 
-    Only a forwarded send can hold up a rank's walk: it waits for the recv delivering its
-    piece, which completes once the matching send on the other rank has been issued. So
-    the walk of rank r stops at its first forwarded send whose feeding send is not yet
-    issued. Each wave advances every rank past one forwarded send whose feeder is issued;
-    if a wave advances nobody while some rank has not finished, the schedule deadlocks.
+    Only a send can hold up a rank's walk, waiting for one or two things: the recv that
+    delivers a forwarded piece (complete once the matching send on the other rank has been
+    issued), and, for a send marked FIFO, the previous send to the same peer (complete once
+    that peer has posted the matching recv, i.e. its walk has reached it). Both are "op X has been issued"
+    conditions. The walk of rank r stops at its first send with an unmet condition; each
+    wave advances every rank past one such send whose conditions hold. If a wave advances
+    nobody while some rank has not finished, the schedule deadlocks.
     """
     s = c.s
     assert c.matching is not None and c.feeding_recv is not None
-    feeder_of_recv = np.full(s.total_ops, -1, np.int64)
-    feeder_of_recv[c.matching.recv_op] = c.matching.send_op
-    fwd = np.nonzero(c.feeding_recv >= 0)[0]  # rank-major, list order within a rank
-    dep = feeder_of_recv[c.feeding_recv[fwd]]  # the send whose issue unblocks fwd
-    dep_rank = c.rank[dep]
-    first = np.searchsorted(fwd, s.offsets[:-1])
-    last = np.searchsorted(fwd, s.offsets[1:])
+    n = s.total_ops
+    send_of_recv = np.full(n, -1, np.int64)
+    send_of_recv[c.matching.recv_op] = c.matching.send_op
+    recv_of_send = np.full(n, -1, np.int64)
+    recv_of_send[c.matching.send_op] = c.matching.recv_op
+    fwd_dep = np.full(n, -1, np.int64)
+    fwd = np.nonzero(c.feeding_recv >= 0)[0]
+    fwd_dep[fwd] = send_of_recv[c.feeding_recv[fwd]]
+    # FIFO per link: the recv that matches the previous send to the same peer.
+    sends = np.nonzero(c.is_send)[0]
+    link = c.rank[sends].astype(np.int64) * s.nranks + s.peer[sends]
+    order = np.lexsort((sends, link))
+    same = np.r_[False, link[order][1:] == link[order][:-1]]
+    fifo_dep = np.full(n, -1, np.int64)
+    later = sends[order][same]
+    fifo_dep[later] = recv_of_send[sends[order][np.nonzero(same)[0] - 1]]
+    fifo_dep[s.fifo == 0] = -1  # only sends marked FIFO wait for the previous one
+
+    blocking = np.nonzero((fwd_dep >= 0) | (fifo_dep >= 0))[0]  # rank-major, list order
+    first = np.searchsorted(blocking, s.offsets[:-1])
+    last = np.searchsorted(blocking, s.offsets[1:])
     cur = first.copy()
-    issued_upto = np.where(cur < last, fwd[np.minimum(cur, len(fwd) - 1)] if len(fwd) else 0,
-                           s.offsets[1:])
+
+    def upto(ranks):
+        more = cur[ranks] < last[ranks]
+        return np.where(more, blocking[np.minimum(cur[ranks], max(len(blocking) - 1, 0))],
+                        s.offsets[ranks + 1]) if len(blocking) else s.offsets[ranks + 1]
+
+    issued_upto = upto(np.arange(s.nranks))
+
+    def met(dep):
+        ok = dep < 0
+        d = np.maximum(dep, 0)
+        return ok | (d < issued_upto[c.rank[d]])
+
     while True:
         active = np.nonzero(cur < last)[0]
         if len(active) == 0:
             return []
-        d = cur[active]
-        ok = dep[d] < issued_upto[dep_rank[d]]
+        b = blocking[cur[active]]
+        ok = met(fwd_dep[b]) & met(fifo_dep[b])
         if not ok.any():
             break
         go = active[ok]
         cur[go] += 1
-        more = cur[go] < last[go]
-        issued_upto[go] = np.where(more, fwd[np.minimum(cur[go], len(fwd) - 1)], s.offsets[go + 1])
+        issued_upto[go] = upto(go)
     out = []
     for r in active[:MAX_REPORTED]:
-        op = int(fwd[cur[r]])
-        feeder = int(dep[cur[r]])
-        out.append(c.v("progress", op,
-                       f"deadlock: waits to forward piece ({int(s.origin[op])},{int(s.segment[op])}) until "
-                       f"rank {int(c.rank[feeder])} issues its op {int(c.local[feeder])}, which never happens"))
+        op = int(blocking[cur[r]])
+        if fwd_dep[op] >= 0 and not met(np.array([fwd_dep[op]]))[0]:
+            dep = int(fwd_dep[op])
+            out.append(c.v("progress", op,
+                           f"deadlock: waits to forward piece ({int(s.origin[op])},{int(s.segment[op])}) until "
+                           f"rank {int(c.rank[dep])} issues its op {int(c.local[dep])}, which never happens"))
+        else:
+            dep = int(fifo_dep[op])
+            out.append(c.v("progress", op,
+                           f"deadlock: waits to send piece ({int(s.origin[op])},{int(s.segment[op])}) to "
+                           f"{int(s.peer[op])} until rank {int(c.rank[dep])} posts its op {int(c.local[dep])} "
+                           "(the receive of the previous message), which never happens"))
     return out
 
 

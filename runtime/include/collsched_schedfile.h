@@ -28,7 +28,9 @@ enum { COLLSCHED_SEND = 0, COLLSCHED_RECV = 1 };
 typedef struct collsched_op {
     uint32_t peer, origin, segment;
     int32_t dep;              /* send of a forwarded piece: index of the recv that delivers it; else -1 */
+    int32_t prev;             /* send: index of the previous send to the same peer (FIFO per link); else -1 */
     uint8_t kind, phase;
+    uint8_t fifo;             /* send: wait for the previous send to the same peer first */
 } collsched_op;
 
 typedef struct collsched_schedule {

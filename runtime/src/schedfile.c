@@ -247,13 +247,16 @@ static int check_fields(const source *s, const collsched_header *h, uint32_t ran
     op->origin = rd32(raw + 4);
     op->segment = rd16(raw + 8);
     op->kind = raw[10];
-    op->phase = raw[11];
+    op->phase = raw[11] & 1u;        /* byte 11 holds flags: bit 0 phase, bit 1 FIFO wait */
+    op->fifo = (raw[11] >> 1) & 1u;
     op->dep = -1;
+    op->prev = -1;
     char field[64];
 #define BAD(fld, ...) (snprintf(field, sizeof field, "rank %u op %u %s", rank, i, fld), \
                        fail(COLLSCHED_EFORMAT, err, errlen, s->name, field, __VA_ARGS__))
     if (op->kind > 1) return BAD("kind", "expected 0 (send) or 1 (recv), found %u", op->kind);
-    if (op->phase > 1) return BAD("phase", "expected 0 (foreground) or 1 (background), found %u", op->phase);
+    if (raw[11] > 3) return BAD("flags", "expected bits 0 (background) and 1 (FIFO wait) only, found %u", raw[11]);
+    if (op->fifo && op->kind == COLLSCHED_RECV) return BAD("flags", "expected the FIFO bit on sends only");
     if (op->peer >= h->nranks) return BAD("peer", "expected a rank below %u, found %u", h->nranks, op->peer);
     if (op->peer == rank) return BAD("peer", "expected a rank other than the op's own (%u)", rank);
     if (op->origin >= h->nranks) return BAD("origin", "expected a rank below %u, found %u", h->nranks, op->origin);
@@ -308,6 +311,25 @@ static int check_dataflow(const source *s, const collsched_header *h, collsched_
     return rc;
 }
 
+/* FIFO per link (docs/semantics.md): a send marked FIFO names the previous send to the
+ * same peer, which the executor completes before it issues this one. */
+static int link_sends(collsched_schedule *sc)
+{
+    piece_map m;
+    if (map_init(&m, sc->nops) != 0) { map_free(&m); return COLLSCHED_ENOMEM; }
+    for (uint32_t i = 0; i < sc->nops; i++) {
+        collsched_op *op = &sc->ops[i];
+        if (op->kind != COLLSCHED_SEND) continue;
+        int32_t *val;
+        uint64_t *slot = map_slot(&m, op->peer, &val);
+        op->prev = op->fifo && *slot ? *val : -1;
+        *slot = (uint64_t)op->peer + 1;
+        *val = (int32_t)i;
+    }
+    map_free(&m);
+    return COLLSCHED_OK;
+}
+
 static int read_section(const source *s, const collsched_header *h, uint32_t rank, uint64_t off,
                         uint32_t nops, uint32_t crc, collsched_schedule *sc, char *err, size_t errlen)
 {
@@ -330,7 +352,8 @@ static int read_section(const source *s, const collsched_header *h, uint32_t ran
     for (uint32_t i = 0; i < nops && rc == COLLSCHED_OK; i++)
         rc = check_fields(s, h, rank, i, raw + (size_t)OP_BYTES * i, &sc->ops[i], &seen_fg, err, errlen);
     free(raw);
-    return rc == COLLSCHED_OK ? check_dataflow(s, h, sc, err, errlen) : rc;
+    if (rc == COLLSCHED_OK) rc = check_dataflow(s, h, sc, err, errlen);
+    return rc == COLLSCHED_OK ? link_sends(sc) : rc;
 }
 
 /* ---- the loader ---- */

@@ -8,7 +8,7 @@
  * on lists read from text.
  *
  * Cost, N = total ops, P = ranks, M = largest section: O(N log M) time (one sort of each
- * rank's list), memory 8 N bytes + 16 M bytes + O(P) besides the 12 N bytes of the input.
+ * rank's list), memory 12 N bytes + 16 M bytes + O(P) besides the 12 N bytes of the input.
  * Limits: N <= INT32_MAX, P <= 2^24 (the file format's own limit).
  */
 #include "internal.h"
@@ -28,6 +28,7 @@ typedef struct wc {
     uint32_t *order;      /* N: per rank, sends by (peer, list order), then recvs by (peer,
                            * list order); reused by the progress pass as its wait lists */
     uint32_t *link;       /* N: recv -> the send it matches; forwarded send -> its feeding recv */
+    uint32_t *fifo;       /* N: send -> the recv matching the previous send to the same peer */
     void *tmp;            /* 16 M bytes: one rank's sort keys */
     char *reason;
     size_t len;
@@ -35,7 +36,8 @@ typedef struct wc {
 
 static uint32_t seg_of(const cs_wire_op *o) { return o->word & 0xFFFFu; }
 static uint32_t kind_of(const cs_wire_op *o) { return (o->word >> 16) & 0xFFu; }
-static uint32_t phase_of(const cs_wire_op *o) { return o->word >> 24; }
+static uint32_t phase_of(const cs_wire_op *o) { return (o->word >> 24) & 1u; }
+static uint32_t fifo_of(const cs_wire_op *o) { return o->word >> 25; }
 
 /* Records "rank R, op I: ..." (I local to R; I == NONE: "end of list"); returns 1. */
 static int bad(wc *w, uint32_t rank, uint64_t op, const char *fmt, ...)
@@ -56,7 +58,7 @@ static int bad(wc *w, uint32_t rank, uint64_t op, const char *fmt, ...)
 
 static int check_shape(wc *w)
 {
-    for (int t = 0; t < 7; t++)
+    for (int t = 0; t < 8; t++)
         for (uint32_t r = 0; r < w->P; r++)
             for (uint64_t g = w->off[r]; g < w->off[r + 1]; g++) {
                 const cs_wire_op *o = &w->ops[g];
@@ -67,8 +69,11 @@ static int check_shape(wc *w)
                 case 2: if (o->peer == r) return bad(w, r, i, "peer is the rank itself"); break;
                 case 3: if (o->origin >= w->P) return bad(w, r, i, "origin out of range 0..%u", w->P - 1); break;
                 case 4: if (seg_of(o) >= w->nseg) return bad(w, r, i, "segment out of range 0..%u", w->nseg - 1); break;
-                case 5: if (phase_of(o) > 1) return bad(w, r, i, "phase is neither foreground nor background"); break;
+                case 5: if (fifo_of(o) > 1) return bad(w, r, i, "FIFO flag is neither 0 nor 1"); break;
                 case 6:
+                    if (fifo_of(o) == 1 && kind_of(o) == COLLSCHED_RECV) return bad(w, r, i, "FIFO flag on a recv");
+                    break;
+                case 7:
                     if (i > 0 && phase_of(o) == 1 && phase_of(o - 1) != 1)
                         return bad(w, r, i, "background op after a foreground op");
                     break;
@@ -168,6 +173,7 @@ static int same_pieces(wc *w, uint32_t a, uint32_t b, uint64_t lo, uint64_t hi, 
         uint32_t s = w->order[lo + k], r = w->order[rl + k];
         const cs_wire_op *so = &w->ops[s], *ro = &w->ops[r];
         w->link[r] = s;
+        w->fifo[s] = k ? w->order[rl + k - 1] : NONE;
         if (so->origin != ro->origin || seg_of(so) != seg_of(ro))
             return bad(w, b, r - w->off[b],
                        "recv from %u expects piece (%u,%u) but the matching send (rank %u op %llu) carries (%u,%u)",
@@ -293,10 +299,26 @@ static int check_holding_delivery(wc *w)
     return 0;
 }
 
-/* ---- progress: Kahn's algorithm over "a forwarded send waits for the send feeding its
- * recv". Only a forwarded send can stop a rank's walk; the set of ops that end up issued
- * does not depend on the order the ranks are advanced in, so the first rank left stuck
- * (and its op) is the one the wave algorithm of verify.py reports. ---- */
+/* ---- progress: Kahn's algorithm over what a send waits for: a forwarded send for the
+ * send feeding its recv, and any send for the peer to have posted the recv matching the
+ * previous send to it (FIFO per link). Only a send can stop a rank's walk; the set of ops
+ * that end up issued does not depend on the order the ranks are advanced in, so the first
+ * rank left stuck (and its op) is the one the wave algorithm of verify.py reports. ---- */
+
+/* The op a send at global index g still waits for (NONE: it may be issued now). */
+static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t r, int *fifo)
+{
+    const cs_wire_op *o = &w->ops[g];
+    *fifo = 0;
+    if (kind_of(o) != COLLSCHED_SEND) return NONE;
+    if (o->origin != r) {
+        uint32_t fr = w->link[g], f = w->link[fr], q = w->ops[fr].peer;
+        if (f >= pos[q]) return f;
+    }
+    uint32_t m = fifo_of(o) ? w->fifo[g] : NONE;
+    if (m != NONE && m >= pos[o->peer]) { *fifo = 1; return m; }
+    return NONE;
+}
 
 static int check_progress(wc *w)
 {
@@ -316,11 +338,9 @@ static int check_progress(wc *w)
         uint32_t r = stack[--top];
         while (pos[r] < w->off[r + 1]) {
             uint64_t g = pos[r];
-            const cs_wire_op *o = &w->ops[g];
-            if (kind_of(o) == COLLSCHED_SEND && o->origin != r) {
-                uint32_t fr = w->link[g], f = w->link[fr], q = w->ops[fr].peer;
-                if (f >= pos[q]) { next[r] = head[f]; head[f] = r; break; }
-            }
+            int fifo;
+            uint32_t f = waits_for(w, pos, g, r, &fifo);
+            if (f != NONE) { next[r] = head[f]; head[f] = r; break; }
             pos[r]++;
             for (uint32_t x = head[g]; x != NONE; x = next[x]) stack[top++] = x;
             head[g] = NONE;
@@ -331,9 +351,16 @@ static int check_progress(wc *w)
         if (pos[r] < w->off[r + 1]) {
             uint64_t g = pos[r];
             const cs_wire_op *o = &w->ops[g];
-            uint32_t fr = w->link[g], f = w->link[fr], q = w->ops[fr].peer;
-            rc = bad(w, r, g - w->off[r], "deadlock: waits to forward piece (%u,%u) until rank %u issues its "
-                     "op %llu, which never happens", o->origin, seg_of(o), q, (unsigned long long)(f - w->off[q]));
+            int fifo;
+            uint32_t f = waits_for(w, pos, g, r, &fifo);
+            uint32_t q = fifo ? o->peer : w->ops[w->link[g]].peer;
+            if (fifo)
+                rc = bad(w, r, g - w->off[r], "deadlock: waits to send piece (%u,%u) to %u until rank %u posts its "
+                         "op %llu (the receive of the previous message), which never happens", o->origin,
+                         seg_of(o), o->peer, q, (unsigned long long)(f - w->off[q]));
+            else
+                rc = bad(w, r, g - w->off[r], "deadlock: waits to forward piece (%u,%u) until rank %u issues its "
+                         "op %llu, which never happens", o->origin, seg_of(o), q, (unsigned long long)(f - w->off[q]));
         }
     free(pos);
     free(next);
@@ -374,17 +401,18 @@ int cs_whole_check(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wir
     }
     w.order = malloc((size_t)(N ? N : 1) * sizeof *w.order);
     w.link = malloc((size_t)(N ? N : 1) * sizeof *w.link);
+    w.fifo = malloc((size_t)(N ? N : 1) * sizeof *w.fifo);
     w.tmp = malloc((size_t)(M ? M : 1) * sizeof(piece_at));
-    if (!w.order || !w.link || !w.tmp) goto nomem;
+    if (!w.order || !w.link || !w.fifo || !w.tmp) goto nomem;
     int rc = check_shape(&w);
     if (!rc) { sort_lists(&w); rc = check_matching(&w); }
     if (!rc) rc = check_holding_delivery(&w);
     if (!rc) rc = check_progress(&w);
     if (rc < 0) goto nomem;
-    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.tmp);
+    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.tmp);
     return rc ? CS_WHOLE_BAD : CS_WHOLE_OK;
 nomem:
-    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.tmp);
+    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.tmp);
     snprintf(reason, len, "whole-schedule check: cannot allocate memory for the check");
     return CS_WHOLE_NOMEM;
 }

@@ -111,3 +111,17 @@ def test_half_duplex_ring_takes_twice_as_long():
     half_sched = generate("ring", Request(p, full_duplex=False))
     half = simulate(half_sched, homogeneous(p, full_duplex=False), 1 << 20)[1].run_time_s
     assert half == pytest.approx(2 * full, rel=1e-9)
+
+
+def test_fifo_policy_marks_lan_not_wan():
+    """FIFO per link where latency < transfer time: the tryton LAN yes, wan-3x16's WAN no."""
+    res = compile_schedule("ring", 48, 1 << 20, topology=str(TOPOLOGIES / "wan-3x16.yaml"))
+    s = res.schedule
+    rank = s.rank_of_op
+    sends = np.nonzero(s.kind == 0)[0]
+    topo = load_topology(TOPOLOGIES / "wan-3x16.yaml", 48)
+    site = np.array(topo.rank_site())
+    wan = site[rank[sends]] != site[s.peer[sends]]
+    assert wan.any() and (~wan).any()
+    assert np.all(s.fifo[sends[wan]] == 0) and np.all(s.fifo[sends[~wan]] == 1)
+    assert np.all(s.fifo[s.kind == 1] == 0)

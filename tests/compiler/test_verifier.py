@@ -127,3 +127,32 @@ def test_violation_names_rank_and_op():
     del lists[2][0]
     text = str(verify(rebuild(lists))[0])
     assert text.startswith("rank ") and ", op " in text and "[matching]" in text
+
+
+# Both ranks send twice before receiving: fine if sends never wait, but under FIFO per link
+# the second send waits until the peer has posted the receive of the first, which comes
+# after the peer's own second send.
+SENDS_FIRST = [  # (kind, peer, origin, segment, phase, FIFO)
+    [("send", 1, 0, 0, "fg", 1), ("send", 1, 0, 1, "fg", 1), ("recv", 1, 1, 0), ("recv", 1, 1, 1)],
+    [("send", 0, 1, 0, "fg", 1), ("send", 0, 1, 1, "fg", 1), ("recv", 0, 0, 0), ("recv", 0, 0, 1)],
+]
+
+
+def test_fifo_per_link_deadlock_detected():
+    v = one(verify(from_op_lists(2, 2, SENDS_FIRST)), "progress")
+    assert v.op == 1 and "the receive of the previous message" in v.reason
+
+
+def test_same_lists_without_fifo_make_progress():
+    unmarked = [[op[:4] for op in ops] for ops in SENDS_FIRST]
+    assert verify(from_op_lists(2, 2, unmarked)) == []
+
+
+def test_receiving_first_makes_fifo_progress():
+    fixed = [ops[2:] + ops[:2] for ops in SENDS_FIRST]
+    assert verify(from_op_lists(2, 2, fixed)) == []
+
+
+def test_fifo_flag_on_a_recv_is_a_shape_error():
+    lists = [[("send", 1, 0, 0), ("recv", 1, 1, 0, "fg", 1)], [("recv", 0, 0, 0), ("send", 0, 1, 0)]]
+    assert "FIFO flag on a recv" in one(verify(from_op_lists(2, 1, lists)), "shape").reason

@@ -70,7 +70,8 @@ def main():
         "peer-is-self.sched": op_patch("peer", 1),
         "origin-out-of-range.sched": op_patch("origin", 99),
         "bad-kind.sched": op_patch("kind", 5),
-        "bad-phase.sched": op_patch("phase", 3),
+        "bad-flags.sched": op_patch("phase", 5),
+        "fifo-on-recv.sched": op_patch("fifo", 1),
         "segment-out-of-range.sched": op_patch("segment", 2),
     }
     for name, data in files.items():
@@ -79,7 +80,7 @@ def main():
     s = good()
     keep = [i for i in range(s.total_ops) if i != int(s.offsets[2])]  # drop rank 2's first op
     import numpy as np
-    for col in ("kind", "peer", "origin", "segment", "phase"):
+    for col in ("kind", "peer", "origin", "segment", "phase", "fifo"):
         setattr(s, col, getattr(s, col)[keep])
     s.offsets = s.offsets.copy()
     s.offsets[3:] -= 1

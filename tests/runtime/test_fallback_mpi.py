@@ -236,8 +236,8 @@ def _as_text(s) -> str:
     for r in range(s.nranks):
         lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])
         out.append(str(hi - lo))
-        out += [f"{int(s.kind[i])} {int(s.peer[i])} {int(s.origin[i])} {int(s.segment[i])} {int(s.phase[i])}"
-                for i in range(lo, hi)]
+        out += [f"{int(s.kind[i])} {int(s.peer[i])} {int(s.origin[i])} {int(s.segment[i])} "
+                f"{int(s.phase[i]) | int(s.fifo[i]) << 1}" for i in range(lo, hi)]
     return "\n".join(out) + "\n"
 
 
@@ -296,12 +296,14 @@ def _mutated(rng: random.Random):
     nranks = rng.choice([2, 3, 4, 5, 8])
     name = rng.choice(["ring", "lnbc", "bruck", "spreading"] + (["nex"] if nranks % 2 == 0 else []))
     s = generate(name, Request(nranks, nseg=rng.choice([1, 2, 3])))
-    cols = ("kind", "peer", "origin", "segment", "phase")
+    if rng.random() < 0.5:  # every send FIFO, as the compiler marks a LAN
+        s.fifo = (s.kind == 0).astype(np.uint8)
+    cols = ("kind", "peer", "origin", "segment", "phase", "fifo")
     for _ in range(rng.choice([1, 1, 2, 3])):
         i, j = rng.randrange(s.total_ops), rng.randrange(s.total_ops)
         r = int(s.rank_of_op[i])
         lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])
-        edit = rng.randrange(8)
+        edit = rng.randrange(9)
         if edit == 0:  # swap two ops anywhere
             for c in cols:
                 a = getattr(s, c)
@@ -323,7 +325,9 @@ def _mutated(rng: random.Random):
                 i += d
         elif edit == 6:  # background phase somewhere
             s.phase[i] = 1
-        else:  # one transfer moves another piece (both ends agree): a piece twice, one never
+        elif edit == 7 and rng.random() < 0.5:  # FIFO wait on some ops (a recv: shape error)
+            s.fifo[i] = 1
+        elif edit == 8:  # one transfer moves another piece (both ends agree): a piece twice, one never
             try:
                 m = match(s)
             except ValueError:
@@ -347,13 +351,23 @@ def test_whole_check_agrees_with_python_verifier(tmp_path):
                     str(Path(__file__).parent / "apps" / "whole_check_main.c"), "-o", str(exe)],
                    check=True, timeout=120)
     rng = random.Random(20261122)
-    cases = [from_op_lists(P, 1, DEADLOCK_LISTS)]
+    sends_first = [  # deadlocks only because both sends are FIFO and come before the recvs
+        [("send", 1, 0, 0, "fg", 1), ("send", 1, 0, 1, "fg", 1), ("recv", 1, 1, 0), ("recv", 1, 1, 1)],
+        [("send", 0, 1, 0, "fg", 1), ("send", 0, 1, 1, "fg", 1), ("recv", 0, 0, 0), ("recv", 0, 0, 1)],
+    ]
+    cases = [from_op_lists(P, 1, DEADLOCK_LISTS), from_op_lists(2, 2, sends_first)]
     for name in ("ring", "bruck", "spreading", "lnbc", "nex", "rd"):
         cases.append(generate(name, Request(8, nseg=2)))
+        fifo = generate(name, Request(8, nseg=2))
+        fifo.fifo = (fifo.kind == 0).astype(np.uint8)  # every send FIFO, as on a LAN
+        cases.append(fifo)
     while len(cases) < 300:
         lists = _random_lists(rng, rng.choice([2, 3, 4, 5, 6]), rng.choice([1, 2]))
         if lists:
-            cases.append(from_op_lists(len(lists), 1 + max(op[3] for ops in lists for op in ops), lists))
+            case = from_op_lists(len(lists), 1 + max(op[3] for ops in lists for op in ops), lists)
+            if rng.random() < 0.5:  # FIFO per link on every send: new ways to deadlock
+                case.fifo = (case.kind == 0).astype(np.uint8)
+            cases.append(case)
     cases += [_mutated(rng) for _ in range(500)]
     proc = subprocess.run([str(exe)], input="".join(_as_text(s) for s in cases), capture_output=True,
                           text=True, timeout=TIMEOUT)
@@ -365,4 +379,6 @@ def test_whole_check_agrees_with_python_verifier(tmp_path):
     assert not wrong, wrong[:5]
     passes = {verify(s)[0].check for s in cases if verify(s)}
     assert passes >= {"shape", "matching", "holding", "delivery", "progress"}, passes
+    fifo_deadlocks = sum("previous message" in verify(s)[0].reason for s in cases if verify(s))
+    assert fifo_deadlocks >= 5, fifo_deadlocks  # the seed gives 9 and the hand-made one
     assert expected.count("ok") >= 100

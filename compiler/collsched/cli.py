@@ -277,11 +277,8 @@ def cmd_bench(a) -> int:
 
     with Progress(transient=True, disable=a.json) as prog:
         task = prog.add_task("mini-benchmark", total=len(algorithms))
-
-        def step(name):
-            prog.update(task, description=f"{cfg.backend}: {name}")
-            prog.advance(task, 0)
-        report = run_lab(cfg, algorithms, progress=lambda n: (step(n), prog.advance(task)))
+        report = run_lab(cfg, algorithms, progress=lambda name: prog.update(
+            task, description=f"{cfg.backend}: {name}", advance=1))
     if a.json:
         print(json.dumps(report))
     else:

@@ -168,24 +168,6 @@ def _half_duplex_substeps(step, src, dst) -> np.ndarray:
     return sub
 
 
-class TransferList:
-    """Tiny builder for algorithms that are easier to write as loops than as arrays."""
-
-    def __init__(self, nranks: int, nseg: int = 1):
-        self.nranks, self.nseg = nranks, nseg
-        self._cols: tuple[list, ...] = ([], [], [], [], [], [])
-
-    def add(self, step: int, src: int, dst: int, origin: int, segment: int = 0,
-            phase: int = FOREGROUND) -> None:
-        for col, v in zip(self._cols, (step, src, dst, origin, segment, phase)):
-            col.append(v)
-
-    def build(self, algorithm: str, half_duplex_order: bool = False) -> Schedule:
-        step, src, dst, origin, segment, phase = self._cols
-        return from_transfers(self.nranks, self.nseg, step, src, dst, origin, segment, phase,
-                              algorithm=algorithm, half_duplex_order=half_duplex_order)
-
-
 def from_op_lists(nranks: int, nseg: int, lists, algorithm: str = "custom") -> Schedule:
     """Schedule from per-rank lists of (kind, peer, origin, segment[, phase]) tuples.
 

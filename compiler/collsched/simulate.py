@@ -159,8 +159,9 @@ class _Plan:
         self.send_waits_arrival = own | (self.phase == FOREGROUND)
         self.recv_waits_arrival = self.phase == FOREGROUND
         self._order = self._topological_waves()
-        self.op_transfer = tr_of_op
-        self.rank_ops = (rank, s.offsets)
+        # os(m) and g(m) of every transfer: the same for every arrival pattern timed.
+        self.os_all = self._per_transfer(self.os)
+        self.g_all = self._per_transfer(self.g)
 
     @staticmethod
     def _pairwise(fn, src, dst):
@@ -232,8 +233,6 @@ class _Plan:
         end = np.zeros(n)
         # Release times of each finished transfer, indexed [transfer, kind]; row n = "none".
         rel = np.full((n + 1, 3), -np.inf)
-        os_all = self._per_transfer(self.os)
-        g_all = self._per_transfer(self.g)
         for wave in self._order:
             p = self.pred[wave]
             k = self.kind[wave]
@@ -242,8 +241,8 @@ class _Plan:
             start[wave] = st
             en = st + self.duration[wave]
             end[wave] = en
-            rel[wave, _OS] = st + os_all[wave]
-            rel[wave, _G] = st + g_all[wave]
+            rel[wave, _OS] = st + self.os_all[wave]
+            rel[wave, _G] = st + self.g_all[wave]
             rel[wave, _END] = en
         exits = a.copy()
         np.maximum.at(exits, self.src, end)

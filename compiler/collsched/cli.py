@@ -209,10 +209,12 @@ def cmd_show(a) -> int:
     ranks = [a.rank] if a.rank is not None else range(s.nranks)
     for r in ranks:
         ops = s.ops_of(r)
+        fifo = s.fifo[int(s.offsets[r]):int(s.offsets[r + 1])]
         print(f"rank {r}: {len(ops)} ops")
-        for i, (k, peer, o, seg, ph) in enumerate(ops):
+        for i, ((k, peer, o, seg, ph), f) in enumerate(zip(ops, fifo)):
             arrow = "->" if k == KIND_NAMES[0] else "<-"
-            print(f"  {i:6d} {k} {arrow} {peer:<6d} piece ({o},{seg}) {ph if ph != PHASE_NAMES[0] else ''}".rstrip())
+            marks = " ".join(m for m in (ph if ph != PHASE_NAMES[0] else "", "fifo" if f else "") if m)
+            print(f"  {i:6d} {k} {arrow} {peer:<6d} piece ({o},{seg}) {marks}".rstrip())
     return EXIT_OK
 
 

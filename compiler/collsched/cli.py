@@ -44,6 +44,7 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--topology", help="topology YAML (default: homogeneous 1 Gbit/s, 50 us)")
     c.add_argument("--pap", help="arrival pattern YAML (default: all ranks arrive together)")
     c.add_argument("--duplex", choices=("half", "full"), help="override the topology's duplex mode")
+    c.add_argument("--tau", help="bdr: time to move one segment, e.g. 300us (default: from the cost model)")
     c.add_argument("-o", "--output", required=True, help="schedule file to write")
     c.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -132,6 +133,17 @@ def _size_arg(text: str | None) -> int | None:
     return lo
 
 
+def _time_arg(text: str | None, flag: str) -> float | None:
+    if text is None:
+        return None
+    from .units import parse_time
+
+    try:
+        return parse_time(text)
+    except ValueError as e:
+        raise InputError(flag, text, str(e)) from None
+
+
 def cmd_compile(a) -> int:
     from .pipeline import VerificationFailed, compile_schedule, parse_bytes_arg
 
@@ -141,7 +153,7 @@ def cmd_compile(a) -> int:
     try:
         res = compile_schedule(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), topology=a.topology,
                                pap=a.pap, duplex=a.duplex, segments=a.segments,
-                               collective=a.collective, output=out)
+                               tau=_time_arg(a.tau, "--tau"), collective=a.collective, output=out)
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID

@@ -94,7 +94,8 @@ class Schedule:
 
 
 def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
-                   phase=None, *, algorithm: str, half_duplex_order: bool = False) -> Schedule:
+                   phase=None, *, algorithm: str, half_duplex_order: bool = False,
+                   recv_phase=None) -> Schedule:
     """Build per-rank lists from transfers given in global order.
 
     Each transfer i moves piece (origin[i], segment[i]) from src[i] to dst[i] in step[i].
@@ -102,7 +103,9 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
     a step are posted before its sends, and a forwarded piece must come from an earlier
     step. With `half_duplex_order`, transfers of one step are split into sub-steps so that
     no rank sends and receives in the same sub-step (greedy colouring), which is what a
-    half-duplex port needs to make progress in parallel.
+    half-duplex port needs to make progress in parallel. `phase` applies to both ends of a
+    transfer unless `recv_phase` gives the receiving end its own (a late rank receives in
+    the background from an early one sending in its foreground: BDR pre-steps).
     """
     step = np.asarray(step, dtype=np.int64)
     src = np.asarray(src, dtype=np.int32)
@@ -111,6 +114,7 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
     n = len(step)
     segment = np.zeros(n, np.int32) if segment is None else np.asarray(segment, np.int32)
     phase = np.zeros(n, np.uint8) if phase is None else np.asarray(phase, np.uint8)
+    rphase = phase if recv_phase is None else np.asarray(recv_phase, np.uint8)
     substep = _half_duplex_substeps(step, src, dst) if half_duplex_order else np.zeros(n, np.int64)
 
     tid = np.arange(n, dtype=np.int64)
@@ -118,7 +122,8 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
     kind = np.concatenate([np.full(n, SEND, np.uint8), np.full(n, RECV, np.uint8)])
     peer = np.concatenate([dst, src])
     # Background ops come first in every list (semantics rule), then step order.
-    fg = np.concatenate([phase, phase]) == FOREGROUND
+    both_phases = np.concatenate([phase, rphase])
+    fg = both_phases == FOREGROUND
     # Sort by (rank, background first, step, sub-step, recv before send, transfer index).
     order = _sort_ops(rank, fg, np.concatenate([step, step]), np.concatenate([substep, substep]),
                       1 - kind, np.concatenate([tid, tid]))
@@ -130,7 +135,7 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
         kind=kind[order], peer=peer[order].astype(np.int32),
         origin=np.concatenate([origin, origin])[order],
         segment=np.concatenate([segment, segment])[order],
-        phase=np.concatenate([phase, phase])[order],
+        phase=both_phases[order],
         algorithm=algorithm,
     )
 

@@ -132,7 +132,7 @@ def input_hash(algorithm: str, options: dict, topo, pattern: np.ndarray) -> byte
 
 def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int], *,
                      topology: str | None = None, pap: str | None = None,
-                     duplex: str | None = None, segments: int = 1,
+                     duplex: str | None = None, segments: int = 1, tau: float | None = None,
                      collective: str = "allgather", output: str | Path | None = None) -> CompileResult:
     """Generate, verify, simulate and (optionally) write one schedule."""
     if collective != "allgather":
@@ -146,13 +146,15 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
     t = time.perf_counter()
     topo = resolve_topology(nranks, topology, duplex)
     pattern = resolve_pattern(nranks, pap)
-    digest = input_hash(algorithm, {"bytes": [lo, hi], "segments": segments,
+    digest = input_hash(algorithm, {"bytes": [lo, hi], "segments": segments, "tau": tau,
                                     "duplex": topo.full_duplex}, topo, pattern)
     timings["inputs"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    if tau is not None and not tau > 0:
+        raise InputError("--tau", str(tau), "expected a positive time")
     req = Request(nranks=nranks, nbytes=hi, nseg=segments, full_duplex=topo.full_duplex,
-                  topology=topo, arrivals=pattern[0] - pattern[0].min())
+                  topology=topo, arrivals=pattern[0] - pattern[0].min(), tau=tau)
     sched = generate(algorithm, req)
     mark_fifo_links(sched, topo, hi)
     sched.bytes_min, sched.bytes_max = lo, hi

@@ -71,7 +71,8 @@ class _Plan:
         self.n = n = len(so)
         self.src, self.dst = rank[so], rank[ro]
         self.origin, self.segment = s.origin[so], s.segment[so]
-        self.phase = s.phase[so]
+        self.phase = s.phase[ro]  # the receiving end's phase (BDR: a late rank receives in the background)
+        send_phase = s.phase[so]
         self.nbytes = s.piece_bytes(nbytes)[self.segment]
         self.nranks = s.nranks
 
@@ -156,7 +157,7 @@ class _Plan:
 
         # Readiness independent of the data: arrivals (filled in per pattern in `time`).
         own = self.origin == src
-        self.send_waits_arrival = own | (self.phase == FOREGROUND)
+        self.send_waits_arrival = own | (send_phase == FOREGROUND)
         self.recv_waits_arrival = self.phase == FOREGROUND
         self._order = self._topological_waves()
         # os(m) and g(m) of every transfer: the same for every arrival pattern timed.

@@ -25,6 +25,7 @@ class Request:
     full_duplex: bool = True
     topology: object = None  # collsched.topology.Topology, for cost-aware algorithms
     arrivals: np.ndarray | None = None  # predicted arrival time per rank (s)
+    tau: float | None = None  # time to move one segment (BDR); None: from the cost model
 
 
 @dataclass
@@ -77,4 +78,4 @@ def block_transfers(req: Request, name: str, step, src, dst, origin, phase=None)
 
 
 # Import the modules so that they register themselves.
-from . import bruck, lnbc, nex, rd, ring, spreading  # noqa: E402,F401
+from . import bdr, bruck, lnbc, nex, rd, ring, spreading  # noqa: E402,F401

@@ -13,7 +13,7 @@ MPICC     ?= mpicc
 SMPICC    ?= smpicc
 PREFIX    ?= /usr/local
 RT_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -Wall -Wextra -I$(RT)/include -I$(RT)/src
-RT_LIBSRC := schedfile executor comm_state collectives whole_check
+RT_LIBSRC := schedfile executor comm_state collectives whole_check bdr
 RT_HDRS   := $(wildcard $(RT)/include/*.h $(RT)/src/*.h)
 FUZZ_SECONDS ?= 180
 

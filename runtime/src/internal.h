@@ -41,4 +41,11 @@ static inline uint64_t cs_seg_lo(uint64_t s, uint64_t c, uint64_t nseg)
     return s * (c / nseg) + (s * (c % nseg)) / nseg;
 }
 
+/* bdr.c: the BDR schedule for an arrival pattern (seconds) and tau, rank `rank`'s list,
+ * op for op as compiler/collsched/algorithms/bdr.py builds it (full duplex). *out is
+ * malloc'ed; dep/prev are left -1 for the loader's passes to fill. */
+#define CS_BDR_MAX_PRESTEPS 1000000
+int cs_bdr_build(uint32_t nranks, const double *arrivals, double tau, uint32_t rank,
+                 collsched_op **out, uint32_t *nout);
+
 #endif

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import BACKGROUND, FOREGROUND
+from ..errors import InputError
+from ..ir import BACKGROUND, FOREGROUND, from_transfers
 from . import Request, register
-from ..ir import from_transfers
+
+MAX_PRE_STEPS = 1_000_000  # runtime/src/internal.h: CS_BDR_MAX_PRESTEPS
 
 
 def default_tau(req: Request) -> float:
@@ -49,6 +51,9 @@ def build(req: Request):
     else:
         ps_no = np.zeros(p, np.int64)
     max_ps = int(ps_no.max()) if p else 0
+    if max_ps > MAX_PRE_STEPS:  # the runtime's online generator refuses the same patterns
+        raise InputError("--tau", f"{tau:g}", f"expected a tau giving at most {MAX_PRE_STEPS} "
+                         f"pre-steps for this arrival pattern, got {max_ps}")
     order = sorted(range(p), key=lambda r: (-a[r], r))  # slowest first; ties by rank
     prev_sent = [0] * p
     step, src, dst, origin = [], [], [], []

@@ -72,3 +72,17 @@ def run_driver(nranks: int, files, *args: str, env: dict | None = None,
     full_env.update(env or {})
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=full_env)
     return Run(proc)
+
+
+def build_c_tool(out: Path, runtime_sources: list[str], main: str, *flags: str) -> Path:
+    """Compile a no-MPI test tool from runtime/src modules and a main in tests/runtime/apps."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    src = ROOT / "runtime" / "src"
+    subprocess.run([cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror", *flags,
+                    f"-I{ROOT / 'runtime' / 'include'}", f"-I{src}",
+                    *(str(src / s) for s in runtime_sources),
+                    str(Path(__file__).parent / "apps" / main), "-o", str(out), "-lm"],
+                   check=True, timeout=120)
+    return out

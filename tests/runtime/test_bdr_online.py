@@ -1,17 +1,14 @@
 """The runtime's online BDR generator (runtime/src/bdr.c) and the compiler's
 (collsched/algorithms/bdr.py) build the same lists, op for op, on shared random patterns."""
 import random
-import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from collsched.algorithms import Request, generate
 from collsched.topology import homogeneous
-
-ROOT = Path(__file__).resolve().parents[2]
+from rt_helpers import build_c_tool
 
 
 def python_lines(p, tau, a):
@@ -47,15 +44,7 @@ def cases(n=1000, seed=20261122):
 
 @pytest.mark.mpi
 def test_online_bdr_matches_the_compiler(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler")
-    exe = tmp_path / "bdr_main"
-    src = ROOT / "runtime" / "src"
-    subprocess.run([cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-Wall", "-Wextra", "-Werror",
-                    "-ffp-contract=off", f"-I{ROOT / 'runtime' / 'include'}", f"-I{src}", str(src / "bdr.c"),
-                    str(Path(__file__).parent / "apps" / "bdr_main.c"), "-o", str(exe), "-lm"],
-                   check=True, timeout=120)
+    exe = build_c_tool(tmp_path / "bdr_main", ["bdr.c"], "bdr_main.c", "-O2", "-ffp-contract=off")
     all_cases = cases()
     text = "".join(f"{p} {tau!r} " + " ".join(repr(x) for x in a) + "\n" for p, tau, a in all_cases)
     proc = subprocess.run([str(exe)], input=text, capture_output=True, text=True, timeout=300)

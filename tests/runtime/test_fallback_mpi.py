@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from collsched import schedfile
 from collsched.algorithms import Request, generate
 from collsched.ir import from_op_lists
 from collsched.verify import match, verify
-from rt_helpers import ROOT, TIMEOUT, make_schedule, mpirun_cmd, run_driver
+from rt_helpers import ROOT, TIMEOUT, make_schedule, mpirun_cmd, run_driver, build_c_tool
 
 P = 4
 
@@ -340,16 +339,8 @@ def _mutated(rng: random.Random):
 
 
 def test_whole_check_agrees_with_python_verifier(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler")
-    exe = tmp_path / "whole_check_main"
-    src = ROOT / "runtime" / "src"
-    subprocess.run([cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O1", "-g", "-Wall", "-Wextra",
-                    "-Werror", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-                    f"-I{ROOT / 'runtime' / 'include'}", f"-I{src}", str(src / "whole_check.c"),
-                    str(Path(__file__).parent / "apps" / "whole_check_main.c"), "-o", str(exe)],
-                   check=True, timeout=120)
+    exe = build_c_tool(tmp_path / "whole_check_main", ["whole_check.c"], "whole_check_main.c", "-O1", "-g",
+                       "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined")
     rng = random.Random(20261122)
     sends_first = [  # deadlocks only because both sends are FIFO and come before the recvs
         [("send", 1, 0, 0, "fg", 1), ("send", 1, 0, 1, "fg", 1), ("recv", 1, 1, 0), ("recv", 1, 1, 1)],

@@ -13,6 +13,7 @@ MPICC     ?= mpicc
 SMPICC    ?= smpicc
 PREFIX    ?= /usr/local
 RT_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -Wall -Wextra -I$(RT)/include -I$(RT)/src
+RT_LIBS   := -lm    # bdr.c: floor()
 RT_LIBSRC := schedfile executor comm_state collectives whole_check bdr
 RT_HDRS   := $(wildcard $(RT)/include/*.h $(RT)/src/*.h)
 FUZZ_SECONDS ?= 180
@@ -39,15 +40,15 @@ $(RT_BUILD)/lib/libcollsched.a: $(RT_LIBOBJS)
 
 $(RT_BUILD)/lib/libcollsched.so: $(RT_LIBOBJS)
 	@mkdir -p $(@D)
-	$(MPICC) -shared -Wl,-soname,libcollsched.so -o $@ $^
+	$(MPICC) -shared -Wl,-soname,libcollsched.so -o $@ $^ $(RT_LIBS)
 
 $(RT_BUILD)/lib/libcollsched-preload.so: $(RT_LIBOBJS) $(RT_OBJ)/preload.o
 	@mkdir -p $(@D)
-	$(MPICC) -shared -Wl,-soname,libcollsched-preload.so -o $@ $^
+	$(MPICC) -shared -Wl,-soname,libcollsched-preload.so -o $@ $^ $(RT_LIBS)
 
 $(RT_BUILD)/bin/collsched-run: $(RT_OBJ)/collsched_run.o $(RT_BUILD)/lib/libcollsched.a
 	@mkdir -p $(@D)
-	$(MPICC) -o $@ $^
+	$(MPICC) -o $@ $^ $(RT_LIBS)
 
 $(RT_BUILD)/include/collsched.h: $(wildcard $(RT)/include/*.h)
 	@mkdir -p $(@D)
@@ -72,7 +73,7 @@ $(RT_BUILD)/smpi/lib/libcollsched.a: $(RT_LIBSRC:%=$(RT_SOBJ)/%.o)
 
 $(RT_BUILD)/smpi/bin/collsched-run: $(RT_SOBJ)/collsched_run.o $(RT_BUILD)/smpi/lib/libcollsched.a
 	@mkdir -p $(@D)
-	$(SMPICC) -o $@ $^
+	$(SMPICC) -o $@ $^ $(RT_LIBS)
 
 # ---- install ----
 install: runtime-mpi
@@ -94,11 +95,11 @@ $(RT_AOBJ)/%.o: $(RT)/src/%.c $(RT_HDRS)
 
 $(RT_BUILD)/asan/lib/libcollsched-preload.so: $(RT_LIBSRC:%=$(RT_AOBJ)/%.o) $(RT_AOBJ)/preload.o
 	@mkdir -p $(@D)
-	$(MPICC) $(RT_SANFLAGS) -shared -o $@ $^
+	$(MPICC) $(RT_SANFLAGS) -shared -o $@ $^ $(RT_LIBS)
 
 $(RT_BUILD)/asan/bin/collsched-run: $(RT_AOBJ)/collsched_run.o $(RT_LIBSRC:%=$(RT_AOBJ)/%.o)
 	@mkdir -p $(@D)
-	$(MPICC) $(RT_SANFLAGS) -o $@ $^
+	$(MPICC) $(RT_SANFLAGS) -o $@ $^ $(RT_LIBS)
 
 # Leak checking is off under MPI: Open MPI's plugins are unloaded at MPI_Finalize, so
 # their leaks have no symbols left to suppress. The parser's leaks are checked by the

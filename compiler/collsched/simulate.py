@@ -296,14 +296,18 @@ def simulate_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, ma
     return timelines, per_iter, mean
 
 
-def tau(topo, sched: Schedule, nbytes: int) -> float:
-    """Time to move one piece: the median over rank pairs (docs/semantics.md)."""
-    p = sched.nranks
+def piece_time(topo, piece_bytes: int) -> float:
+    """tau: the median over rank pairs of the time to move one piece (docs/semantics.md)."""
+    p = topo.nranks
     if p < 2:
         return 0.0
-    size = int(sched.piece_bytes(nbytes).max())
-    t = topo.transfer_time(size)
+    t = topo.transfer_time(int(piece_bytes))
     return float(np.median(t[~np.eye(p, dtype=bool)]))
+
+
+def tau(topo, sched: Schedule, nbytes: int) -> float:
+    """tau of a schedule: its largest piece at `nbytes` per rank."""
+    return piece_time(topo, int(sched.piece_bytes(nbytes).max()))
 
 
 def _metrics(tl: Timeline, flat: Timeline, topo, sched: Schedule, nbytes: int) -> Metrics:

@@ -7,8 +7,8 @@ lab: $(RT_BUILD)/bin/collsched-minibench $(RT_BUILD)/smpi/bin/collsched-minibenc
 
 $(RT_BUILD)/bin/collsched-minibench: $(LAB)/minibench.c $(RT_BUILD)/lib/libcollsched.a $(RT_HDRS)
 	@mkdir -p $(@D)
-	$(MPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/lib/libcollsched.a
+	$(MPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/lib/libcollsched.a $(RT_LIBS)
 
 $(RT_BUILD)/smpi/bin/collsched-minibench: $(LAB)/minibench.c $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_HDRS)
 	@mkdir -p $(@D)
-	$(SMPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/smpi/lib/libcollsched.a 2>&1 | { grep -v '^\[smpicc\]' || true; }; test -f $@
+	$(SMPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_LIBS) 2>&1 | { grep -v '^\[smpicc\]' || true; }; test -f $@

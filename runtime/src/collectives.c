@@ -75,6 +75,29 @@ static int piece_fits(uint64_t hi, const cs_selection *sel)
     return hi / sel->sched->hdr.nseg + 1 <= (uint64_t)INT_MAX;
 }
 
+/* The schedule for a call whose blocks are lo..hi bytes: 1 to run *sel; 0 to run the MPI
+ * library's collective instead (*rc = MPI_SUCCESS) or to fail (*rc = the error, strict
+ * mode). `why` is a reason already found not to use a schedule, or NULL. */
+static int choose(cs_comm *st, const char *why, uint64_t lo, uint64_t hi, cs_selection *sel, int *rc)
+{
+    *rc = MPI_SUCCESS;
+    if (!why) {
+        *rc = cs_select(st, lo, hi, sel);
+        if (*rc != MPI_SUCCESS) return 0;
+        if (!sel->sched) {
+            if (cs_strict()) *rc = MPI_ERR_OTHER;
+            return 0;
+        }
+        if (!piece_fits(hi, sel)) why = "a piece exceeds INT_MAX bytes";
+    }
+    if (why) {
+        int err;
+        if (fallback(st, why, &err)) *rc = err;
+        return 0;
+    }
+    return 1;
+}
+
 int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                         void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
@@ -94,14 +117,8 @@ int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
     if (!why && !send_bytes(sendbuf, sendcount, sendtype, &own_bytes)) goto pmpi;
     if (!why && own_bytes != bytes) goto pmpi; /* mismatched signatures: MPI reports it */
     cs_selection sel;
-    if (!why) {
-        rc = cs_select(st, bytes, bytes, &sel);
+    if (!choose(st, why, bytes, bytes, &sel, &rc)) {
         if (rc != MPI_SUCCESS) return rc;
-        if (!sel.sched) { if (cs_strict()) return MPI_ERR_OTHER; goto pmpi; }
-        if (!piece_fits(bytes, &sel)) why = "a piece exceeds INT_MAX bytes";
-    }
-    if (why) {
-        if (fallback(st, why, &err)) return err;
         goto pmpi;
     }
     char *base = (char *)recvbuf + tlb;
@@ -136,7 +153,7 @@ int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
     int inter = 0, err = MPI_SUCCESS, rsize;
     MPI_Aint tlb;
     cs_comm *st = NULL;
-    uint64_t lo, hi;
+    uint64_t lo = 0, hi = 0;
     if (comm == MPI_COMM_NULL || !recvcounts || !displs
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
         goto pmpi;
@@ -153,14 +170,8 @@ int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
     if (!why && (!send_bytes(sendbuf, sendcount, sendtype, &own_bytes) || own_bytes != own))
         goto pmpi;
     cs_selection sel;
-    if (!why) {
-        rc = cs_select(st, lo, hi, &sel);
+    if (!choose(st, why, lo, hi, &sel, &rc)) {
         if (rc != MPI_SUCCESS) return rc;
-        if (!sel.sched) { if (cs_strict()) return MPI_ERR_OTHER; goto pmpi; }
-        if (!piece_fits(hi, &sel)) why = "a piece exceeds INT_MAX bytes";
-    }
-    if (why) {
-        if (fallback(st, why, &err)) return err;
         goto pmpi;
     }
     char *base = (char *)recvbuf + tlb;

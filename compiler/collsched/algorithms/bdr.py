@@ -27,11 +27,10 @@ MAX_PRE_STEPS = 1_000_000  # runtime/src/internal.h: CS_BDR_MAX_PRESTEPS
 
 
 def default_tau(req: Request) -> float:
-    """Median over rank pairs of the time to move one piece (L + m / b of the topology)."""
-    piece = -(-req.nbytes // max(req.nseg, 1))
-    t = req.topology.transfer_time(piece)
-    p = req.nranks
-    return float(np.median(t[~np.eye(p, dtype=bool)]))
+    """The cost model's time to move one block (bdr has one segment per rank)."""
+    from ..simulate import piece_time  # the simulator imports the algorithms' IR, not them
+
+    return piece_time(req.topology, -(-req.nbytes // max(req.nseg, 1)))
 
 
 def _refuse(req: Request):

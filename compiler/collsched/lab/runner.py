@@ -23,7 +23,7 @@ import numpy as np
 from ..algorithms import REGISTRY
 from ..errors import InputError
 from ..pipeline import compile_schedule, resolve_topology
-from ..simulate import simulate_pattern, tau
+from ..simulate import piece_time, simulate_pattern, tau
 from .arrivals import arrival_pattern
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 
@@ -228,7 +228,7 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
                 row["predicted_avg_elapsed_s"] = pred.avg_elapsed_s
                 row["predicted_run_time_s"] = pred.run_time_s
             if t_piece is None:
-                t_piece = float(np.median(topo.transfer_time(cfg.nbytes)[~np.eye(cfg.ranks, dtype=bool)]))
+                t_piece = piece_time(topo, cfg.nbytes)
             row.update(_measured_metrics(run, cfg, t_piece))
             row["data_ok"] = bool(run["data_ok"])
             row["checked_bytes_per_piece"] = run["checked_bytes_per_piece"]

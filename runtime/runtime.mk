@@ -13,8 +13,8 @@ MPICC     ?= mpicc
 SMPICC    ?= smpicc
 PREFIX    ?= /usr/local
 RT_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -Wall -Wextra -I$(RT)/include -I$(RT)/src
-RT_LIBS   := -lm    # bdr.c: floor()
-RT_LIBSRC := schedfile executor comm_state collectives whole_check bdr
+RT_LIBS   := -lm -lpthread  # bdr.c: floor(); pat.c: the progress thread
+RT_LIBSRC := schedfile executor comm_state collectives whole_check bdr pat
 RT_HDRS   := $(wildcard $(RT)/include/*.h $(RT)/src/*.h)
 FUZZ_SECONDS ?= 180
 

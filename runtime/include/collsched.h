@@ -43,6 +43,41 @@ typedef struct collsched_call_info {
 } collsched_call_info;
 int collsched_last_call(MPI_Comm comm, collsched_call_info *info);
 
+/* ---- The PAT API (BDR paper, Proficz 2021, section 3; docs/pat.md) ----
+ * Arrival-pattern-aware allgather: the application marks its computation phase, a
+ * background engine predicts every rank's arrival at the allgather, and the schedule's
+ * pre-steps move early data before the late ranks even call it. All return MPI codes.
+ *
+ *   PAT_Init()                 after MPI_Init (MPI_THREAD_MULTIPLE: a progress thread
+ *                              drives the engine; otherwise PAT_Progress/PAT_Sleep do)
+ *   PAT_UseAlg("bdr")          BDR schedules built online for each predicted pattern;
+ *                              any other name: compiled schedules named per iteration
+ *                              with PAT_UseSchedule (e.g. bslb, arrival-aware min3)
+ *   per iteration:  PAT_ProcessingStart(); compute; PAT_Edge(50.0); compute;
+ *                   PAT_ProcessingEnd(); collsched_allgather(...) on the served comm
+ *   PAT_Finalize()             before MPI_Finalize
+ *
+ * Every call of an iteration is collective in program order: all ranks make them, in the
+ * same order. The served allgather is on a communicator with MPI_COMM_WORLD's ranks in
+ * the same order; a call that does not fit falls back like any other. */
+int PAT_Init(void);
+int PAT_UseAlg(const char *algorithm);
+int PAT_ProcessingStart(void);
+int PAT_Edge(double percent);
+int PAT_ProcessingEnd(void);
+int PAT_Finalize(void);
+/* collsched extensions. PAT_Declare: the allgather the engine serves - communicator,
+ * bytes per rank, and tau (seconds to move one block; <= 0: COLLSCHED_PAT_TAU, else
+ * learned from the first call). Without it the first call teaches comm and bytes and
+ * runs without a background part. */
+int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s);
+/* A compiled schedule file for the next iteration (collective: loaded and proven like
+ * any schedule). NULL clears it. */
+int PAT_UseSchedule(const char *path);
+/* Explicit progress (no progress thread): advance the engine / sleep in slices that do. */
+int PAT_Progress(void);
+int PAT_Sleep(double seconds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,7 +11,16 @@
  * page of every piece private so the check still covers every piece).
  *
  *   collsched-minibench --bytes B --iterations N --max-delay-ms D --seed S
- *                       [--schedule FILE | --native] [--flat-iterations K] [--shared-data]
+ *                       [--schedule FILE | --native | --pat ALG] [--flat-iterations K]
+ *                       [--shared-data] [--pat-tau S] [--pat-schedules PATTERN]
+ *                       [--late-ms MS]
+ *
+ * --pat ALG runs the allgather through the PAT engine (collsched.h): PAT_ProcessingStart,
+ * half the computation, PAT_Edge(50), the other half, PAT_ProcessingEnd, then the call.
+ * ALG bdr builds BDR online; any other ALG takes compiled schedules, one per iteration,
+ * from PATTERN (a printf pattern with one %d: the iteration index). --late-ms makes the
+ * rank predicted to arrive first in each iteration arrive MS later than predicted (an
+ * unpredicted delay after its edge): the safety tests of wrong predictions.
  */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* usleep, which SMPI turns into simulated time */
@@ -80,12 +89,15 @@ struct opts {
     int shared;
     int print_u; /* print the generator's values and exit (C/Python agreement test) */
     int inject_error; /* corrupt one received byte on rank 1 (proves the check can fail) */
+    const char *pat;  /* PAT engine algorithm, or NULL */
+    const char *pat_schedules;
+    double pat_tau, late_s;
 };
 
 static int usage(int rank, const char *msg) {
     if (rank == 0)
         fprintf(stderr, "collsched-minibench: %s\nusage: collsched-minibench --bytes B --iterations N "
-                        "--max-delay-ms D --seed S [--schedule FILE | --native] [--flat-iterations K] "
+                        "--max-delay-ms D --seed S [--schedule FILE | --native | --pat ALG] [--flat-iterations K] "
                         "[--shared-data]\n", msg);
     return 2;
 }
@@ -110,11 +122,19 @@ static int parse(int argc, char **argv, struct opts *o, int rank) {
         else if (!strcmp(a, "--max-delay-ms")) o->max_delay_s = strtod(v, &end) / 1e3;
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
         else if (!strcmp(a, "--schedule")) { o->schedule = v; end = (char *)v + strlen(v); }
+        else if (!strcmp(a, "--pat")) { o->pat = v; end = (char *)v + strlen(v); }
+        else if (!strcmp(a, "--pat-schedules")) { o->pat_schedules = v; end = (char *)v + strlen(v); }
+        else if (!strcmp(a, "--pat-tau")) o->pat_tau = strtod(v, &end);
+        else if (!strcmp(a, "--late-ms")) o->late_s = strtod(v, &end) / 1e3;
         else return usage(rank, "unknown option");
         if (!end || *end) return usage(rank, "a value is not a number");
     }
-    if (o->iterations < 1 || o->flat_iterations < 0 || o->max_delay_s < 0)
-        return usage(rank, "iterations >= 1, flat iterations >= 0 and max delay >= 0 expected");
+    if (o->iterations < 1 || o->flat_iterations < 0 || o->max_delay_s < 0 || o->late_s < 0)
+        return usage(rank, "iterations >= 1, flat iterations >= 0, max delay and late >= 0 expected");
+    if (o->pat && strcmp(o->pat, "bdr") && !o->pat_schedules)
+        return usage(rank, "--pat ALG other than bdr needs --pat-schedules PATTERN");
+    if (o->pat_schedules && !strstr(o->pat_schedules, "%d"))
+        return usage(rank, "--pat-schedules expects a pattern with %d (the iteration)");
     return 0;
 }
 
@@ -151,8 +171,30 @@ static int checked_ranges(size_t piece, int shared, size_t r[2][2]) {
     return 1;
 }
 
+/* The rank whose arrival is predicted first in iteration k (smallest share). */
+static int predicted_first(const struct opts *o, int k, int size) {
+    int best = 0;
+    for (int p = 1; p < size; p++)
+        if (uniform(o->seed, (uint64_t)k, (uint64_t)p) < uniform(o->seed, (uint64_t)k, (uint64_t)best)) best = p;
+    return best;
+}
+
+static int pat_wanted(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--pat")) return 1;
+    return 0;
+}
+
+/* Emulated computation: under the PAT engine, sleeps that drive its explicit progress. */
+static void compute(double seconds, int pat) {
+    if (pat) PAT_Sleep(seconds);
+    else usleep((useconds_t)(seconds * 1e6 + 0.5));
+}
+
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    int provided;
+    /* The PAT engine's progress thread needs MPI_THREAD_MULTIPLE (real MPI). */
+    MPI_Init_thread(&argc, &argv, pat_wanted(argc, argv) ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,
+                    &provided);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -168,6 +210,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (o.schedule) collsched_set_schedules(o.schedule);
+    int use_lib = o.schedule || o.pat; /* collsched_allgather, else MPI_Allgather */
     /* The collective runs on a communicator of its own, as libraries do, freed before
      * MPI_Finalize so that the runtime's per-communicator state goes with it. */
     MPI_Comm comm;
@@ -190,13 +233,23 @@ int main(int argc, char **argv) {
     /* One untimed call first: loading and agreeing on the schedule (or the MPI library's
      * own set-up) is a one-off cost, not part of any iteration. */
     memset(send, 0, piece ? piece : 1);
-    if (o.schedule)
+    if (use_lib)
         collsched_allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, comm);
     else
         MPI_Allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, comm);
 
+    if (o.pat) {
+        PAT_Init();
+        PAT_UseAlg(o.pat);
+        PAT_Declare(comm, (int)piece, o.pat_tau);
+    }
     for (int k = 0; k < all; k++) {
         int flat = k >= o.iterations;
+        if (o.pat_schedules) {
+            char path[4096];
+            snprintf(path, sizeof path, o.pat_schedules, k);
+            PAT_UseSchedule(path);
+        }
         for (int g = 0; g < nranges; g++)
             for (size_t j = ranges[g][0]; j < ranges[g][1]; j++)
                 send[j] = pattern((uint64_t)rank, j, (uint64_t)k);
@@ -208,16 +261,19 @@ int main(int argc, char **argv) {
         MPI_Barrier(MPI_COMM_WORLD);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        usleep((useconds_t)(half * 1e6 + 0.5));
-        /* PAT_Edge(50%) goes here once the PAT engine exists (BDR issue). */
-        usleep((useconds_t)(half * 1e6 + 0.5));
+        if (o.pat) PAT_ProcessingStart();
+        compute(half, o.pat != NULL);
+        if (o.pat) PAT_Edge(50.0);
+        compute(half, o.pat != NULL);
+        if (o.late_s > 0 && !flat && rank == predicted_first(&o, k, size)) compute(o.late_s, o.pat != NULL);
+        if (o.pat) PAT_ProcessingEnd();
         double a = MPI_Wtime();
-        if (o.schedule)
+        if (use_lib)
             collsched_allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, comm);
         else
             MPI_Allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, comm);
         double f = MPI_Wtime();
-        if (o.schedule) {
+        if (use_lib) {
             collsched_call_info info;
             collsched_last_call(comm, &info);
             if (!info.used_schedule) {
@@ -270,6 +326,7 @@ int main(int argc, char **argv) {
         free(origin);
     }
     free(times);
+    if (o.pat) PAT_Finalize();
     MPI_Comm_free(&comm);
     free(send); /* under SMPI, free() also releases shared blocks */
     free(recv);

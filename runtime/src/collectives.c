@@ -98,8 +98,26 @@ static int choose(cs_comm *st, const char *why, uint64_t lo, uint64_t hi, cs_sel
     return 1;
 }
 
-int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                        void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+/* The PAT engine's iteration (pat.c): its background receives are in the staging
+ * buffer; put them and the own block in place and run the rest of its schedule. */
+static int run_pat(const cs_pat_job *job, cs_comm *st, const void *sendbuf, int sendcount,
+                   MPI_Datatype sendtype, char *base, uint64_t bytes)
+{
+    int rank = cs_comm_rank(st);
+    cs_layout lay = { .base = base, .block = bytes };
+    int rc = place_own(sendbuf, sendcount, sendtype, base + (uint64_t)rank * bytes, bytes,
+                       job->comm, rank, &lay);
+    if (rc == MPI_SUCCESS) {
+        cs_pat_unstage(job, &lay);
+        rc = cs_execute_from(job->sched, job->nbg, job->comm, &lay, job->reqs);
+    }
+    cs_note_used(st, job->name);
+    cs_pat_done();
+    return rc;
+}
+
+static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     int recvcount, MPI_Datatype recvtype, MPI_Comm comm, int *timed)
 {
     int inter = 0, err = MPI_SUCCESS, rsize;
     MPI_Aint tlb;
@@ -116,6 +134,14 @@ int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
     uint64_t bytes = (uint64_t)recvcount * (uint64_t)rsize, own_bytes = bytes;
     if (!why && !send_bytes(sendbuf, sendcount, sendtype, &own_bytes)) goto pmpi;
     if (!why && own_bytes != bytes) goto pmpi; /* mismatched signatures: MPI reports it */
+    cs_pat_job job;
+    int claim = why || bytes > (uint64_t)INT_MAX ? CS_PAT_NOT_MINE : cs_pat_claim(comm, bytes, &job);
+    if (claim == CS_PAT_RUN)
+        return run_pat(&job, st, sendbuf, sendcount, sendtype, (char *)recvbuf + tlb, bytes);
+    if (claim == CS_PAT_FALL_BACK) {
+        if (cs_verbose() && cs_comm_rank(st) == 0) fprintf(stderr, "collsched: %s\n", job.reason);
+        *timed = cs_pat_learning_tau();
+    }
     cs_selection sel;
     if (!choose(st, why, bytes, bytes, &sel, &rc)) {
         if (rc != MPI_SUCCESS) return rc;
@@ -129,6 +155,17 @@ int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
     return rc == MPI_SUCCESS ? cs_execute(sel.sched, sel.comm, &lay, sel.reqs) : rc;
 pmpi:
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int timed = 0;
+    double t = PMPI_Wtime();
+    int rc = allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &timed);
+    /* The PAT engine learns tau from its first call when nobody told it (pat.c). */
+    if (timed && rc == MPI_SUCCESS) cs_pat_learned(PMPI_Wtime() - t);
+    return rc;
 }
 
 /* Smallest and largest block in bytes; 0 if a count is negative (erroneous call). */

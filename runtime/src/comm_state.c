@@ -453,6 +453,24 @@ static int load_candidate(cs_comm *st, cs_candidate *c)
     return rc;
 }
 
+/* A file proven outside selection (the PAT engine's per-iteration schedules): loaded,
+ * agreed on and proven like a candidate. Collective over the communicator. */
+int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char *reason,
+                   size_t len)
+{
+    cs_candidate c;
+    memset(&c, 0, sizeof c);
+    c.path = (char *)path;
+    *out = NULL;
+    int rc = load_candidate(st, &c);
+    free(c.reqs);
+    if (rc == MPI_SUCCESS && c.state == 1) *out = c.sched;
+    else text(reason, len, "%s", c.reason[0] ? c.reason : "refused");
+    return rc;
+}
+
+void cs_note_used(cs_comm *st, const char *what) { set_last(st, what, NULL); }
+
 /* ---- selection ---- */
 
 static int serves(const cs_comm *st, const collsched_header *h, uint64_t lo, uint64_t hi,

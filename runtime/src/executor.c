@@ -18,7 +18,7 @@
 
 /* Address and size of piece (origin, segment): in the receive buffer, or for an own
  * piece with own_src set, in the send buffer. */
-static char *piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len)
+char *cs_piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len)
 {
     int64_t base; /* displacements may be negative (allgatherv) */
     uint64_t c;
@@ -54,7 +54,7 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
 {
     const collsched_op *op = &s->ops[i];
     int len;
-    char *buf = piece_at(lay, s->hdr.nseg, op, &len);
+    char *buf = cs_piece_at(lay, s->hdr.nseg, op, &len);
     if (op->kind == COLLSCHED_RECV)
         return PMPI_Irecv(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
     /* The walk's two waits: a forwarded piece must have arrived, and the previous message
@@ -78,9 +78,17 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs)
 {
+    return cs_execute_from(s, 0, comm, lay, reqs);
+}
+
+/* Ops before `first` already ran (the background engine's receives, whose pieces are in
+ * place by now): their requests count as complete. */
+int cs_execute_from(const collsched_schedule *s, uint32_t first, MPI_Comm comm,
+                    const cs_layout *lay, MPI_Request *reqs)
+{
     int rc = MPI_SUCCESS;
     for (uint32_t i = 0; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
-    for (uint32_t i = 0; i < s->nops && rc == MPI_SUCCESS; i++) rc = issue(s, i, comm, lay, reqs);
+    for (uint32_t i = first; i < s->nops && rc == MPI_SUCCESS; i++) rc = issue(s, i, comm, lay, reqs);
     if (rc == MPI_SUCCESS && lay->own_src && lay->own_bytes)
         memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes); /* overlaps the transfers */
     if (rc == MPI_SUCCESS) rc = PMPI_Waitall((int)s->nops, reqs, MPI_STATUSES_IGNORE);

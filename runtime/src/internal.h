@@ -11,6 +11,11 @@
 uint32_t cs_crc32(uint32_t crc, const void *buf, size_t len);
 uint64_t cs_hash64(uint64_t h, const void *buf, size_t len); /* h = 0 starts a new hash */
 int cs_read_header_file(const char *path, collsched_header *h, char *err, size_t errlen);
+/* Wraps a list built in memory as a schedule (dataflow checks, dep/prev links), like a
+ * loaded section; takes ownership of ops. */
+int cs_schedule_adopt(uint32_t nranks, uint32_t nseg, uint32_t rank, collsched_op *ops,
+                      uint32_t nops, const char *name, collsched_schedule **out, char *err,
+                      size_t errlen);
 
 /* whole_check.c (no MPI): proves the whole schedule - every rank's list - with the passes
  * of compiler/collsched/verify.py (shape, matching, holding, delivery, progress). The ops

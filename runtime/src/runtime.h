@@ -27,6 +27,11 @@ typedef struct cs_layout {
  * Unless lay->own_src is set, the own block must be in the receive buffer on entry. */
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs);
+/* The same from op `first` on: ops before it already ran (background receives). */
+int cs_execute_from(const collsched_schedule *s, uint32_t first, MPI_Comm comm,
+                    const cs_layout *lay, MPI_Request *reqs);
+/* Address and length of a piece in the layout (executor.c). */
+char *cs_piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len);
 
 /* comm_state.c: per-communicator state and schedule selection. */
 typedef struct cs_comm cs_comm;
@@ -42,6 +47,11 @@ int cs_comm_state(MPI_Comm comm, cs_comm **st);
  * only on first use of a schedule (the ranks agree); returns an MPI error code;
  * sel->sched == NULL means "fall back", with the reason recorded for collsched_last_call. */
 int cs_select(cs_comm *st, uint64_t lo, uint64_t hi, cs_selection *sel);
+/* Loads, agrees on and proves one schedule file outside selection (collective). */
+int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char *reason,
+                   size_t len);
+/* Records that `what` ran (for collsched_last_call). */
+void cs_note_used(cs_comm *st, const char *what);
 /* Records a fallback decided before selection (datatype, sizes, ...). */
 void cs_note_fallback(cs_comm *st, const char *reason);
 int cs_comm_rank(const cs_comm *st);
@@ -50,5 +60,23 @@ MPI_Comm cs_comm_private(const cs_comm *st);
 int cs_strict(void);
 int cs_verbose(void);
 int cs_source_configured(void);
+
+/* pat.c: the PAT background engine's side of an allgather call. */
+typedef struct cs_pat_job {
+    const collsched_schedule *sched;  /* the iteration's schedule */
+    uint32_t nbg;                     /* its leading ops already ran in the background */
+    MPI_Comm comm;                    /* the engine's communicator */
+    MPI_Request *reqs;
+    const char *staging;              /* background pieces, one slot each */
+    uint64_t slot;
+    char name[256];                   /* what runs (collsched_last_call) */
+    char reason[256];                 /* why not (CS_PAT_FALL_BACK) */
+} cs_pat_job;
+enum { CS_PAT_NOT_MINE = 0, CS_PAT_RUN = 1, CS_PAT_FALL_BACK = 2 };
+int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job);
+void cs_pat_unstage(const cs_pat_job *job, const cs_layout *lay);
+void cs_pat_done(void);
+int cs_pat_learning_tau(void);
+void cs_pat_learned(double elapsed_s);
 
 #endif

@@ -356,6 +356,31 @@ static int read_section(const source *s, const collsched_header *h, uint32_t ran
     return rc == COLLSCHED_OK ? link_sends(sc) : rc;
 }
 
+/* A list built in memory (the online BDR generator): the same dataflow checks and links
+ * as a loaded section. Takes ownership of ops (freed on failure too). */
+int cs_schedule_adopt(uint32_t nranks, uint32_t nseg, uint32_t rank, collsched_op *ops,
+                      uint32_t nops, const char *name, collsched_schedule **out, char *err,
+                      size_t errlen)
+{
+    source src = { name, 0, -1, NULL };
+    collsched_schedule *sc = calloc(1, sizeof *sc);
+    *out = NULL;
+    if (!sc) { free(ops); return COLLSCHED_ENOMEM; }
+    sc->hdr.version_major = 1;
+    sc->hdr.collective = 1;
+    sc->hdr.nranks = nranks;
+    sc->hdr.nseg = nseg;
+    sc->rank = rank;
+    sc->nops = nops;
+    sc->ops = ops;
+    for (uint32_t i = 0; i < nops; i++) ops[i].dep = ops[i].prev = -1;
+    int rc = check_dataflow(&src, &sc->hdr, sc, err, errlen);
+    if (rc == COLLSCHED_OK) rc = link_sends(sc);
+    if (rc != COLLSCHED_OK) { collsched_schedule_free(sc); return rc; }
+    *out = sc;
+    return COLLSCHED_OK;
+}
+
 /* ---- the loader ---- */
 
 static int load(const source *s, uint32_t nranks, uint32_t rank, collsched_schedule **out,

@@ -1,0 +1,606 @@
+/* pat.c - the PAT API of the BDR paper (Proficz 2021, section 3) and its background engine.
+ *
+ * The application marks its computation phase (PAT_ProcessingStart, PAT_Edge(percent),
+ * PAT_ProcessingEnd). At the edge the engine extrapolates when this rank will call the
+ * allgather (linear extrapolation, or an EMA of past durations), sends the estimate to
+ * every other rank without waiting for them, and - once all estimates are in - obtains
+ * the iteration's schedule: BDR built online for the predicted pattern (bdr.c, identical
+ * to the compiler's), or a compiled schedule the application named for the iteration
+ * (PAT_UseSchedule). It then posts the schedule's background operations: the receives
+ * that come before this rank's first send (Listing 2, lines 47-51). Their data land in a
+ * staging buffer, since the user's receive buffer is not known before the call.
+ *
+ * The allgather call (collsched_allgather on the served communicator) waits for the
+ * background receives (line 54), copies the staged pieces into the receive buffer and
+ * runs the rest of the schedule with the executor. Every rank builds the same schedule
+ * from the same estimates, so no rank can disagree; if no schedule can be had (unknown
+ * message size or tau, generator refusal, failed whole-schedule check) every rank sees
+ * the same reason and the call falls back like any other.
+ *
+ * One engine, two drivers (docs/pat.md):
+ *   thread    a progress thread under MPI_THREAD_MULTIPLE: it waits for the edge, then
+ *             polls the engine (MPI_Testall and a short nap, polite on oversubscribed
+ *             nodes) until the background receives are complete;
+ *   explicit  no threads (SimGrid SMPI, or MPI without THREAD_MULTIPLE): PAT_Progress()
+ *             advances the engine, and PAT_Sleep() sleeps in slices that call it while
+ *             the engine waits for estimates. Under SMPI posted receives complete in
+ *             simulated time without further calls.
+ */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* usleep */
+#endif
+#include "runtime.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef SMPI_HELPERS_H
+#define PAT_THREADS 0 /* SMPI ranks are simulated actors: no threads of their own */
+#else
+#define PAT_THREADS 1
+#include <pthread.h>
+#endif
+
+#define PAT_TAG_ESTIMATE 3
+#define PAT_REASON 240 /* fits cs_pat_job.reason with its prefix */
+#define PAT_CHECK_MAX_RANKS 64 /* above this the online schedule is not re-proven per iteration */
+
+enum pat_state {
+    PAT_IDLE,       /* no iteration under way */
+    PAT_COMPUTING,  /* after ProcessingStart, estimate not sent yet */
+    PAT_EXCHANGING, /* estimate sent, waiting for the others' */
+    PAT_BACKGROUND, /* schedule known, background receives posted */
+    PAT_READY,      /* background receives complete: the call can run the rest */
+    PAT_FAILED      /* no schedule this iteration: the call falls back (reason) */
+};
+
+typedef struct pat_engine {
+    int on, threaded, alg_bdr, check;
+    char alg[32];
+    MPI_Comm comm;                 /* dup of MPI_COMM_WORLD: estimates and schedule traffic */
+    cs_comm *st;                   /* its collsched state (proofs of compiled schedules) */
+    int rank, size;
+    double offset;                 /* MPI_Wtime() + offset: rank 0's clock */
+    /* what the engine serves: allgathers of `bytes` per rank on `user` */
+    MPI_Comm user;
+    uint64_t bytes, iter_bytes;    /* iter_bytes: as known when this iteration's estimate left */
+    double tau;                    /* s to move one block; <= 0 unknown */
+    int learn_tau;                 /* time the first call to learn tau */
+    /* predictor */
+    double alpha, ema_duration;    /* alpha > 0: EMA of past durations */
+    int have_history;
+    /* the iteration */
+    int state;
+    long iteration;
+    double t_start, estimate;
+    double mine[2], *theirs;       /* (estimate, tau) of every rank */
+    MPI_Request *xreqs;            /* 2 * size */
+    collsched_schedule *sched, *next_file;
+    int sched_owned;
+    char sched_name[PAT_REASON], next_name[PAT_REASON];
+    uint32_t nbg;
+    MPI_Request *reqs;
+    uint32_t reqs_cap;
+    char *staging;
+    uint64_t staging_cap, slot;
+    char reason[PAT_REASON];
+    double slice_s;
+#if PAT_THREADS
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int work, busy, stop;
+    long nap_ns;
+#endif
+} pat_engine;
+
+static pat_engine E = { .comm = MPI_COMM_NULL, .user = MPI_COMM_NULL };
+
+static double now(void) { return PMPI_Wtime() + E.offset; }
+
+static void say(const char *what)
+{
+    fprintf(stderr, "collsched PAT (rank %d): %s\n", E.rank, what);
+}
+
+static double env_double(const char *name, double dflt)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    if (!v || !*v) return dflt;
+    double x = strtod(v, &end);
+    return end && !*end ? x : dflt;
+}
+
+/* ---- the engine: one step at a time, from either driver ---- */
+
+static void fail_iteration(const char *fmt, const char *arg)
+{
+    snprintf(E.reason, sizeof E.reason, fmt, arg);
+    E.state = PAT_FAILED;
+}
+
+static void send_estimate(double estimate)
+{
+    /* What the iteration serves is fixed here, in program order before its call on every
+     * rank, so that all ranks decide alike whatever the threads' timing. */
+    E.iter_bytes = E.bytes;
+    E.estimate = estimate;
+    E.mine[0] = estimate;
+    E.mine[1] = E.tau;
+    E.theirs[2 * E.rank] = E.mine[0];
+    E.theirs[2 * E.rank + 1] = E.mine[1];
+    int n = 0;
+    for (int r = 0; r < E.size; r++) {
+        if (r == E.rank) continue;
+        PMPI_Irecv(&E.theirs[2 * r], 2, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
+        PMPI_Isend(E.mine, 2, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
+    }
+    E.state = PAT_EXCHANGING;
+}
+
+/* Proves the online schedule once more on every rank (each builds every rank's list: the
+ * same verdict everywhere, no messages). */
+static int prove_online(const double *arrivals, double tau, char *why, size_t len)
+{
+    uint32_t P = (uint32_t)E.size;
+    int *counts = calloc(P, sizeof *counts);
+    cs_wire_op *all = NULL;
+    size_t n = 0, cap = 0;
+    int verdict = CS_WHOLE_NOMEM;
+    for (uint32_t r = 0; counts && r < P; r++) {
+        collsched_op *ops = NULL;
+        uint32_t k = 0;
+        if (cs_bdr_build(P, arrivals, tau, r, &ops, &k) != COLLSCHED_OK) { free(ops); goto out; }
+        if (n + k > cap) {
+            cap = 2 * (n + k) + 64;
+            cs_wire_op *grown = realloc(all, cap * sizeof *all);
+            if (!grown) { free(ops); goto out; }
+            all = grown;
+        }
+        for (uint32_t i = 0; i < k; i++) all[n + i] = cs_wire_pack(&ops[i]);
+        counts[r] = (int)k;
+        n += k;
+        free(ops);
+    }
+    if (counts) verdict = cs_whole_check(P, 1, counts, all, why, len);
+out:
+    if (verdict == CS_WHOLE_NOMEM) snprintf(why, len, "no memory for the whole-schedule check");
+    free(counts);
+    free(all);
+    return verdict == CS_WHOLE_OK;
+}
+
+static int build_online(void)
+{
+    uint32_t P = (uint32_t)E.size;
+    double *arrivals = malloc(P * sizeof *arrivals), first = INFINITY, tau = 0;
+    char err[PAT_REASON] = "";
+    if (!arrivals) { fail_iteration("%s", "no memory for the arrival pattern"); return 0; }
+    for (uint32_t r = 0; r < P; r++) {
+        if (E.theirs[2 * r] < first) first = E.theirs[2 * r];
+        if (E.theirs[2 * r + 1] > tau) tau = E.theirs[2 * r + 1];
+    }
+    for (uint32_t r = 0; r < P; r++) arrivals[r] = E.theirs[2 * r] - first;
+    if (!(tau > 0)) {
+        free(arrivals);
+        fail_iteration("%s", "tau unknown (PAT_Declare, COLLSCHED_PAT_TAU, or a first call to learn it)");
+        return 0;
+    }
+    collsched_op *ops = NULL;
+    uint32_t n = 0;
+    int rc = cs_bdr_build(P, arrivals, tau, (uint32_t)E.rank, &ops, &n);
+    if (rc == COLLSCHED_OK)
+        rc = cs_schedule_adopt(P, 1, (uint32_t)E.rank, ops, n, "online BDR", &E.sched, err, sizeof err);
+    else
+        free(ops);
+    if (rc == COLLSCHED_OK && E.check && !prove_online(arrivals, tau, err, sizeof err)) {
+        collsched_schedule_free(E.sched);
+        E.sched = NULL;
+        rc = COLLSCHED_EFORMAT;
+    }
+    free(arrivals);
+    if (rc != COLLSCHED_OK) {
+        fail_iteration("online BDR refused: %s", err[0] ? err : "pre-steps beyond the limit");
+        return 0;
+    }
+    E.sched_owned = 1;
+    snprintf(E.sched_name, sizeof E.sched_name, "PAT bdr (online, tau %.3g s)", tau);
+    return 1;
+}
+
+/* The background part: the leading receives of the rank's list, into the staging buffer. */
+static int post_background(void)
+{
+    const collsched_schedule *s = E.sched;
+    uint32_t nbg = 0;
+    while (nbg < s->nops && s->ops[nbg].phase == 1 && s->ops[nbg].kind == COLLSCHED_RECV) nbg++;
+    if (s->nops > E.reqs_cap) {
+        MPI_Request *grown = realloc(E.reqs, s->nops * sizeof *grown);
+        if (!grown) { fail_iteration("%s", "no memory for requests"); return 0; }
+        E.reqs = grown;
+        E.reqs_cap = s->nops;
+    }
+    uint64_t nseg = s->hdr.nseg, slot = (E.iter_bytes + nseg - 1) / nseg;
+    if ((uint64_t)nbg * slot > E.staging_cap) {
+        char *grown = realloc(E.staging, (size_t)((uint64_t)nbg * slot));
+        if (!grown) { fail_iteration("%s", "no memory for the background staging buffer"); return 0; }
+        E.staging = grown;
+        E.staging_cap = (uint64_t)nbg * slot;
+    }
+    E.slot = slot;
+    E.nbg = nbg;
+    for (uint32_t i = 0; i < nbg; i++) {
+        uint32_t g = s->ops[i].segment;
+        int len = (int)(cs_seg_lo(g + 1u, E.iter_bytes, nseg) - cs_seg_lo(g, E.iter_bytes, nseg));
+        PMPI_Irecv(E.staging + (uint64_t)i * slot, len, MPI_BYTE, (int)s->ops[i].peer, CS_TAG,
+                   E.comm, &E.reqs[i]);
+    }
+    E.state = PAT_BACKGROUND;
+    return 1;
+}
+
+/* One step; `blocking` waits instead of testing. Returns 1 while background work is
+ * pending (EXCHANGING or BACKGROUND). Called with the engine locked out from the other
+ * driver (busy flag). */
+static int advance(int blocking)
+{
+    if (E.state == PAT_EXCHANGING) {
+        int done = 1, n = 2 * (E.size - 1);
+        if (blocking) PMPI_Waitall(n, E.xreqs, MPI_STATUSES_IGNORE);
+        else PMPI_Testall(n, E.xreqs, &done, MPI_STATUSES_IGNORE);
+        if (!done) return 1;
+        if (!E.iter_bytes) {
+            fail_iteration("%s", "message size unknown: PAT_Declare, or a first call teaches it");
+            return 0;
+        }
+        if (E.alg_bdr) {
+            if (!build_online()) return 0;
+        } else if (E.next_file) {
+            E.sched = E.next_file;
+            E.next_file = NULL;
+            E.sched_owned = 1;
+            snprintf(E.sched_name, sizeof E.sched_name, "%s", E.next_name);
+        } else {
+            fail_iteration("%s", "no schedule named for this iteration (PAT_UseSchedule)");
+            return 0;
+        }
+        if (!post_background()) return 0;
+    }
+    if (E.state == PAT_BACKGROUND) {
+        int done = 1;
+        if (blocking) PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE);
+        else if (E.nbg) PMPI_Testall((int)E.nbg, E.reqs, &done, MPI_STATUSES_IGNORE);
+        if (!done) return 1;
+        E.state = PAT_READY;
+    }
+    return 0;
+}
+
+#if PAT_THREADS
+static void *driver(void *unused)
+{
+    (void)unused;
+    struct timespec nap = { 0, E.nap_ns };
+    pthread_mutex_lock(&E.mu);
+    for (;;) {
+        while (!E.work && !E.stop) pthread_cond_wait(&E.cv, &E.mu);
+        if (E.stop) break;
+        E.work = 0;
+        pthread_mutex_unlock(&E.mu);
+        while (advance(0)) nanosleep(&nap, NULL);
+        pthread_mutex_lock(&E.mu);
+        E.busy = 0;
+        pthread_cond_broadcast(&E.cv);
+    }
+    pthread_mutex_unlock(&E.mu);
+    return NULL;
+}
+#endif
+
+static void wait_for_thread(void)
+{
+#if PAT_THREADS
+    if (E.threaded) {
+        pthread_mutex_lock(&E.mu);
+        while (E.busy) pthread_cond_wait(&E.cv, &E.mu);
+        pthread_mutex_unlock(&E.mu);
+    }
+#endif
+}
+
+/* An iteration that no allgather consumed: finish the exchange (every rank sent its
+ * estimate) and withdraw the background receives (no peer runs the schedule). */
+static void abandon_iteration(void)
+{
+    wait_for_thread();
+    if (E.state == PAT_COMPUTING) send_estimate(now());
+    if (E.state == PAT_EXCHANGING) {
+        PMPI_Waitall(2 * (E.size - 1), E.xreqs, MPI_STATUSES_IGNORE);
+        E.state = PAT_FAILED;
+    }
+    if (E.state == PAT_BACKGROUND) {
+        for (uint32_t i = 0; i < E.nbg; i++)
+            if (E.reqs[i] != MPI_REQUEST_NULL) PMPI_Cancel(&E.reqs[i]);
+        PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE);
+        E.state = PAT_FAILED;
+    }
+}
+
+/* The foreground takes the iteration over: waits for the thread, then finishes it. */
+static void take_over(void)
+{
+    wait_for_thread();
+    while (advance(1)) {}
+}
+
+static void end_iteration(void)
+{
+    if (E.sched_owned && E.sched) collsched_schedule_free(E.sched);
+    E.sched = NULL;
+    E.sched_owned = 0;
+    E.nbg = 0;
+    E.state = PAT_IDLE;
+    E.reason[0] = 0;
+}
+
+/* ---- the API ---- */
+
+int PAT_Init(void)
+{
+    if (E.on) return MPI_SUCCESS;
+    int initialized = 0, provided = MPI_THREAD_SINGLE;
+    PMPI_Initialized(&initialized);
+    if (!initialized) { fprintf(stderr, "collsched PAT: PAT_Init before MPI_Init\n"); return MPI_ERR_OTHER; }
+    int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &E.comm);
+    if (rc != MPI_SUCCESS) return rc;
+    PMPI_Comm_rank(E.comm, &E.rank);
+    PMPI_Comm_size(E.comm, &E.size);
+    E.theirs = calloc(2 * (size_t)E.size, sizeof *E.theirs);
+    E.xreqs = malloc(2 * (size_t)E.size * sizeof *E.xreqs);
+    if (!E.theirs || !E.xreqs) return MPI_ERR_NO_MEM;
+    for (int i = 0; i < 2 * E.size; i++) E.xreqs[i] = MPI_REQUEST_NULL;
+    /* One clock for the estimates: rank 0's, offset taken right after a barrier (ranks
+     * leave it within a latency). Skipped where MPI says the clock is global. */
+    int *global = NULL, flag = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_WTIME_IS_GLOBAL, &global, &flag);
+    double t0 = 0, mine = 0;
+    PMPI_Barrier(E.comm);
+    mine = PMPI_Wtime();
+    t0 = mine;
+    PMPI_Bcast(&t0, 1, MPI_DOUBLE, 0, E.comm);
+    E.offset = flag && global && *global ? 0.0 : t0 - mine;
+    rc = cs_comm_state(E.comm, &E.st);
+    if (rc != MPI_SUCCESS) return rc;
+    E.tau = env_double("COLLSCHED_PAT_TAU", 0.0);
+    E.alpha = env_double("COLLSCHED_PAT_EMA", 0.0);
+    E.slice_s = env_double("COLLSCHED_PAT_SLICE_US", 200.0) * 1e-6;
+    const char *chk = getenv("COLLSCHED_PAT_CHECK");
+    E.check = chk && *chk ? atoi(chk) != 0 : E.size <= PAT_CHECK_MAX_RANKS;
+    E.user = MPI_COMM_NULL;
+    E.bytes = 0;
+    E.state = PAT_IDLE;
+    PMPI_Query_thread(&provided);
+    const char *drv = getenv("COLLSCHED_PAT_DRIVER");
+    E.threaded = PAT_THREADS && provided == MPI_THREAD_MULTIPLE && !(drv && !strcmp(drv, "explicit"));
+#if PAT_THREADS
+    if (E.threaded) {
+        E.nap_ns = (long)(env_double("COLLSCHED_PAT_POLL_US", 50.0) * 1e3);
+        pthread_mutex_init(&E.mu, NULL);
+        pthread_cond_init(&E.cv, NULL);
+        E.work = E.busy = E.stop = 0;
+        if (pthread_create(&E.thread, NULL, driver, NULL) != 0) E.threaded = 0;
+    }
+#endif
+    if (drv && !strcmp(drv, "thread") && !E.threaded) {
+        say("COLLSCHED_PAT_DRIVER=thread needs MPI_THREAD_MULTIPLE (and real MPI); using explicit progress");
+    }
+    E.on = 1;
+    return MPI_SUCCESS;
+}
+
+int PAT_UseAlg(const char *algorithm)
+{
+    if (!E.on || !algorithm) return MPI_ERR_OTHER;
+    snprintf(E.alg, sizeof E.alg, "%s", algorithm);
+    E.alg_bdr = !strcmp(algorithm, "bdr");
+    return MPI_SUCCESS;
+}
+
+int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s)
+{
+    if (!E.on || bytes_per_rank < 0) return MPI_ERR_OTHER;
+    int same = MPI_UNEQUAL;
+    PMPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
+    if (same != MPI_IDENT && same != MPI_CONGRUENT) {
+        say("PAT_Declare: the communicator must hold the ranks of MPI_COMM_WORLD in the same order");
+        return MPI_ERR_COMM;
+    }
+    E.user = comm;
+    E.bytes = (uint64_t)bytes_per_rank;
+    if (tau_s > 0) E.tau = tau_s;
+    return MPI_SUCCESS;
+}
+
+int PAT_UseSchedule(const char *path)
+{
+    if (!E.on) return MPI_ERR_OTHER;
+    if (E.next_file) { collsched_schedule_free(E.next_file); E.next_file = NULL; }
+    if (!path) return MPI_SUCCESS;
+    char why[PAT_REASON] = "";
+    int rc = cs_load_proven(E.st, path, &E.next_file, why, sizeof why);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!E.next_file) {
+        if (E.rank == 0) say(why);
+        return cs_strict() ? MPI_ERR_OTHER : MPI_SUCCESS;
+    }
+    if (E.bytes && (E.bytes < E.next_file->hdr.bytes_min || E.bytes > E.next_file->hdr.bytes_max)) {
+        if (E.rank == 0) say("PAT_UseSchedule: the file does not serve the declared bytes per rank");
+        collsched_schedule_free(E.next_file);
+        E.next_file = NULL;
+        return cs_strict() ? MPI_ERR_OTHER : MPI_SUCCESS;
+    }
+    snprintf(E.next_name, sizeof E.next_name, "%s", path);
+    return MPI_SUCCESS;
+}
+
+int PAT_ProcessingStart(void)
+{
+    if (!E.on) return MPI_ERR_OTHER;
+    if (E.state != PAT_IDLE) { abandon_iteration(); end_iteration(); }
+    E.iteration++;
+    E.t_start = now();
+    E.state = PAT_COMPUTING;
+    return MPI_SUCCESS;
+}
+
+int PAT_Edge(double percent)
+{
+    if (!E.on || E.state != PAT_COMPUTING) return E.on ? MPI_SUCCESS : MPI_ERR_OTHER;
+    if (!(percent > 0 && percent <= 100)) return MPI_ERR_ARG;
+    double t = now(), duration = (t - E.t_start) * 100.0 / percent;
+    if (E.alpha > 0 && E.have_history) duration = E.ema_duration; /* the option: past durations */
+    send_estimate(E.t_start + duration);
+#if PAT_THREADS
+    if (E.threaded) {
+        pthread_mutex_lock(&E.mu);
+        E.work = E.busy = 1;
+        pthread_cond_signal(&E.cv);
+        pthread_mutex_unlock(&E.mu);
+        return MPI_SUCCESS;
+    }
+#endif
+    advance(0);
+    return MPI_SUCCESS;
+}
+
+int PAT_ProcessingEnd(void)
+{
+    if (!E.on) return MPI_ERR_OTHER;
+    double t = now(), duration = t - E.t_start;
+    if (E.alpha > 0) {
+        E.ema_duration = E.have_history ? E.alpha * duration + (1 - E.alpha) * E.ema_duration : duration;
+        E.have_history = 1;
+    }
+    if (E.state == PAT_COMPUTING) send_estimate(t); /* no edge: the arrival itself */
+    return MPI_SUCCESS;
+}
+
+int PAT_Progress(void)
+{
+    if (!E.on || E.threaded) return MPI_SUCCESS;
+    if (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND) advance(0);
+    return MPI_SUCCESS;
+}
+
+int PAT_Sleep(double seconds)
+{
+    double end = PMPI_Wtime() + seconds;
+    for (;;) {
+        double left = end - PMPI_Wtime();
+        if (left <= 0) return MPI_SUCCESS;
+        /* Slices only while the engine waits for estimates (and, outside SMPI, for its
+         * receives: real MPI progresses only inside MPI calls). */
+        int pending = E.on && !E.threaded &&
+                      (E.state == PAT_EXCHANGING || (!PAT_THREADS ? 0 : E.state == PAT_BACKGROUND));
+        double nap = pending && left > E.slice_s ? E.slice_s : left;
+        usleep((useconds_t)(nap * 1e6 + 0.5));
+        if (pending) PAT_Progress();
+        if (!pending) return MPI_SUCCESS;
+    }
+}
+
+int PAT_Finalize(void)
+{
+    if (!E.on) return MPI_SUCCESS;
+    if (E.state != PAT_IDLE) { abandon_iteration(); end_iteration(); }
+#if PAT_THREADS
+    if (E.threaded) {
+        pthread_mutex_lock(&E.mu);
+        E.stop = 1;
+        pthread_cond_broadcast(&E.cv);
+        pthread_mutex_unlock(&E.mu);
+        pthread_join(E.thread, NULL);
+        pthread_mutex_destroy(&E.mu);
+        pthread_cond_destroy(&E.cv);
+    }
+#endif
+    if (E.next_file) collsched_schedule_free(E.next_file);
+    E.next_file = NULL;
+    free(E.theirs);
+    free(E.xreqs);
+    free(E.reqs);
+    free(E.staging);
+    PMPI_Comm_free(&E.comm);
+    memset(&E, 0, sizeof E);
+    E.comm = E.user = MPI_COMM_NULL;
+    return MPI_SUCCESS;
+}
+
+/* ---- the allgather's side (collectives.c) ---- */
+
+int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
+{
+    memset(job, 0, sizeof *job);
+    if (!E.on || E.state == PAT_IDLE) return CS_PAT_NOT_MINE;
+    if (E.user == MPI_COMM_NULL) {
+        /* Not declared: the first call on a communicator with world's ranks teaches the
+         * engine what it serves; this iteration runs without a background part. */
+        int same = MPI_UNEQUAL;
+        PMPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
+        if (same != MPI_IDENT && same != MPI_CONGRUENT) return CS_PAT_NOT_MINE;
+        E.user = comm;
+        E.bytes = bytes;
+        if (!(E.tau > 0)) E.learn_tau = 1;
+    }
+    if (comm != E.user) return CS_PAT_NOT_MINE;
+    if (E.state == PAT_COMPUTING) send_estimate(now()); /* no PAT_ProcessingEnd either */
+    take_over();
+    if (E.iter_bytes && bytes != E.iter_bytes && E.state != PAT_FAILED) {
+        abandon_iteration();
+        fail_iteration("%s", "bytes per rank differ from PAT_Declare");
+    }
+    if (E.state == PAT_FAILED) {
+        snprintf(job->reason, sizeof job->reason, "PAT: %s", E.reason);
+        end_iteration();
+        return CS_PAT_FALL_BACK;
+    }
+    if (cs_verbose())
+        fprintf(stderr, "collsched PAT (rank %d): iteration %ld: %s, %u of %u ops ran in the background (%s driver)\n",
+                E.rank, E.iteration, E.sched_name, E.nbg, E.sched->nops, E.threaded ? "thread" : "explicit");
+    job->sched = E.sched;
+    job->nbg = E.nbg;
+    job->comm = E.comm;
+    job->reqs = E.reqs;
+    job->staging = E.staging;
+    job->slot = E.slot;
+    snprintf(job->name, sizeof job->name, "%s", E.sched_name);
+    return CS_PAT_RUN;
+}
+
+void cs_pat_unstage(const cs_pat_job *job, const cs_layout *lay)
+{
+    for (uint32_t i = 0; i < job->nbg; i++) {
+        int len;
+        char *dst = cs_piece_at(lay, job->sched->hdr.nseg, &job->sched->ops[i], &len);
+        if (len) memcpy(dst, job->staging + (uint64_t)i * job->slot, (size_t)len);
+    }
+}
+
+int cs_pat_learning_tau(void) { return E.on && E.learn_tau; }
+
+void cs_pat_learned(double elapsed_s)
+{
+    /* The last rank to arrive waits for nobody: its time is the algorithm's. The minimum
+     * over ranks, over P - 1 steps, is tau; every rank gets the same value. */
+    double t = elapsed_s;
+    E.learn_tau = 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MIN, E.comm);
+    if (E.size > 1 && t > 0) E.tau = t / (E.size - 1);
+}
+
+void cs_pat_done(void) { end_iteration(); }

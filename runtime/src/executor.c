@@ -50,7 +50,7 @@ static void drain(MPI_Request *reqs, uint32_t n, const collsched_op *ops)
 }
 
 static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
-                 MPI_Request *reqs)
+                 MPI_Request *reqs, int serial, int32_t *last_send)
 {
     const collsched_op *op = &s->ops[i];
     int len;
@@ -68,6 +68,16 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
         int rc = PMPI_Wait(&reqs[op->prev], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
     }
+    /* Serial sends (one port, one message at a time, as the BDR paper's blocking sends
+     * and the cost model have it): the previous send to any peer completes first. */
+    if (serial) {
+        if (*last_send >= 0 && reqs[*last_send] != MPI_REQUEST_NULL) {
+            int rc = PMPI_Wait(&reqs[*last_send], MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+        *last_send = (int32_t)i;
+        return PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
+    }
     /* A FIFO send is synchronous: it completes once the peer has matched it, whatever its
      * size (an eager Isend would complete at once and the next one would share the link). */
     if (op->fifo)
@@ -78,17 +88,19 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs)
 {
-    return cs_execute_from(s, 0, comm, lay, reqs);
+    return cs_execute_from(s, 0, 0, comm, lay, reqs);
 }
 
 /* Ops before `first` already ran (the background engine's receives, whose pieces are in
  * place by now): their requests count as complete. */
-int cs_execute_from(const collsched_schedule *s, uint32_t first, MPI_Comm comm,
+int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI_Comm comm,
                     const cs_layout *lay, MPI_Request *reqs)
 {
     int rc = MPI_SUCCESS;
+    int32_t last_send = -1;
     for (uint32_t i = 0; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
-    for (uint32_t i = first; i < s->nops && rc == MPI_SUCCESS; i++) rc = issue(s, i, comm, lay, reqs);
+    for (uint32_t i = first; i < s->nops && rc == MPI_SUCCESS; i++)
+        rc = issue(s, i, comm, lay, reqs, serial, &last_send);
     if (rc == MPI_SUCCESS && lay->own_src && lay->own_bytes)
         memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes); /* overlaps the transfers */
     if (rc == MPI_SUCCESS) rc = PMPI_Waitall((int)s->nops, reqs, MPI_STATUSES_IGNORE);

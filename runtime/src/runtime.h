@@ -27,8 +27,9 @@ typedef struct cs_layout {
  * Unless lay->own_src is set, the own block must be in the receive buffer on entry. */
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs);
-/* The same from op `first` on: ops before it already ran (background receives). */
-int cs_execute_from(const collsched_schedule *s, uint32_t first, MPI_Comm comm,
+/* The same from op `first` on: ops before it already ran (background receives). With
+ * `serial`, each send waits for the previous send (any peer) and is synchronous. */
+int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI_Comm comm,
                     const cs_layout *lay, MPI_Request *reqs);
 /* Address and length of a piece in the layout (executor.c). */
 char *cs_piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len);

@@ -61,7 +61,7 @@ class Metrics:
 class _Plan:
     """The transfer DAG of a schedule: built once, timed for any arrival pattern."""
 
-    def __init__(self, sched: Schedule, topo, nbytes: int, matching=None):
+    def __init__(self, sched: Schedule, topo, nbytes: int, matching=None, serial_sends=False):
         m = matching if matching is not None else match(sched)
         s = sched
         rank = s.rank_of_op
@@ -101,11 +101,15 @@ class _Plan:
         if topo.full_duplex:
             # Previous send in the sender's list; previous recv in the receiver's list.
             preds.append(self._previous_in_list(so, rank, tr_of_op, s.kind == SEND, s.total_ops))
-            kinds.append(_OS)
+            # Serial sends (the PAT engine's execution: one synchronous send at a time) hold
+            # the port until the message has arrived, not only for os(m).
+            kinds.append(_END if serial_sends else _OS)
             offsets.append(no_offset)
             preds.append(self._previous_in_list(ro, rank, tr_of_op, s.kind == RECV, s.total_ops))
             kinds.append(_END)
-            offsets.append(-port_free_early)
+            # Serial receives are posted one at a time, each once the previous has arrived;
+            # a synchronous send moves only once matched: no overlap with the previous one.
+            offsets.append(no_offset if serial_sends else -port_free_early)
         else:
             # One port: the previous op of any kind, released after os (send) or at the end (recv).
             everything = np.ones(s.total_ops, bool)
@@ -114,8 +118,9 @@ class _Plan:
                 prev_op = self._previous_op(ops, rank, s)
                 prev_send = (prev_op >= 0) & (s.kind[np.maximum(prev_op, 0)] == SEND)
                 preds.append(p)
-                kinds.append(np.where(prev_send, _OS, _END))
-                offsets.append(np.where(~prev_send, -port_free_early, 0.0) if receiving else no_offset)
+                kinds.append(np.where(prev_send & (not serial_sends), _OS, _END))
+                offsets.append(np.where(~prev_send & (not serial_sends), -port_free_early, 0.0)
+                               if receiving else no_offset)
         # Previous transfer on the same directed link.
         link = src.astype(np.int64) * s.nranks + dst
         lo = np.lexsort((np.arange(n), link))
@@ -273,9 +278,13 @@ def simulate(sched: Schedule, topo, nbytes: int, arrivals=None,
     return tl, _metrics(tl, flat, topo, sched, nbytes)
 
 
-def simulate_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, matching=None):
-    """Simulate every iteration of an arrival pattern (iterations x P); mean metrics."""
-    plan = _Plan(sched, topo, nbytes, matching)
+def simulate_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, matching=None,
+                     serial_sends: bool = False):
+    """Simulate every iteration of an arrival pattern (iterations x P); mean metrics.
+
+    `serial_sends`: the schedule runs as the PAT engine runs it (docs/pat.md): each send
+    waits for the previous one to arrive."""
+    plan = _Plan(sched, topo, nbytes, matching, serial_sends)
     flat = plan.time(np.zeros(sched.nranks))
     per_iter = []
     timelines = []

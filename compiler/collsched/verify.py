@@ -206,15 +206,24 @@ def check_progress(c: _Ctx) -> list[Violation]:
     fwd_dep = np.full(n, -1, np.int64)
     fwd = np.nonzero(c.feeding_recv >= 0)[0]
     fwd_dep[fwd] = send_of_recv[c.feeding_recv[fwd]]
-    # FIFO per link: the recv that matches the previous send to the same peer.
+    # FIFO per link: the recv that matches the previous send to the same peer. Serial mode
+    # (the PAT engine, docs/semantics.md): every send waits for the previous send to any
+    # peer, and every recv for the previous recv to have completed.
+    serial = getattr(c, "serial", False)
     sends = np.nonzero(c.is_send)[0]
-    link = c.rank[sends].astype(np.int64) * s.nranks + s.peer[sends]
+    link = c.rank[sends].astype(np.int64) * s.nranks + (0 if serial else s.peer[sends])
     order = np.lexsort((sends, link))
     same = np.r_[False, link[order][1:] == link[order][:-1]]
     fifo_dep = np.full(n, -1, np.int64)
     later = sends[order][same]
     fifo_dep[later] = recv_of_send[sends[order][np.nonzero(same)[0] - 1]]
-    fifo_dep[s.fifo == 0] = -1  # only sends marked FIFO wait for the previous one
+    if not serial:
+        fifo_dep[s.fifo == 0] = -1  # only sends marked FIFO wait for the previous one
+    else:
+        # A recv waits for the previous recv of its rank to complete: its send issued.
+        recvs = np.nonzero(c.is_recv)[0]
+        same_rank = np.r_[False, c.rank[recvs][1:] == c.rank[recvs][:-1]]
+        fifo_dep[recvs[same_rank]] = send_of_recv[recvs[np.nonzero(same_rank)[0] - 1]]
 
     blocking = np.nonzero((fwd_dep >= 0) | (fifo_dep >= 0))[0]  # rank-major, list order
     first = np.searchsorted(blocking, s.offsets[:-1])
@@ -252,6 +261,12 @@ def check_progress(c: _Ctx) -> list[Violation]:
             out.append(c.v("progress", op,
                            f"deadlock: waits to forward piece ({int(s.origin[op])},{int(s.segment[op])}) until "
                            f"rank {int(c.rank[dep])} issues its op {int(c.local[dep])}, which never happens"))
+        elif c.is_recv[op]:
+            dep = int(fifo_dep[op])
+            out.append(c.v("progress", op,
+                           f"deadlock: posts its receive of piece ({int(s.origin[op])},{int(s.segment[op])}) "
+                           f"only after the previous receive completes (rank {int(c.rank[dep])} issuing its "
+                           f"op {int(c.local[dep])}), which never happens (serial execution)"))
         else:
             dep = int(fifo_dep[op])
             out.append(c.v("progress", op,
@@ -288,14 +303,17 @@ PASSES = (("shape", check_shape), ("matching", check_matching), ("holding", chec
           ("delivery", check_delivery), ("progress", check_progress))
 
 
-def verify(sched: Schedule, pools: list[np.ndarray] | None = None) -> list[Violation]:
-    """All violations of the first failing pass; [] when the schedule is correct."""
-    return verify_and_match(sched, pools)[0]
+def verify(sched: Schedule, pools: list[np.ndarray] | None = None, serial: bool = False) -> list[Violation]:
+    """All violations of the first failing pass; [] when the schedule is correct.
+
+    `serial`: prove progress under the PAT engine's serial execution (docs/semantics.md)."""
+    return verify_and_match(sched, pools, serial)[0]
 
 
-def verify_and_match(sched: Schedule, pools: list[np.ndarray] | None = None):
+def verify_and_match(sched: Schedule, pools: list[np.ndarray] | None = None, serial: bool = False):
     """(violations, matching): the matching is None unless the matching pass succeeded."""
     c = _Ctx(sched)
+    c.serial = serial
     for _name, fn in PASSES:
         found = fn(c)
         if found:

@@ -14,7 +14,23 @@
  */
 #include "runtime.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* COLLSCHED_TRACE=PREFIX: every call appends when each op was issued and completed to
+ * PREFIX.RANK.csv (call, op, kind, peer, origin, segment, issued, completed; MPI_Wtime
+ * seconds), to compare a run with the cost model's timeline op by op. Diagnostic only:
+ * completions are observed with MPI_Waitsome, so they are exact under SMPI and late by
+ * up to one poll under real MPI. */
+typedef struct trace { double *issued, *done; } trace;
+static trace *trace_on;
+static trace trace_buf;
+
+static void trace_done(uint32_t i)
+{
+    if (trace_on && trace_on->done[i] == 0) trace_on->done[i] = PMPI_Wtime();
+}
 
 /* Address and size of piece (origin, segment): in the receive buffer, or for an own
  * piece with own_src set, in the send buffer. */
@@ -50,23 +66,35 @@ static void drain(MPI_Request *reqs, uint32_t n, const collsched_op *ops)
 }
 
 static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
-                 MPI_Request *reqs, int serial, int32_t *last_send)
+                 MPI_Request *reqs, int serial, int32_t *last_send, int32_t *last_recv)
 {
     const collsched_op *op = &s->ops[i];
     int len;
     char *buf = cs_piece_at(lay, s->hdr.nseg, op, &len);
-    if (op->kind == COLLSCHED_RECV)
+    if (op->kind == COLLSCHED_RECV) {
+        /* Serial mode receives one message at a time too: the previous one first. */
+        if (serial) {
+            if (*last_recv >= 0 && reqs[*last_recv] != MPI_REQUEST_NULL) {
+                int rc = PMPI_Wait(&reqs[*last_recv], MPI_STATUS_IGNORE);
+                if (rc != MPI_SUCCESS) return rc;
+                trace_done((uint32_t)*last_recv);
+            }
+            *last_recv = (int32_t)i;
+        }
         return PMPI_Irecv(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
+    }
     /* The walk's two waits: a forwarded piece must have arrived, and the previous message
      * to the same peer must be complete (FIFO per link: messages to one peer never share
      * the link, so the first one, which the peer may have to forward, is not slowed). */
     if (op->dep >= 0 && reqs[op->dep] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->dep], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
+        trace_done((uint32_t)op->dep);
     }
     if (op->prev >= 0 && reqs[op->prev] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->prev], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
+        trace_done((uint32_t)op->prev);
     }
     /* Serial sends (one port, one message at a time, as the BDR paper's blocking sends
      * and the cost model have it): the previous send to any peer completes first. */
@@ -74,6 +102,7 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
         if (*last_send >= 0 && reqs[*last_send] != MPI_REQUEST_NULL) {
             int rc = PMPI_Wait(&reqs[*last_send], MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS) return rc;
+            trace_done((uint32_t)*last_send);
         }
         *last_send = (int32_t)i;
         return PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
@@ -97,12 +126,43 @@ int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI
                     const cs_layout *lay, MPI_Request *reqs)
 {
     int rc = MPI_SUCCESS;
-    int32_t last_send = -1;
+    int32_t last_send = -1, last_recv = -1;
+    const char *prefix = getenv("COLLSCHED_TRACE");
+    trace_on = NULL;
+    if (prefix && *prefix) {
+        trace_buf.issued = calloc(s->nops + 1u, sizeof(double));
+        trace_buf.done = calloc(s->nops + 1u, sizeof(double));
+        if (trace_buf.issued && trace_buf.done) trace_on = &trace_buf;
+    }
     for (uint32_t i = 0; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
-    for (uint32_t i = first; i < s->nops && rc == MPI_SUCCESS; i++)
-        rc = issue(s, i, comm, lay, reqs, serial, &last_send);
+    for (uint32_t i = first; i < s->nops && rc == MPI_SUCCESS; i++) {
+        rc = issue(s, i, comm, lay, reqs, serial, &last_send, &last_recv);
+        if (trace_on) trace_on->issued[i] = PMPI_Wtime();
+    }
     if (rc == MPI_SUCCESS && lay->own_src && lay->own_bytes)
         memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes); /* overlaps the transfers */
+    if (rc == MPI_SUCCESS && trace_on) {
+        int *idx = malloc((s->nops + 1u) * sizeof *idx), n = 0;
+        for (;;) {
+            rc = PMPI_Waitsome((int)s->nops, reqs, &n, idx, MPI_STATUSES_IGNORE);
+            if (rc != MPI_SUCCESS || n == MPI_UNDEFINED) break;
+            for (int k = 0; k < n; k++) trace_done((uint32_t)idx[k]);
+        }
+        free(idx);
+        static int calls;
+        char path[4096];
+        snprintf(path, sizeof path, "%s.%u.csv", prefix, lay->rank);
+        FILE *f = fopen(path, "a");
+        for (uint32_t i = first; f && i < s->nops; i++)
+            fprintf(f, "%d,%u,%u,%u,%u,%u,%.9f,%.9f\n", calls, i, s->ops[i].kind, s->ops[i].peer,
+                    s->ops[i].origin, s->ops[i].segment, trace_on->issued[i], trace_on->done[i]);
+        if (f) fclose(f);
+        calls++;
+    }
+    free(trace_buf.issued);
+    free(trace_buf.done);
+    trace_buf.issued = trace_buf.done = NULL;
+    trace_on = NULL;
     if (rc == MPI_SUCCESS) rc = PMPI_Waitall((int)s->nops, reqs, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) drain(reqs, s->nops, s->ops);
     return rc;

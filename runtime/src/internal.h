@@ -38,6 +38,10 @@ static inline cs_wire_op cs_wire_pack(const collsched_op *op)
 }
 int cs_whole_check(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wire_op *ops,
                    char *reason, size_t len);
+/* The same; serial = 1 proves progress under the PAT engine's serial execution (each send
+ * waits for the previous send, each recv for the previous recv; docs/semantics.md). */
+int cs_whole_check_mode(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wire_op *ops,
+                        int serial, char *reason, size_t len);
 
 /* First byte of segment s of a block of c bytes cut into nseg segments:
  * floor(s * c / nseg) without 64-bit overflow (c = q * nseg + r). */

@@ -82,7 +82,7 @@ typedef struct pat_engine {
     collsched_schedule *sched, *next_file;
     int sched_owned;
     char sched_name[PAT_REASON], next_name[PAT_REASON];
-    uint32_t nbg;
+    uint32_t nbg, bg_next;         /* background receives; the next one to post */
     MPI_Request *reqs;
     uint32_t reqs_cap;
     char *staging;
@@ -167,7 +167,7 @@ static int prove_online(const double *arrivals, double tau, char *why, size_t le
         n += k;
         free(ops);
     }
-    if (counts) verdict = cs_whole_check(P, 1, counts, all, why, len);
+    if (counts) verdict = cs_whole_check_mode(P, 1, counts, all, 1, why, len);
 out:
     if (verdict == CS_WHOLE_NOMEM) snprintf(why, len, "no memory for the whole-schedule check");
     free(counts);
@@ -234,14 +234,21 @@ static int post_background(void)
     }
     E.slot = slot;
     E.nbg = nbg;
-    for (uint32_t i = 0; i < nbg; i++) {
-        uint32_t g = s->ops[i].segment;
-        int len = (int)(cs_seg_lo(g + 1u, E.iter_bytes, nseg) - cs_seg_lo(g, E.iter_bytes, nseg));
-        PMPI_Irecv(E.staging + (uint64_t)i * slot, len, MPI_BYTE, (int)s->ops[i].peer, CS_TAG,
-                   E.comm, &E.reqs[i]);
-    }
+    E.bg_next = 0;
+    for (uint32_t i = 0; i < nbg; i++) E.reqs[i] = MPI_REQUEST_NULL;
     E.state = PAT_BACKGROUND;
     return 1;
+}
+
+/* Posts background receive i into its staging slot. */
+static void post_bg(uint32_t i)
+{
+    const collsched_schedule *s = E.sched;
+    uint64_t nseg = s->hdr.nseg;
+    uint32_t g = s->ops[i].segment;
+    int len = (int)(cs_seg_lo(g + 1u, E.iter_bytes, nseg) - cs_seg_lo(g, E.iter_bytes, nseg));
+    PMPI_Irecv(E.staging + (uint64_t)i * E.slot, len, MPI_BYTE, (int)s->ops[i].peer, CS_TAG, E.comm,
+               &E.reqs[i]);
 }
 
 /* One step; `blocking` waits instead of testing. Returns 1 while background work is
@@ -271,12 +278,18 @@ static int advance(int blocking)
         }
         if (!post_background()) return 0;
     }
-    if (E.state == PAT_BACKGROUND) {
+    /* One background receive at a time, in list order (Listing 2, lines 47-51: blocking
+     * receives), as the foreground's serial execution and the cost model have it: several
+     * at once would share the rank's link and slow every sender's synchronous send. */
+    while (E.state == PAT_BACKGROUND) {
+        if (E.bg_next == E.nbg) { E.state = PAT_READY; break; }
+        uint32_t i = E.bg_next;
+        if (E.reqs[i] == MPI_REQUEST_NULL) post_bg(i);
         int done = 1;
-        if (blocking) PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE);
-        else if (E.nbg) PMPI_Testall((int)E.nbg, E.reqs, &done, MPI_STATUSES_IGNORE);
+        if (blocking) PMPI_Wait(&E.reqs[i], MPI_STATUS_IGNORE);
+        else PMPI_Test(&E.reqs[i], &done, MPI_STATUS_IGNORE);
         if (!done) return 1;
-        E.state = PAT_READY;
+        E.bg_next++;
     }
     return 0;
 }
@@ -326,7 +339,7 @@ static void abandon_iteration(void)
     if (E.state == PAT_BACKGROUND) {
         for (uint32_t i = 0; i < E.nbg; i++)
             if (E.reqs[i] != MPI_REQUEST_NULL) PMPI_Cancel(&E.reqs[i]);
-        PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE);
+        PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE); /* unposted ones are NULL */
         E.state = PAT_FAILED;
     }
 }
@@ -503,11 +516,12 @@ int PAT_Sleep(double seconds)
     for (;;) {
         double left = end - PMPI_Wtime();
         if (left <= 0) return MPI_SUCCESS;
-        /* Slices only while the engine waits for estimates (and, outside SMPI, for its
-         * receives: real MPI progresses only inside MPI calls). */
-        int pending = E.on && !E.threaded &&
-                      (E.state == PAT_EXCHANGING || (!PAT_THREADS ? 0 : E.state == PAT_BACKGROUND));
-        double nap = pending && left > E.slice_s ? E.slice_s : left;
+        /* Slices only while the engine has background work (estimates, receives). */
+        int pending = E.on && !E.threaded && (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND);
+        /* Background receives go one at a time: a slice well below tau keeps the next one
+         * from waiting long for its turn. */
+        double slice = E.state == PAT_BACKGROUND && E.tau > 0 && E.tau / 8 < E.slice_s ? E.tau / 8 : E.slice_s;
+        double nap = pending && left > slice ? slice : left;
         usleep((useconds_t)(nap * 1e6 + 0.5));
         if (pending) PAT_Progress();
         if (!pending) return MPI_SUCCESS;

@@ -29,6 +29,9 @@ typedef struct wc {
                            * list order); reused by the progress pass as its wait lists */
     uint32_t *link;       /* N: recv -> the send it matches; forwarded send -> its feeding recv */
     uint32_t *fifo;       /* N: send -> the recv matching the previous send to the same peer */
+    int serial;           /* prove the PAT engine's serial execution (docs/semantics.md) */
+    uint32_t *mrecv;      /* serial: N: send -> the recv it matches */
+    uint64_t *lsend, *lrecv; /* serial: P: each rank's last issued send / recv (or UINT64_MAX) */
     void *tmp;            /* 16 M bytes: one rank's sort keys */
     char *reason;
     size_t len;
@@ -305,18 +308,34 @@ static int check_holding_delivery(wc *w)
  * that end up issued does not depend on the order the ranks are advanced in, so the first
  * rank left stuck (and its op) is the one the wave algorithm of verify.py reports. ---- */
 
-/* The op a send at global index g still waits for (NONE: it may be issued now). */
-static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t r, int *fifo)
+/* The op that op g of rank r still waits for (NONE: it may be issued now). *why: 1 FIFO
+ * or serial send (the recv of the previous message must be posted), 2 serial recv (the
+ * previous recv must be complete: its send issued), 0 a forwarded piece. */
+static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t r, int *why)
 {
     const cs_wire_op *o = &w->ops[g];
-    *fifo = 0;
-    if (kind_of(o) != COLLSCHED_SEND) return NONE;
+    *why = 0;
+    if (kind_of(o) != COLLSCHED_SEND) {
+        if (w->serial && w->lrecv[r] != UINT64_MAX) {
+            const cs_wire_op *p = &w->ops[w->lrecv[r]];
+            uint32_t f = w->link[w->lrecv[r]];
+            if (f >= pos[p->peer]) { *why = 2; return f; }
+        }
+        return NONE;
+    }
     if (o->origin != r) {
         uint32_t fr = w->link[g], f = w->link[fr], q = w->ops[fr].peer;
         if (f >= pos[q]) return f;
     }
+    if (w->serial) {
+        if (w->lsend[r] != UINT64_MAX) {
+            uint32_t m = w->mrecv[w->lsend[r]];
+            if (m >= pos[w->ops[w->lsend[r]].peer]) { *why = 1; return m; }
+        }
+        return NONE;
+    }
     uint32_t m = fifo_of(o) ? w->fifo[g] : NONE;
-    if (m != NONE && m >= pos[o->peer]) { *fifo = 1; return m; }
+    if (m != NONE && m >= pos[o->peer]) { *why = 1; return m; }
     return NONE;
 }
 
@@ -334,13 +353,23 @@ static int check_progress(wc *w)
         stack[top++] = P - 1 - r;
     }
     memset(head, 0xFF, (size_t)w->off[P] * sizeof *head);
+    if (w->serial) {
+        for (uint32_t r = 0; r < P; r++) w->lsend[r] = w->lrecv[r] = UINT64_MAX;
+        for (uint32_t r = 0; r < P; r++)
+            for (uint64_t g = w->off[r]; g < w->off[r + 1]; g++)
+                if (kind_of(&w->ops[g]) == COLLSCHED_RECV) w->mrecv[w->link[g]] = (uint32_t)g;
+    }
     while (top) {
         uint32_t r = stack[--top];
         while (pos[r] < w->off[r + 1]) {
             uint64_t g = pos[r];
-            int fifo;
-            uint32_t f = waits_for(w, pos, g, r, &fifo);
+            int why;
+            uint32_t f = waits_for(w, pos, g, r, &why);
             if (f != NONE) { next[r] = head[f]; head[f] = r; break; }
+            if (w->serial) {
+                if (kind_of(&w->ops[g]) == COLLSCHED_SEND) w->lsend[r] = g;
+                else w->lrecv[r] = g;
+            }
             pos[r]++;
             for (uint32_t x = head[g]; x != NONE; x = next[x]) stack[top++] = x;
             head[g] = NONE;
@@ -351,10 +380,16 @@ static int check_progress(wc *w)
         if (pos[r] < w->off[r + 1]) {
             uint64_t g = pos[r];
             const cs_wire_op *o = &w->ops[g];
-            int fifo;
-            uint32_t f = waits_for(w, pos, g, r, &fifo);
-            uint32_t q = fifo ? o->peer : w->ops[w->link[g]].peer;
-            if (fifo)
+            int why;
+            uint32_t f = waits_for(w, pos, g, r, &why);
+            uint32_t q = why == 2 ? w->ops[w->lrecv[r]].peer
+                       : why == 1 ? (w->serial ? w->ops[w->lsend[r]].peer : o->peer)
+                       : w->ops[w->link[g]].peer;
+            if (why == 2)
+                rc = bad(w, r, g - w->off[r], "deadlock: posts its receive of piece (%u,%u) only after the previous "
+                         "receive completes (rank %u issuing its op %llu), which never happens (serial execution)",
+                         o->origin, seg_of(o), q, (unsigned long long)(f - w->off[q]));
+            else if (why == 1)
                 rc = bad(w, r, g - w->off[r], "deadlock: waits to send piece (%u,%u) to %u until rank %u posts its "
                          "op %llu (the receive of the previous message), which never happens", o->origin,
                          seg_of(o), o->peer, q, (unsigned long long)(f - w->off[q]));
@@ -371,7 +406,13 @@ static int check_progress(wc *w)
 int cs_whole_check(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wire_op *ops,
                    char *reason, size_t len)
 {
-    wc w = { .P = nranks, .nseg = nseg, .ops = ops, .reason = reason, .len = len };
+    return cs_whole_check_mode(nranks, nseg, nops, ops, 0, reason, len);
+}
+
+int cs_whole_check_mode(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wire_op *ops,
+                        int serial, char *reason, size_t len)
+{
+    wc w = { .P = nranks, .nseg = nseg, .ops = ops, .reason = reason, .len = len, .serial = serial };
     if (reason && len) reason[0] = 0;
     if (nranks == 0 || nranks > CS_WHOLE_MAX_RANKS || nseg == 0 || nseg > 65535) {
         snprintf(reason, len, "whole-schedule check: expected 1..%u ranks and 1..65535 segments, found %u and %u",
@@ -403,6 +444,12 @@ int cs_whole_check(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wir
     w.link = malloc((size_t)(N ? N : 1) * sizeof *w.link);
     w.fifo = malloc((size_t)(N ? N : 1) * sizeof *w.fifo);
     w.tmp = malloc((size_t)(M ? M : 1) * sizeof(piece_at));
+    if (serial) {
+        w.mrecv = malloc((size_t)(N ? N : 1) * sizeof *w.mrecv);
+        w.lsend = malloc((size_t)nranks * sizeof *w.lsend);
+        w.lrecv = malloc((size_t)nranks * sizeof *w.lrecv);
+        if (!w.mrecv || !w.lsend || !w.lrecv) goto nomem;
+    }
     if (!w.order || !w.link || !w.fifo || !w.tmp) goto nomem;
     int rc = check_shape(&w);
     if (!rc) { sort_lists(&w); rc = check_matching(&w); }
@@ -410,9 +457,11 @@ int cs_whole_check(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wir
     if (!rc) rc = check_progress(&w);
     if (rc < 0) goto nomem;
     free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.tmp);
+    free(w.mrecv); free(w.lsend); free(w.lrecv);
     return rc ? CS_WHOLE_BAD : CS_WHOLE_OK;
 nomem:
     free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.tmp);
+    free(w.mrecv); free(w.lsend); free(w.lrecv);
     snprintf(reason, len, "whole-schedule check: cannot allocate memory for the check");
     return CS_WHOLE_NOMEM;
 }

@@ -240,8 +240,8 @@ def _as_text(s) -> str:
     return "\n".join(out) + "\n"
 
 
-def _python_reason(s) -> str:
-    found = verify(s)
+def _python_reason(s, serial=False) -> str:
+    found = verify(s, serial=serial)
     if not found:
         return "ok"
     text = str(found[0])
@@ -373,3 +373,16 @@ def test_whole_check_agrees_with_python_verifier(tmp_path):
     fifo_deadlocks = sum("previous message" in verify(s)[0].reason for s in cases if verify(s))
     assert fifo_deadlocks >= 5, fifo_deadlocks  # the seed gives 9 and the hand-made one
     assert expected.count("ok") >= 100
+
+    # The PAT engine's serial execution (each send after the previous send, each recv
+    # after the previous recv): the same cases, the same words as verify(serial=True).
+    proc = subprocess.run([str(exe), "--serial"], input="".join(_as_text(s) for s in cases),
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    got = proc.stdout.splitlines()
+    expected = [_python_reason(s, serial=True) for s in cases]
+    wrong = [(e, g) for e, g in zip(expected, got) if e != g]
+    assert not wrong, wrong[:5]
+    serial_recv_deadlocks = sum("serial execution" in e for e in expected)
+    assert serial_recv_deadlocks >= 5, serial_recv_deadlocks
+    assert expected.count("ok") >= 50

@@ -225,15 +225,20 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
     measured = np.array(run["arrivals"])[:cfg.iterations]
     elapsed, runs = [], []
     for k, a in enumerate(measured):
-        rel = a - a.min()
         if name in ONLINE:
+            # What PAT_Edge predicted: the measured arrival, except for the rank that --late-ms
+            # delayed after its edge (the predicted-first one).
+            predicted = a.copy()
+            if cfg.late_ms:
+                predicted[int(np.argmin(pattern[k]))] -= cfg.late_ms / 1e3
             sched = generate(name, Request(nranks=cfg.ranks, nbytes=cfg.nbytes, topology=topo,
-                                           full_duplex=topo.full_duplex, arrivals=rel, tau=t_block))
+                                           full_duplex=topo.full_duplex,
+                                           arrivals=predicted - predicted.min(), tau=t_block))
         else:
             sched = compiled[k]
         known = float(seeded[k].max() / 2.0)  # the last edge (half the computation), from the origin
         start = np.maximum(a, known)
-        tl, _, _ = simulate_pattern(sched, topo, cfg.nbytes, start[None, :])
+        tl, _, _ = simulate_pattern(sched, topo, cfg.nbytes, start[None, :], serial_sends=True)
         exits = tl[0].exits + start.min()
         elapsed.append(float(np.mean(exits - a)))
         runs.append(float(exits.max() - a.min()))

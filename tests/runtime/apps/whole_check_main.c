@@ -2,15 +2,18 @@
  * stdin until EOF, each as
  *     P nseg
  *     then per rank: n, followed by n ops "kind peer origin segment phase"
- * and prints one line per case: "ok", or the reason (nomem: "nomem: reason").
+ * and prints one line per case: "ok", or the reason (nomem: "nomem: reason"). With
+ * --serial, progress is proven for the PAT engine's serial execution.
  * Built and run by tests/runtime/test_fallback_mpi.py. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int serial = argc > 1 && !strcmp(argv[1], "--serial");
     unsigned P, nseg;
     while (scanf("%u %u", &P, &nseg) == 2) {
         int *nops = calloc(P ? P : 1, sizeof *nops);
@@ -27,7 +30,7 @@ int main(void)
             }
         }
         char reason[512];
-        int rc = cs_whole_check(P, nseg, nops, ops, reason, sizeof reason);
+        int rc = cs_whole_check_mode(P, nseg, nops, ops, serial, reason, sizeof reason);
         printf("%s%s\n", rc == CS_WHOLE_NOMEM ? "nomem: " : "", rc == CS_WHOLE_OK ? "ok" : reason);
         free(nops);
         free(ops);

@@ -145,6 +145,7 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
     cs_selection sel;
     if (!choose(st, why, bytes, bytes, &sel, &rc)) {
         if (rc != MPI_SUCCESS) return rc;
+        if (claim == CS_PAT_FALL_BACK) cs_note_fallback(st, job.reason); /* the news for a PAT user */
         goto pmpi;
     }
     char *base = (char *)recvbuf + tlb;

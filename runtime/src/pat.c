@@ -436,6 +436,7 @@ int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s)
     E.user = comm;
     E.bytes = (uint64_t)bytes_per_rank;
     if (tau_s > 0) E.tau = tau_s;
+    if (!(E.tau > 0)) E.learn_tau = 1; /* from the first call, which runs without PAT */
     return MPI_SUCCESS;
 }
 

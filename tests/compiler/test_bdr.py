@@ -49,6 +49,7 @@ def test_random_patterns_verify_and_respect_the_paper_bound(p, data, scale):
     a = np.array(data.draw(st.lists(st.floats(0, 1), min_size=p, max_size=p))) * scale * tau
     bdr = generate("bdr", Request(p, nbytes=M, topology=topo, arrivals=a))
     assert verify(bdr) == []
+    assert verify(bdr, serial=True) == []  # as the PAT engine runs it
     rank = bdr.rank_of_op
     # Background ops are receives of ranks that arrive later than someone else.
     bg = bdr.phase == BACKGROUND
@@ -67,7 +68,7 @@ def test_wrong_prediction_stays_correct_and_bounded():
     predicted = np.array([0] + [5 * tau] * (p - 1))
     actual = np.array([5 * tau] + [0] * (p - 1))
     bdr = generate("bdr", Request(p, nbytes=M, topology=topo, arrivals=predicted))
-    assert verify(bdr) == []
+    assert verify(bdr) == [] and verify(bdr, serial=True) == []
     _, m_bdr = simulate(bdr, topo, M, actual)
     _, m_ring = simulate(generate("ring", Request(p)), topo, M, actual)
     assert m_bdr.avg_elapsed_s <= m_ring.avg_elapsed_s + (p - 2) * tau
@@ -77,3 +78,12 @@ def test_bdr_refuses_segments():
     from collsched.errors import InputError
     with pytest.raises(InputError, match="one segment"):
         generate("bdr", Request(4, nseg=2, topology=homogeneous(4)))
+
+
+def test_serial_execution_is_proven_not_assumed():
+    """Serial execution (the PAT engine's) deadlocks schedules that dataflow order runs:
+    the verifier must say so rather than pass them."""
+    s = generate("bruck", Request(5))
+    assert verify(s) == []
+    found = verify(s, serial=True)
+    assert found and found[0].check == "progress" and "serial execution" in found[0].reason

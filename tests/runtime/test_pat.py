@@ -1,0 +1,128 @@
+"""The PAT engine (runtime/src/pat.c) end to end: the BDR paper's mini-benchmark with
+PAT_ProcessingStart / PAT_Edge(50%) / PAT_ProcessingEnd around the computation, every byte
+checked in every iteration, under real Open MPI (progress thread, and explicit progress)
+and under SimGrid SMPI (explicit progress; deterministic, so bounds are checked too)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from collsched.lab.runner import LabConfig, run_lab
+from collsched.pipeline import compile_schedule
+from collsched.arrivals import write_pap
+from collsched.lab.arrivals import arrival_pattern
+from rt_helpers import BUILD, TIMEOUT, mpirun_cmd
+
+MINIBENCH = BUILD / "bin" / "collsched-minibench"
+TRYTON = str(BUILD.parent / "topologies" / "tryton-48.yaml")
+
+
+def minibench(nranks, *args, env=None):
+    if not MINIBENCH.exists():
+        pytest.skip(f"{MINIBENCH} not built (make lab)")
+    proc = subprocess.run(mpirun_cmd(nranks) + [str(MINIBENCH), *map(str, args)], capture_output=True,
+                          text=True, timeout=TIMEOUT, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("{"))
+    return json.loads(line), proc.stderr
+
+
+def background_ops(stderr: str) -> int:
+    return sum(int(n) for n in re.findall(r"(\d+) of \d+ ops ran in the background", stderr))
+
+
+def test_bdr_real_mpi_progress_thread_p8():
+    """The issue's real-MPI check: P = 8, the thread driver, pre-steps really run early."""
+    out, err = minibench(8, "--bytes", 65536, "--iterations", 3, "--flat-iterations", 1,
+                         "--max-delay-ms", 5, "--seed", 1, "--pat", "bdr", "--pat-tau", 5e-4,
+                         env={"COLLSCHED_VERBOSE": "1"})
+    assert out["data_ok"] and out["errors"] == 0 and out["fallbacks"] == 0
+    assert "(thread driver)" in err and "(explicit driver)" not in err
+    assert background_ops(err) > 0  # late ranks received in the background
+
+
+def test_bdr_real_mpi_explicit_progress_odd_ranks_odd_bytes():
+    out, err = minibench(5, "--bytes", 1001, "--iterations", 3, "--flat-iterations", 1,
+                         "--max-delay-ms", 5, "--seed", 2, "--pat", "bdr", "--pat-tau", 2e-4,
+                         env={"COLLSCHED_VERBOSE": "1", "COLLSCHED_PAT_DRIVER": "explicit"})
+    assert out["data_ok"] and out["fallbacks"] == 0
+    assert "(explicit driver)" in err and background_ops(err) > 0
+
+
+def test_tau_is_learned_from_the_first_call():
+    """No tau given: the first call runs without PAT (and says why), the rest with it."""
+    out, err = minibench(4, "--bytes", 4096, "--iterations", 3, "--flat-iterations", 0,
+                         "--max-delay-ms", 5, "--seed", 3, "--pat", "bdr", "--pat-tau", 0,
+                         env={"COLLSCHED_VERBOSE": "1"})
+    assert out["errors"] == 0
+    assert out["fallbacks"] == 4  # iteration 0 on each of the 4 ranks
+    assert "tau unknown" in out["fallback_reason"]
+    assert err.count("PAT bdr (online") == 2 * 4  # iterations 1 and 2 ran the engine
+
+
+def _smpi(ranks, nbytes, algorithms, **kw):
+    if not shutil.which("smpirun") or not (BUILD / "smpi" / "bin" / "collsched-minibench").exists():
+        pytest.skip("SMPI build or smpirun missing")
+    cfg = LabConfig(backend="smpi", topology=TRYTON, ranks=ranks, nbytes=nbytes, **kw)
+    return {r["algorithm"]: r for r in run_lab(cfg, algorithms)["results"]}
+
+
+@pytest.mark.parametrize("ranks,nbytes", [(7, 3001), (16, 37448)])
+def test_bdr_smpi_data_and_determinism(ranks, nbytes):
+    a = _smpi(ranks, nbytes, ["bdr"], iterations=3, flat_iterations=1, max_delay_ms=5, seed=4)
+    b = _smpi(ranks, nbytes, ["bdr"], iterations=3, flat_iterations=1, max_delay_ms=5, seed=4)
+    assert a["bdr"]["data_ok"] and "fallback_reason" not in a["bdr"]
+    for key in ("avg_elapsed_s", "run_time_s", "absorption_s", "predicted_avg_elapsed_s"):
+        assert a["bdr"][key] == b["bdr"][key], key
+
+
+@pytest.mark.parametrize("late_ms", [6.0, 60.0])
+def test_wrong_prediction_correct_and_within_the_paper_bound(late_ms):
+    """The rank predicted to arrive first arrives last (6 ms: just after the latest; 60 ms:
+    far later than any prediction): data still right, and the average elapsed time at
+    most (P - 2) tau above the ring's under the same arrivals."""
+    p, nbytes = 16, 37448
+    res = _smpi(p, nbytes, ["ring", "bdr"], iterations=2, flat_iterations=0, max_delay_ms=5, seed=3,
+                late_ms=late_ms)
+    assert res["bdr"]["data_ok"] and res["ring"]["data_ok"]
+    tau = _tau(p, nbytes)
+    penalty = res["bdr"]["avg_elapsed_s"] - res["ring"]["avg_elapsed_s"]
+    assert penalty <= (p - 2) * tau, (penalty / tau, p - 2)
+
+
+def _tau(p, nbytes):
+    """The tau the lab gives the engine: the cost model's time to move one block."""
+    import dataclasses
+    from collsched.lab.platform import DEFAULT_TCP_GAMMA
+    from collsched.pipeline import resolve_topology
+    from collsched.simulate import piece_time
+    topo = resolve_topology(p, TRYTON, None)
+    return piece_time(dataclasses.replace(topo, tcp_window=float(topo.tcp_window or DEFAULT_TCP_GAMMA)), nbytes)
+
+
+def test_compiled_schedules_per_iteration_and_a_corrupt_one(tmp_path):
+    """PAT_UseSchedule: compiled bdr files, one per iteration; iteration 1's file is
+    corrupt, so that iteration falls back (and says why) while the others run the files."""
+    p, nbytes, iters = 6, 20000, 3
+    pattern = arrival_pattern(5, iters, p, 0.005)
+    for k in range(iters):
+        pap = tmp_path / f"it{k}.yaml"
+        write_pap(pap, pattern[k:k + 1] - pattern[k].min(), unit="s")
+        compile_schedule("bdr", p, nbytes, topology=TRYTON, pap=str(pap), output=tmp_path / f"bdr-it{k}.sched")
+    raw = bytearray((tmp_path / "bdr-it1.sched").read_bytes())
+    raw[-5] ^= 0xFF
+    (tmp_path / "bdr-it1.sched").write_bytes(bytes(raw))
+    out, err = minibench(p, "--bytes", nbytes, "--iterations", iters, "--flat-iterations", 0,
+                         "--max-delay-ms", 5, "--seed", 5, "--pat", "bdr-files",
+                         "--pat-schedules", tmp_path / "bdr-it%d.sched", env={"COLLSCHED_VERBOSE": "1"})
+    assert out["errors"] == 0
+    assert out["fallbacks"] == p  # iteration 1, every rank
+    assert "no schedule named for this iteration" in out["fallback_reason"]
+    assert "checksum" in err  # the loader said what was wrong with the file
+    assert err.count("bdr-it0.sched,") == p and err.count("bdr-it2.sched,") == p

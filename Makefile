@@ -15,6 +15,7 @@ deps:
 
 include runtime/runtime.mk
 include runtime/lab/lab.mk
+include runtime/measure/measure.mk
 
 # Every test: compiler (pytest + hypothesis) and runtime (pytest driving mpirun / smpirun).
 test: deps runtime lab

@@ -1,0 +1,502 @@
+"""`collsched measure`: measure latency, bandwidth, os(m) and g(m) between MPI ranks and
+write a topology file (measured-matrix form) that every other command reads.
+
+The MPI program runtime/measure/collsched_measure.c does the measuring (what exactly it
+times is in its header and in docs/measure.md); this module launches it under real MPI
+(`mpirun`) or SimGrid SMPI (`smpirun` on a platform generated from a topology, so that a
+measurement can be checked against the topology it should recover), then
+
+* fits every measured direction src -> dst: time(m) = c + m / b over the message sizes,
+  by least squares on relative errors (small sizes fix c, large ones b), dropping outliers;
+  the latency is half the intercept, L = c / 2, because each timed message is answered by
+  an empty one (one-way latency needs synchronised clocks; it is taken as symmetric);
+* groups ranks into hosts by processor name, and hosts into sites: two hosts belong to one
+  site when their latency is at most `site_factor` times the smaller of the two hosts'
+  latencies to their nearest other host (closed transitively);
+* writes the topology atomically (temporary file, then rename).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from . import units
+from .errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build"))
+FORMAT = "collsched-measure/1"
+DEFAULT_SIZES = "1,1KiB,16KiB,128KiB,1MiB"
+DEFAULT_REPEATS = 5
+DEFAULT_GAP_BURST = 4
+DEFAULT_SITE_FACTOR = 4.0
+NETWORK_MODELS = ("CM02", "SMPI", "LV08")
+RUN_TIMEOUT_S = 1800
+MAX_MESSAGE = 2**31 - 1  # MPI counts are ints
+MAX_BURST = 64  # collsched_measure.c: MAX_BURST
+
+
+class MeasureRunError(RuntimeError):
+    """The measurement run failed (crash, time-out, no or unreadable result)."""
+
+
+@dataclass
+class MeasureConfig:
+    backend: str  # mpi | smpi
+    ranks: int
+    sizes: list[int] = field(default_factory=lambda: parse_sizes(DEFAULT_SIZES))
+    repeats: int = DEFAULT_REPEATS
+    gap_burst: int = DEFAULT_GAP_BURST
+    site_factor: float = DEFAULT_SITE_FACTOR
+    all_pairs: bool = False
+    platform_from: str | None = None  # smpi: the topology the platform is built from
+    network_model: str = "CM02"
+    tcp_gamma: int | None = None  # smpi: None = the topology's tcp_window, else 4 MiB
+    hostfile: str | None = None  # mpi: passed to mpirun
+    timeout_s: float = RUN_TIMEOUT_S
+
+
+def parse_sizes(text: str) -> list[int]:
+    """'1,1KiB,1MiB' -> [1, 1024, 1048576]: at least two distinct sizes, the largest > 0."""
+    try:
+        sizes = [int(units.parse_bytes(x.strip())) for x in str(text).split(",") if x.strip()]
+    except ValueError as e:
+        raise InputError("--sizes", text, str(e)) from None
+    if len(set(sizes)) < 2 or max(sizes) <= 0:
+        raise InputError("--sizes", text, "expected at least two different message sizes, "
+                         "e.g. 1,1KiB,64KiB,1MiB")
+    if min(sizes) < 0 or max(sizes) > MAX_MESSAGE:
+        raise InputError("--sizes", text, f"expected sizes from 0 to {MAX_MESSAGE} bytes")
+    return sorted(set(sizes))
+
+
+def check_config(cfg: MeasureConfig) -> None:
+    """Bad options as InputError (one line) before anything runs."""
+    if cfg.backend not in ("mpi", "smpi"):
+        raise InputError("--backend", cfg.backend, "expected mpi or smpi")
+    if isinstance(cfg.ranks, bool) or int(cfg.ranks) != cfg.ranks or cfg.ranks < 2:
+        raise InputError("--ranks", str(cfg.ranks), "expected at least 2 ranks")
+    if cfg.repeats < 1:
+        raise InputError("--repeats", str(cfg.repeats), "expected at least 1")
+    if cfg.gap_burst < 0 or cfg.gap_burst == 1 or cfg.gap_burst > MAX_BURST:
+        raise InputError("--gap-burst", str(cfg.gap_burst),
+                         f"expected 0 (gap not measured) or 2 to {MAX_BURST} messages")
+    if not cfg.site_factor >= 1.0:
+        raise InputError("--site-factor", str(cfg.site_factor), "expected a factor of at least 1")
+    if cfg.backend == "smpi":
+        if not cfg.platform_from:
+            raise InputError("--platform-from", "", "required with --backend smpi: the topology "
+                             "whose SimGrid platform is measured")
+        if cfg.network_model not in NETWORK_MODELS:
+            raise InputError("--network-model", cfg.network_model, f"expected one of {', '.join(NETWORK_MODELS)}")
+        if cfg.hostfile:
+            raise InputError("--hostfile", cfg.hostfile, "only with --backend mpi (SMPI places "
+                             "ranks from the platform)")
+    else:
+        if cfg.platform_from:
+            raise InputError("--platform-from", cfg.platform_from, "only with --backend smpi")
+        if cfg.hostfile and not Path(cfg.hostfile).is_file():
+            raise InputError(cfg.hostfile, "--hostfile", "expected an existing host file")
+    launcher = "smpirun" if cfg.backend == "smpi" else "mpirun"
+    if shutil.which(launcher) is None:
+        pkg = "libsimgrid-dev" if cfg.backend == "smpi" else "openmpi-bin"
+        raise InputError(launcher, "", f"not found: install {pkg} (make deps)")
+    binary = program_path(cfg.backend)
+    if not binary.exists():
+        raise InputError(str(binary), "", "not built: run `make` (or `make measure`) first")
+
+
+def program_path(backend: str) -> Path:
+    return BUILD / ("smpi/bin" if backend == "smpi" else "bin") / "collsched-measure"
+
+
+# --- running the MPI program ------------------------------------------------------------
+
+def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> list[str]:
+    program = [str(program_path(cfg.backend)), "--sizes", ",".join(map(str, cfg.sizes)),
+               "--repeats", str(cfg.repeats), "--gap-burst", str(cfg.gap_burst),
+               "--group-factor", repr(float(cfg.site_factor)), "--output", str(result), "--progress"]
+    if cfg.all_pairs:
+        program.append("--all-pairs")
+    if cfg.backend == "smpi":
+        from .lab.platform import DEFAULT_TCP_GAMMA, build_platform
+        from .pipeline import resolve_topology
+
+        topo = resolve_topology(cfg.ranks, cfg.platform_from, None)
+        gamma = cfg.tcp_gamma or int(topo.tcp_window or DEFAULT_TCP_GAMMA)
+        xml, hosts = build_platform(topo).write(workdir)
+        # The lab's settings (lab/runner.py): CM02 makes times closed-form L + m / b.
+        return ["smpirun", "-np", str(cfg.ranks), "-platform", str(xml), "-hostfile", str(hosts),
+                f"--cfg=network/model:{cfg.network_model}", f"--cfg=network/TCP-gamma:{gamma}",
+                "--cfg=network/crosstraffic:0", "--cfg=smpi/simulate-computation:no",
+                "--log=root.thres:error", *program]
+    cmd = ["mpirun", "-np", str(cfg.ranks), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    if cfg.hostfile:
+        cmd += ["--hostfile", str(Path(cfg.hostfile).resolve())]
+    return cmd + program
+
+
+def run_program(cfg: MeasureConfig, progress=None) -> dict:
+    """Run collsched-measure and return its JSON. progress(phase, done, total) per round."""
+    check_config(cfg)
+    with tempfile.TemporaryDirectory(prefix="collsched-measure-") as tmp:
+        workdir = Path(tmp)
+        result = workdir / "measure.json"
+        cmd = _command(cfg, workdir, result)
+        env = dict(os.environ)
+        if cfg.backend == "mpi":
+            env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        start = time.perf_counter()
+        timed_out = threading.Event()
+        other = []
+        # A session of its own: on time-out the whole group goes, not only mpirun (whose
+        # ranks would survive a SIGKILL of mpirun alone).
+        with subprocess.Popen(cmd, cwd=workdir, env=env, text=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, start_new_session=True) as proc:
+
+            def kill():
+                timed_out.set()
+                _stop_group(proc)
+
+            watchdog = threading.Timer(cfg.timeout_s, kill)
+            watchdog.start()
+            try:
+                for line in proc.stderr:  # progress lines, everything else kept for errors
+                    parts = line.split()
+                    if len(parts) == 5 and parts[0] == "progress" and parts[2].isdigit():
+                        if progress:
+                            progress(parts[1], int(parts[2]), int(parts[3]))
+                    elif line.strip():
+                        other.append(line.rstrip())
+                proc.wait()
+            finally:
+                watchdog.cancel()
+                if proc.poll() is None:  # interrupted (e.g. Ctrl-C): do not leave MPI behind
+                    _stop_group(proc)
+                    proc.wait()
+        wall = time.perf_counter() - start
+        if timed_out.is_set():
+            raise MeasureRunError(f"measure: {cmd[0]} did not finish within {cfg.timeout_s:g} s")
+        if proc.returncode != 0 or not result.exists():
+            # SimGrid ends with "Aborted"/"Execution failed": its first ERROR line says why.
+            errors = [ln for ln in other if "ERROR]" in ln or "error:" in ln.lower()]
+            tail = (errors or other or ["(no output)"])[0 if errors else -1]
+            raise MeasureRunError(f"measure: {cmd[0]} failed (exit {proc.returncode}): {tail}")
+        try:
+            raw = json.loads(result.read_text())
+        except (OSError, ValueError) as e:
+            raise MeasureRunError(f"measure: unreadable result from collsched-measure: {e}") from None
+    if raw.get("format") != FORMAT or raw.get("ranks") != cfg.ranks:
+        raise MeasureRunError(f"measure: unexpected result (format {raw.get('format')!r}, "
+                              f"{raw.get('ranks')} ranks; expected {FORMAT}, {cfg.ranks})")
+    raw["wall_s"] = wall
+    return raw
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the launcher's process group (mpirun then stops its ranks), SIGKILL after 5 s."""
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# --- fitting ------------------------------------------------------------------------------
+
+def fit_linear(sizes, values, floor_s: float = 1e-9) -> tuple[float, float]:
+    """(a, per_byte) with values ~ a + m * per_byte, both >= 0.
+
+    Least squares on relative residuals (each point weighted by 1 / value), so a 1-byte
+    time and a 1-MiB time count alike; then points whose relative residual is far off the
+    rest (5 robust standard deviations and more than 2%) are dropped and the fit repeated.
+    Non-finite values (not measured) are ignored.
+    """
+    m = np.asarray(sizes, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    use = np.isfinite(v)
+    if len(np.unique(m[use])) < 2:
+        raise ValueError("fit_linear: expected values at two different sizes at least")
+    a = per_byte = 0.0
+    for _ in range(4):
+        w = 1.0 / np.maximum(np.abs(v[use]), floor_s)
+        design = np.column_stack([w, m[use] * w])
+        (a, per_byte), *_ = np.linalg.lstsq(design, v[use] * w, rcond=None)
+        rel = (v - (a + per_byte * m)) / np.maximum(np.abs(v), floor_s)
+        spread = 1.4826 * np.median(np.abs(rel[use] - np.median(rel[use])))
+        keep = use & (np.abs(rel) <= max(5.0 * spread, 0.02))
+        if keep.sum() == use.sum() or len(np.unique(m[keep])) < 2:
+            break
+        use = keep
+    w = 1.0 / np.maximum(np.abs(v[use]), floor_s)
+    if per_byte < 0:  # no growth with size: a constant
+        a, per_byte = float(np.sum(v[use] * w * w) / np.sum(w * w)), 0.0
+    if a < 0:  # refit through the origin
+        a, per_byte = 0.0, float(np.sum(m[use] * v[use] * w * w) / np.sum((m[use] * w) ** 2))
+    return float(max(a, 0.0)), float(max(per_byte, 0.0))
+
+
+@dataclass
+class PairFit:
+    src: int
+    dst: int
+    latency_s: float  # half the intercept of time(m)
+    bandwidth_Bps: float  # 1 / slope of time(m)
+    send_overhead: tuple[float, float] | None  # (a, per_byte) of os(m)
+    gap: tuple[float, float] | None
+
+
+def fit_pair(sizes, record: dict) -> PairFit:
+    """Fit one measured direction of the program's output (one entry of "pairs")."""
+    times = np.array([np.nan if x is None else x for x in record["time_s"]], dtype=np.float64)
+    c, per_byte = fit_linear(sizes, times)
+    if per_byte <= 0:  # times did not grow with size: the sizes were too small to tell
+        raise MeasureRunError(f"measure: rank {record['src']} -> {record['dst']}: transfer time does "
+                              "not grow with message size; measure with larger --sizes")
+    extra = {}
+    for key, name in (("send_overhead_s", "send_overhead"), ("gap_s", "gap")):
+        vals = np.array([np.nan if x is None else x for x in record.get(key) or []], dtype=np.float64)
+        ok = np.isfinite(vals)
+        extra[name] = fit_linear(np.asarray(sizes)[ok], np.maximum(vals[ok], 0.0)) \
+            if len(vals) == len(sizes) and len(np.unique(np.asarray(sizes)[ok])) >= 2 else None
+    return PairFit(int(record["src"]), int(record["dst"]), c / 2.0, 1.0 / per_byte, **extra)
+
+
+# --- from measurements to a topology -----------------------------------------------------------
+
+@dataclass
+class Measurement:
+    hosts: list[str]  # processor names, in order of first appearance by rank
+    rank_host: list[int]
+    host_site: list[str]
+    host_latency: np.ndarray  # (H, H) seconds, diagonal nan
+    host_bandwidth: np.ndarray  # (H, H) bytes/s, diagonal nan
+    intra_host: tuple[float, float] | None  # (latency_s, Bps) of two ranks on one host
+    send_overhead: tuple[float, float] | None  # median (a, per_byte) over host pairs
+    gap: tuple[float, float] | None
+    pairs: list[PairFit]
+    raw: dict
+
+
+def group_sites(host_latency: np.ndarray, factor: float) -> list[int]:
+    """Site index of every host: hosts A, B are linked when L(A, B) <= factor x min(nearest
+    latency of A, of B); sites are the connected components, numbered by first host."""
+    lat = np.asarray(host_latency, dtype=np.float64)
+    h = len(lat)
+    sym = np.fmax(lat, lat.T)  # the slower direction; nan where unmeasured
+    np.fill_diagonal(sym, np.inf)
+    nearest = np.min(np.where(np.isfinite(sym), sym, np.inf), axis=1) if h > 1 else np.zeros(h)
+    parent = list(range(h))
+
+    def root(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a in range(h):
+        for b in range(a + 1, h):
+            if np.isfinite(sym[a, b]) and sym[a, b] <= factor * min(nearest[a], nearest[b]):
+                parent[root(a)] = root(b)
+    label: dict[int, int] = {}
+    return [label.setdefault(root(x), len(label)) for x in range(h)]
+
+
+def _median_pair(values):
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    arr = np.array(vals, dtype=np.float64)
+    return float(np.median(arr[:, 0])), float(np.median(arr[:, 1]))
+
+
+def analyse(raw: dict, site_factor: float = DEFAULT_SITE_FACTOR) -> Measurement:
+    """Fits, hosts, sites and host-level matrices from the program's JSON."""
+    sizes = raw["sizes"]
+    names = [str(n) for n in raw["processor_names"]]
+    hosts = list(dict.fromkeys(names))
+    rank_host = [hosts.index(n) for n in names]
+    h = len(hosts)
+    fits = [fit_pair(sizes, rec) for rec in raw["pairs"]]
+    lat_lists = [[[] for _ in range(h)] for _ in range(h)]
+    bw_lists = [[[] for _ in range(h)] for _ in range(h)]
+    intra_l, intra_b = [], []
+    for f in fits:
+        a, b = rank_host[f.src], rank_host[f.dst]
+        if a == b:
+            intra_l.append(f.latency_s), intra_b.append(f.bandwidth_Bps)
+        else:
+            # The intercept holds both directions' latency: it belongs to the unordered pair.
+            lat_lists[a][b].append(f.latency_s), lat_lists[b][a].append(f.latency_s)
+            bw_lists[a][b].append(f.bandwidth_Bps)
+    lat = np.full((h, h), np.nan)
+    bw = np.full((h, h), np.nan)
+    for a in range(h):
+        for b in range(h):
+            if a == b:
+                continue
+            if not lat_lists[a][b] or not bw_lists[a][b]:
+                raise MeasureRunError(f"measure: no measurement from host {hosts[a]} to host {hosts[b]}")
+            lat[a, b] = float(np.median(lat_lists[a][b]))
+            bw[a, b] = float(np.median(bw_lists[a][b]))
+    site_of = group_sites(lat, site_factor)
+    inter = [f for f in fits if rank_host[f.src] != rank_host[f.dst]] or fits
+    return Measurement(
+        hosts=hosts, rank_host=rank_host, host_site=[f"site{s}" for s in site_of],
+        host_latency=lat, host_bandwidth=bw,
+        intra_host=(float(np.median(intra_l)), float(np.median(intra_b))) if intra_l else None,
+        send_overhead=_median_pair(f.send_overhead for f in inter),
+        gap=_median_pair(f.gap for f in inter), pairs=fits, raw=raw)
+
+
+def write_measurement(meas: Measurement, path, name: str | None = None, comment: str | None = None,
+                      overheads: bool = False) -> None:
+    """Write the measured topology (matrix form, explicit placement) atomically."""
+    from .topology import write_matrix_topology
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write_matrix_topology(tmp, meas.hosts, meas.host_site, np.nan_to_num(meas.host_latency),
+                              np.nan_to_num(meas.host_bandwidth, nan=1.0), name=name or path.stem,
+                              intra_host=meas.intra_host, comment=comment)
+        extra: dict = {"placement": {"hosts": [meas.hosts[h] for h in meas.rank_host]}}
+        if overheads:
+            for key, val in (("send_overhead", meas.send_overhead), ("gap", meas.gap)):
+                if val is not None:
+                    extra[key] = {"a": val[0], "per_byte": val[1]}
+        with open(tmp, "a", encoding="utf-8") as f:
+            f.write(yaml.safe_dump(extra, sort_keys=False, default_flow_style=None, width=100000))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_json_atomically(data: dict, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def summary(meas: Measurement, cfg: MeasureConfig, output: Path) -> dict:
+    """JSON-able report of a measurement (what `collsched measure --json` prints)."""
+    raw = meas.raw
+
+    def mat(a):
+        return [[None if not np.isfinite(x) else float(x) for x in row] for row in a]
+
+    sites: dict[str, list[str]] = {}
+    for host, site in zip(meas.hosts, meas.host_site):
+        sites.setdefault(site, []).append(host)
+    pair = (lambda v: None if v is None else {"a_s": v[0], "per_byte_s": v[1]})
+    return {
+        "output": str(output), "backend": cfg.backend, "ranks": cfg.ranks,
+        "platform_from": cfg.platform_from,
+        "network_model": cfg.network_model if cfg.backend == "smpi" else None,
+        "sizes": raw["sizes"], "repeats": raw["repeats"], "gap_burst": raw["gap_burst"],
+        "site_factor": cfg.site_factor, "all_pairs": bool(raw["all_pairs"]),
+        "hosts": meas.hosts, "rank_host": meas.rank_host, "sites": sites,
+        "host_latency_s": mat(meas.host_latency), "host_bandwidth_Bps": mat(meas.host_bandwidth),
+        "intra_host": None if meas.intra_host is None else
+        {"latency_s": meas.intra_host[0], "bandwidth_Bps": meas.intra_host[1]},
+        "send_overhead": pair(meas.send_overhead), "gap": pair(meas.gap),
+        "pairs_measured": len(meas.pairs), "rounds": raw["rounds"],
+        "measured_time_s": raw["elapsed_s"], "wall_s": raw["wall_s"],
+    }
+
+
+def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overheads=False) -> dict:
+    """Run, fit, group and write `output`; returns summary(). Nothing is written on failure."""
+    output = Path(output)
+    if not output.parent.is_dir():
+        raise InputError(str(output), "-o", "expected a file in an existing directory")
+    if raw_output is not None and not Path(raw_output).parent.is_dir():
+        raise InputError(str(raw_output), "--raw", "expected a file in an existing directory")
+    raw = run_program(cfg, progress)
+    meas = analyse(raw, cfg.site_factor)
+    how = (f"smpirun on a platform from {cfg.platform_from}, network/model:{cfg.network_model}"
+           if cfg.backend == "smpi" else "mpirun")
+    comment = (f"Written by `collsched measure` ({how}): {cfg.ranks} ranks, sizes "
+               f"{','.join(map(str, raw['sizes']))} B, median of {raw['repeats']} runs each.\n"
+               "latency = half the intercept, bandwidth = 1 / slope of a fit of time(m) = c + m / b "
+               "(docs/measure.md).\n"
+               f"sites: hosts whose latency is within {cfg.site_factor:g}x of their nearest host's.")
+    if meas.send_overhead is not None:
+        comment += (f"\nmedian fits over host pairs: os(m) = {meas.send_overhead[0]:.4g} s + m x "
+                    f"{meas.send_overhead[1]:.4g} s/B" +
+                    (f", g(m) = {meas.gap[0]:.4g} s + m x {meas.gap[1]:.4g} s/B" if meas.gap else "") +
+                    ("" if overheads else " (not applied; --overheads writes them)"))
+    write_measurement(meas, output, comment=comment, overheads=overheads)
+    if raw_output is not None:
+        _write_json_atomically(raw, Path(raw_output))
+    return summary(meas, cfg, output)
+
+
+def _time(s: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.4g} {unit}"
+    return f"{s * 1e9:.4g} ns"
+
+
+def _rate(bps: float) -> str:
+    bits = bps * 8
+    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bits >= scale:
+            return f"{bits / scale:.4g} {unit}"
+    return f"{bits:.4g} bit/s"
+
+
+def _span(values, fmt) -> str:
+    lo, hi = min(values), max(values)
+    return fmt(lo) if hi <= lo * 1.001 else f"{fmt(lo)}..{fmt(hi)}"
+
+
+def text_report(report: dict) -> str:
+    """A few lines for people: sites, their LAN and WAN figures (ranges over host pairs)."""
+    lat, bw = report["host_latency_s"], report["host_bandwidth_Bps"]
+    idx = {h: i for i, h in enumerate(report["hosts"])}
+    sites = list(report["sites"].items())
+    lines = [f"{report['output']}: {len(report['hosts'])} host(s) in {len(sites)} site(s), "
+             f"{report['ranks']} ranks; {report['pairs_measured']} directions measured in "
+             f"{report['rounds']['sweep']} rounds ({report['wall_s']:.1f} s)"]
+    for s, hosts in sites:
+        pairs = [(idx[x], idx[y]) for x in hosts for y in hosts if x != y]
+        lan = (f"latency {_span([lat[i][j] for i, j in pairs], _time)}, bandwidth "
+               f"{_span([bw[i][j] for i, j in pairs], _rate)}") if pairs else "no host pair inside"
+        lines.append(f"  {s}: {len(hosts)} host(s) {hosts[0]}{' ...' if len(hosts) > 1 else ''}; {lan}")
+    for k, (s, hs) in enumerate(sites):
+        for t, ht in sites[k + 1:]:
+            pairs = [(idx[x], idx[y]) for x in hs for y in ht]
+            lines.append(f"  {s} <-> {t}: latency {_span([lat[i][j] for i, j in pairs], _time)}; "
+                         f"bandwidth {s}->{t} {_span([bw[i][j] for i, j in pairs], _rate)}, "
+                         f"{t}->{s} {_span([bw[j][i] for i, j in pairs], _rate)}")
+    if report["intra_host"]:
+        lines.append(f"  intra-host: latency {_time(report['intra_host']['latency_s'])}, "
+                     f"bandwidth {_rate(report['intra_host']['bandwidth_Bps'])}")
+    return "\n".join(lines)

@@ -1,0 +1,18 @@
+# runtime/measure/measure.mk - collsched-measure, the link measurement behind
+# `collsched measure` (docs/measure.md), for real MPI and SimGrid SMPI. Included by the
+# top-level Makefile; uses the runtime's variables (RT_BUILD, MPICC, SMPICC, RT_CFLAGS).
+MEASURE := runtime/measure
+
+.PHONY: measure
+measure: $(RT_BUILD)/bin/collsched-measure $(RT_BUILD)/smpi/bin/collsched-measure
+
+# `make`, `make runtime` (and so `make test`) build it too.
+all runtime: measure
+
+$(RT_BUILD)/bin/collsched-measure: $(MEASURE)/collsched_measure.c
+	@mkdir -p $(@D)
+	$(MPICC) $(RT_CFLAGS) -o $@ $<
+
+$(RT_BUILD)/smpi/bin/collsched-measure: $(MEASURE)/collsched_measure.c
+	@mkdir -p $(@D)
+	$(SMPICC) $(RT_CFLAGS) -o $@ $< 2>&1 | { grep -v '^\[smpicc\]' || true; }; test -f $@

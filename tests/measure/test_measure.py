@@ -118,10 +118,6 @@ def test_smpi_window_capped_wan_and_all_pairs(smpi, tmp_path):
 
 
 @pytest.mark.smpi
-@pytest.mark.xfail(reason="lab/platform.py writes per-pair platforms with <link> after <route>, "
-                          "which SimGrid 3.32 rejects; measured matrices are never exactly "
-                          "class-shaped, so they take that path",
-                   raises=measure_mod.MeasureRunError, strict=False)
 def test_smpi_measuring_a_measured_topology_gives_it_back(smpi, tmp_path):
     first = tmp_path / "first.yaml"
     measure(MeasureConfig(backend="smpi", ranks=20, platform_from=str(TOPO / "three-site-grid.yaml"),

@@ -189,11 +189,15 @@ def _pairs_platform(topo, lat, bw, intra_lat, intra_bw, name) -> Platform:
         xml.append(f'  <link id="nic{i}" bandwidth="{_bps(nic)}" latency="0s" sharing_policy="SPLITDUPLEX"/>')
         xml.append(f'  <link id="loop{i}" bandwidth="{_bps(intra_bw)}" latency="{_sec(intra_lat)}" '
                    'sharing_policy="FATPIPE"/>')
+    # SimGrid's DTD wants every link declared before the first route.
+    for i in range(h):
+        for j in range(h):
+            if i != j:
+                xml.append(f'  <link id="p{i}-{j}" bandwidth="{_bps(bw[i, j])}" latency="{_sec(lat[i, j])}"/>')
     for i in range(h):
         xml.append(f'  <route src="h{i}" dst="h{i}"><link_ctn id="loop{i}"/></route>')
         for j in range(h):
             if i != j:
-                xml.append(f'  <link id="p{i}-{j}" bandwidth="{_bps(bw[i, j])}" latency="{_sec(lat[i, j])}"/>')
                 xml.append(f'  <route src="h{i}" dst="h{j}" symmetrical="NO"><link_ctn id="nic{i}" direction="UP"/>'
                            f'<link_ctn id="p{i}-{j}"/><link_ctn id="nic{j}" direction="DOWN"/></route>')
     xml += ["</zone>", "</platform>", ""]

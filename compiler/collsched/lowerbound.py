@@ -1,0 +1,442 @@
+"""Lower bounds on allgather time under the cost model of docs/semantics.md.
+
+`lower_bound(topo, nbytes, arrivals)` returns two bounds that hold for *every* schedule
+the verifier accepts, whatever its algorithm, segmentation, phases or FIFO marks, timed by
+`simulate.simulate` on the same topology, bytes per rank and arrival pattern:
+
+- `run_time_s`: run time  r = max_r exit_r - min_r a_r  (Metrics.run_time_s), and
+- `avg_elapsed_s`: average elapsed time  e = mean_r (exit_r - a_r)  (Metrics.avg_elapsed_s).
+
+Notation: P ranks, B bytes per rank, a_r arrival (shifted so that min a = 0, as
+simulate_pattern does), L(s, r) latency, b(s, r) bandwidth, bflow <= b the windowed flow
+bandwidth, os(m) >= m * pb(s, r) the send overhead (pb = 1/b by default). E_r = exit_r.
+
+Facts of the model the bound rests on (simulate.py; each is one line of its recurrences):
+
+(F1) A transfer s -> r of m bytes that starts at t ends at t + L + m/bflow. Its *receive
+     interval* [end - m/b, end] starts at or after t + L. In list order the receive
+     intervals of one rank are disjoint (Start >= HostAvailForRecv - early).
+(F2) A rank's *send intervals* [start, start + min(os(m), L + m/bflow)] are disjoint in list
+     order (Start >= HostAvailForSend = previous Start + os) and end by the transfer's end.
+(F3) Half duplex: all send and receive intervals of a rank are disjoint (the one port is
+     released at Start + os after a send, at the end after a receive, `early` before the
+     end for a receive after a receive; since L + m/bflow >= m/b the intervals above never
+     overlap).
+(F4) Nothing starts before min a = 0; a send of the rank's own piece starts at or after its
+     arrival; a forwarded piece is sent only after the transfer delivering it has ended.
+     Hence a byte of origin o can be sent by s no earlier than hold[o, s] = a_o + d(o, s),
+     and its receive interval at r starts no earlier than rel[o, r] = a_o + d(o, r), where d
+     is the shortest-path latency (Floyd-Warshall; for P > 256 the cheaper
+     max(min_x L(o, x), min_s L(s, r)), also a lower bound on any path).
+(F5) E_r >= a_r, and E_r >= the end of every transfer r sends or receives.
+(F6) The verifier's delivery pass: every rank receives every byte of every other origin;
+     so each byte of o enters every rank set S not containing o at least once, over an
+     edge from outside S, and o itself sends each of its own bytes at least once.
+
+Closed form, per rank r (O(P^2 log P)). By (F1, F4, F5) the receive intervals of origins o
+with rel[o, r] >= t all lie in [t, E_r] and together last at least B * min_s 1/b(s, r) per
+origin: preemptive single-machine scheduling with release dates gives
+    E_r >= max_t ( t + B * #{o != r : rel[o, r] >= t} * min_s 1/b(s, r) ).
+By (F2, F4, F6) r sends its own B bytes after a_r, the last of them arriving one latency
+later:  E_r >= a_r + min_s L(r, s) + B * min_s min(pb(r, s), 1/bflow(r, s)).  In half duplex
+the send job joins the receive jobs on one machine (F3). Call the largest of these cf_r.
+
+LP relaxation (PuLP, bundled CBC). Ranks are grouped into *nodes* N (single ranks, or
+whole sites for large P) and origins into *commodities* g (single origins, or sites).
+Variable F[g, u, v] >= 0: blocks of commodity g moved from a rank of node u to a rank of
+node v over the whole call; W_v = sum of E_r over r in v; T the run time. For any verified
+schedule, setting F to its actual traffic, W and T to its actual exits satisfies:
+  cuts (F6):      for every union S of sites, and each node as S:  inflow of g into S
+                  >= |g \\ S| blocks; each node receives >= sum_r |g \\ {r}|, sends >= |g ∩ v|;
+  ports (F1-F5):  for every node v and threshold t among its release (resp. hold) times,
+                  W_v >= sum_{r in v} min(t, cf_r) + sum_{g released at v no earlier than t}
+                  sum_u F[g, u, v] * B * min 1/b(u -> v)      (receive port; sends likewise
+                  with hold and min(pb, 1/bflow); half duplex: both sums in one constraint).
+                  Each member's intervals counted there start at or after t and end by E_r
+                  (and if a member has none, E_r >= cf_r >= min(t, cf_r) anyway);
+  exits:          W_v >= sum_{r in v} cf_r;  T >= W_v / |v|;  T >= max_r cf_r.
+So min T (resp. min sum W_v / P - mean a) over the LP is at most the schedule's run time
+(resp. average elapsed time): both are lower bounds. The solver's value is multiplied by
+(1 - 1e-6) to absorb its tolerances, and never reported below the closed form.
+
+Tightness (measured in docs/grid-baselines.md): on a homogeneous cluster with flat
+arrivals the bound is L + (P-1) B / b, which the ring misses only by (P-2) L. On grids the
+site cuts charge every site's wide-area inflow to its receiving ports, which is what limits
+Min3-style schedules; the relaxation has no time structure beyond release dates (a
+relay may forward while it receives: a fluid, perfectly pipelined view), and it ignores
+the TCP window beyond one latency per hop (a schedule with many small pieces in flight
+escapes it), so on window-limited wide-area links it is loose.
+
+Size: per-origin commodities with per-rank nodes up to P = 8 (on the bundled topologies
+per-site commodities gave the same bound to 4 digits in a tenth of the time); per-site
+commodities with per-rank nodes while sites * P^2 <= 12,000 (P = 63 on three sites);
+beyond that, sites as nodes (a few hundred variables, under a second at P = 1024). A
+single-site topology beyond that size gets the closed form only: with one site the LP
+adds nothing but the send-port capacity.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+
+MAX_PER_ORIGIN_RANKS = 8  # per-origin commodities up to here (P^3 variables)
+MAX_RANK_LP_VARIABLES = 12_000  # per-rank nodes while commodities * P^2 stays below this
+MAX_SHORTEST_PATH_RANKS = 256  # Floyd-Warshall in numpy up to here
+MAX_UNION_SITES = 6  # all unions of sites as cuts up to here (2^S sets)
+SOLVER_SAFETY = 1e-6  # relative slack for the LP solver's tolerances
+
+
+@dataclass
+class LowerBound:
+    """Lower bounds on the run time and the average elapsed time of one call (seconds)."""
+
+    run_time_s: float
+    avg_elapsed_s: float
+    method: str  # "lp: <nodes> x <commodities>", "closed form", ...
+    solve_time_s: float
+    closed_form_run_time_s: float
+    closed_form_avg_elapsed_s: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _check(topo, nbytes, arrivals) -> tuple[int, np.ndarray]:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+        raise InputError("lower bound", "nbytes", f"expected a non-negative integer, got {nbytes!r}")
+    p = topo.nranks
+    a = np.zeros(p) if arrivals is None else np.asarray(arrivals, np.float64)
+    if a.shape != (p,):
+        raise InputError("lower bound", "arrivals", f"expected {p} arrival times, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise InputError("lower bound", "arrivals", "expected finite arrival times")
+    return int(nbytes), a - (a.min() if p else 0.0)
+
+
+def _path_latency(lat: np.ndarray) -> np.ndarray:
+    """(P, P) lower bound on the summed latency of any chain of transfers o -> ... -> r."""
+    p = len(lat)
+    off = ~np.eye(p, dtype=bool)
+    if p <= MAX_SHORTEST_PATH_RANKS:
+        d = np.where(off, lat, 0.0)
+        for k in range(p):
+            np.minimum(d, d[:, k, None] + d[None, k, :], out=d)
+        return d
+    masked = np.where(off, lat, np.inf)
+    first_hop = masked.min(1)  # leaving o
+    last_hop = masked.min(0)  # entering r
+    return np.where(off, np.maximum(first_hop[:, None], last_hop[None, :]), 0.0)
+
+
+class _Model:
+    """Per-rank-pair quantities of the bound (seconds per byte, earliest times)."""
+
+    def __init__(self, topo, nbytes: int, a: np.ndarray):
+        p = topo.nranks
+        self.p, self.nbytes, self.a, self.full = p, nbytes, a, bool(topo.full_duplex)
+        off = ~np.eye(p, dtype=bool)
+        self.off = off
+        lat = np.asarray(topo.latency, np.float64)
+        bw = np.asarray(topo.bandwidth, np.float64)
+        flow = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else bw
+        self.recv_cost = np.where(off, 1.0 / bw, np.inf)  # receive port s per byte (F1)
+        per_byte_os = 1.0 / bw if getattr(topo, "os_a", None) is None else np.asarray(topo.os_per_byte)
+        self.send_cost = np.where(off, np.minimum(per_byte_os, 1.0 / flow), np.inf)  # (F2)
+        d = _path_latency(lat)
+        self.hold = a[:, None] + d  # [o, s]: earliest s may send a byte of o (F4)
+        self.rel = np.where(off, self.hold, np.inf)  # [o, r]: earliest receive interval at r
+        self.min_out_latency = np.where(off, lat, np.inf).min(1) if p > 1 else np.zeros(p)
+
+    def closed_form(self) -> np.ndarray:
+        """cf_r: per-rank lower bound on E_r (docstring, 'Closed form')."""
+        p, nb, a = self.p, self.nbytes, self.a
+        recv_work = nb * self.recv_cost.min(0)  # per origin, at r
+        own_send = nb * self.send_cost.min(1)
+        cf = np.maximum(a, a + self.min_out_latency + own_send)
+        # Jobs per rank r: P-1 receive jobs (release rel[o, r]); half duplex adds the send job.
+        release = self.rel.T.copy()  # [r, o]
+        work = np.broadcast_to(recv_work[:, None], (p, p)).copy()
+        work[~self.off] = 0.0
+        if not self.full:
+            release = np.concatenate([release, a[:, None]], 1)
+            work = np.concatenate([work, own_send[:, None]], 1)
+        release = np.where(np.isfinite(release), release, -np.inf)
+        order = np.argsort(-release, 1, kind="stable")  # latest release first
+        rs = np.take_along_axis(release, order, 1)
+        ws = np.cumsum(np.take_along_axis(work, order, 1), 1)
+        single_machine = np.where(np.isfinite(rs), rs + ws, -np.inf).max(1)
+        return np.maximum(cf, single_machine)
+
+
+def _site_index(topo) -> np.ndarray:
+    labels = topo.rank_site() if hasattr(topo, "rank_site") else ["site"] * topo.nranks
+    first: dict[str, int] = {}
+    return np.array([first.setdefault(lab, len(first)) for lab in labels], np.int64)
+
+
+def _cut_sets(site: np.ndarray) -> list[np.ndarray]:
+    """Rank masks of the site unions used as cuts (proper, non-empty)."""
+    n = int(site.max()) + 1
+    if n < 2:
+        return []
+    if n <= MAX_UNION_SITES:
+        combos = [c for k in range(1, n) for c in itertools.combinations(range(n), k)]
+    else:
+        everything = set(range(n))
+        combos = [(i,) for i in range(n)] + [tuple(sorted(everything - {i})) for i in range(n)]
+    return [np.isin(site, c) for c in combos]
+
+
+def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: list[np.ndarray],
+              site: np.ndarray) -> tuple[float, float]:
+    """(min T, min sum E_r) of the LP relaxation, in seconds."""
+    import pulp
+
+    p, full = model.p, model.full
+    scale = float(cf.max())  # times in units of the closed-form run time: well-scaled LP
+    blk = model.nbytes / scale  # time units per byte-cost unit, for a whole block
+    nn, ng = len(nodes), len(groups)
+    size = np.array([len(m) for m in nodes])
+    node_of = np.empty(p, np.int64)
+    for v, members in enumerate(nodes):
+        node_of[members] = v
+    # Aggregated per node pair: cheapest per-byte port costs among member pairs.
+    rc = np.full((nn, nn), np.inf)
+    sc = np.full((nn, nn), np.inf)
+    np.minimum.at(rc, (node_of[:, None], node_of[None, :]), model.recv_cost)
+    np.minimum.at(sc, (node_of[:, None], node_of[None, :]), model.send_cost)
+    gmask = np.zeros((ng, p), bool)
+    for g, origins in enumerate(groups):
+        gmask[g, origins] = True
+    # Earliest receive (per node) and send (per node) time of any byte of each commodity.
+    grel = np.full((ng, nn), np.inf)
+    ghold = np.full((ng, nn), np.inf)
+    for g in range(ng):
+        rel_g = model.rel[gmask[g]].min(0)
+        hold_g = model.hold[gmask[g]].min(0)
+        np.minimum.at(grel[g], node_of, rel_g)
+        np.minimum.at(ghold[g], node_of, hold_g)
+    gsize = gmask.sum(1)
+    in_node = np.zeros((ng, nn), np.int64)  # |g ∩ v|
+    for g in range(ng):
+        np.add.at(in_node[g], node_of, gmask[g].astype(np.int64))
+    need_recv = gsize[:, None] * size[None, :] - in_node  # sum_r |g \ {r}| over r in v
+    cf_t = cf / scale
+
+    lp = pulp.LpProblem("allgather_lower_bound", pulp.LpMinimize)
+    if hasattr(lp, "add_variable"):  # PuLP >= 3.3 attaches variables to the model
+        def variable(name, low):
+            return lp.add_variable(name, lowBound=low)
+    else:
+        def variable(name, low):
+            return pulp.LpVariable(name, lowBound=low)
+    flow = {}
+    for g in range(ng):
+        for u in range(nn):
+            for v in range(nn):
+                if (u == v and size[u] == 1) or not np.isfinite(rc[u, v]):
+                    continue
+                if need_recv[g, v] == 0:  # v never needs bytes of g: moving them only costs
+                    continue
+                flow[g, u, v] = variable(f"f_{g}_{u}_{v}", 0.0)
+    W = [variable(f"w_{v}", float(cf_t[nodes[v]].sum())) for v in range(nn)]
+    T = variable("T", float(cf_t.max()))
+    for v in range(nn):
+        lp += size[v] * T >= W[v]
+    def at_least(terms, rhs):  # sum(coef * var) >= rhs, built without operator overloading
+        lp.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintGE,
+                                           rhs=float(rhs)))
+
+    into = {}  # (g, v) -> [(var, u)]
+    outof = {}
+    for (g, u, v), var in flow.items():
+        into.setdefault((g, v), []).append((var, u))
+        outof.setdefault((g, u), []).append((var, v))
+    # Cuts: per node (receive and send needs), per union of sites.
+    for g in range(ng):
+        for v in range(nn):
+            if need_recv[g, v] > 0:
+                at_least([(var, 1.0) for var, _ in into.get((g, v), [])], need_recv[g, v])
+            if in_node[g, v] > 0:
+                at_least([(var, 1.0) for var, _ in outof.get((g, v), [])], in_node[g, v])
+    for cut in _cut_sets(site):
+        cut_nodes = np.zeros(nn, bool)
+        cut_nodes[node_of[cut]] = True
+        for g in range(ng):
+            need = int(np.count_nonzero(gmask[g] & ~cut))
+            if need == 0:
+                continue
+            at_least([(var, 1.0) for v in np.nonzero(cut_nodes)[0]
+                      for var, u in into.get((g, v), []) if not cut_nodes[u]], need)
+    # Ports with release thresholds.
+    for v in range(nn):
+        members = nodes[v]
+        recv_terms = [(grel[g, v], (var, float(blk * rc[u, v])))
+                      for g in range(ng) for var, u in into.get((g, v), [])]
+        send_terms = [(ghold[g, v], (var, float(blk * sc[v, w])))
+                      for g in range(ng) for var, w in outof.get((g, v), [])]
+        families = [recv_terms, send_terms] if full else [recv_terms + send_terms]
+        for terms in families:
+            thresholds = sorted({t for t, _ in terms if np.isfinite(t)})
+            for t in thresholds:
+                base = float(np.minimum(t / scale, cf_t[members]).sum())
+                at_least([(W[v], 1.0)] + [(var, -c) for when, (var, c) in terms if when >= t], base)
+    with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled-CBC class we rely on
+        warnings.simplefilter("ignore", DeprecationWarning)
+        solver = pulp.PULP_CBC_CMD(msg=False)
+    results = []
+    for objective in (T, pulp.lpSum(W)):
+        lp.setObjective(objective)
+        status = lp.solve(solver)
+        if pulp.LpStatus[status] != "Optimal":
+            raise RuntimeError(f"lower-bound LP: solver status {pulp.LpStatus[status]}")
+        results.append(float(pulp.value(objective)) * scale * (1 - SOLVER_SAFETY))
+    return results[0], results[1]
+
+
+def _lp_shape(p: int, site: np.ndarray):
+    """(nodes, commodities, label) of the LP for P ranks, or None when no LP is worth it."""
+    nsites = int(site.max()) + 1
+    ranks = [np.array([r]) for r in range(p)]
+    by_site = [np.nonzero(site == s)[0] for s in range(nsites)]
+    if p <= MAX_PER_ORIGIN_RANKS:
+        return ranks, ranks, "ranks x origins"
+    if nsites * p * p <= MAX_RANK_LP_VARIABLES:
+        return ranks, by_site, "ranks x sites"
+    if nsites > 1:
+        return by_site, by_site, "sites x sites"
+    return None
+
+
+def lower_bound(topo, nbytes: int, arrivals=None, *, use_lp: bool = True) -> LowerBound:
+    """Lower bounds on run time and average elapsed time of any verified allgather schedule."""
+    t0 = time.perf_counter()
+    nbytes, a = _check(topo, nbytes, arrivals)
+    p = topo.nranks
+    if p < 2:
+        return LowerBound(0.0, 0.0, "trivial", 0.0, 0.0, 0.0)
+    model = _Model(topo, nbytes, a)
+    cf = model.closed_form()
+    cf_run, cf_avg = float(cf.max()), float(np.mean(cf - a))
+    run, avg, method = cf_run, cf_avg, "closed form"
+    site = _site_index(topo)
+    shape = _lp_shape(p, site) if use_lp and nbytes > 0 and cf_run > 0 else None
+    if shape is not None:
+        nodes, groups, label = shape
+        lp_run, lp_sum = _solve_lp(model, cf, nodes, groups, site)
+        run = max(run, lp_run)
+        avg = max(avg, lp_sum / p - float(a.mean()))
+        method = f"lp: {label}"
+    return LowerBound(run, avg, method, time.perf_counter() - t0, cf_run, cf_avg)
+
+
+def pattern_lower_bound(topo, nbytes: int, pattern, *, max_lp_iterations: int = 4) -> LowerBound:
+    """Mean of per-iteration bounds over an arrival pattern (iterations x P), as
+    simulate_pattern averages its metrics; iterations past `max_lp_iterations` use the
+    closed form only (a mean of lower bounds is a lower bound of the mean)."""
+    t0 = time.perf_counter()
+    rows = np.atleast_2d(np.asarray(pattern, np.float64))
+    if rows.shape[0] == 0:
+        raise InputError("lower bound", "pattern", "expected at least one iteration")
+    bounds = [lower_bound(topo, nbytes, row, use_lp=i < max_lp_iterations)
+              for i, row in enumerate(rows)]
+    methods = sorted({b.method for b in bounds})
+    return LowerBound(
+        run_time_s=float(np.mean([b.run_time_s for b in bounds])),
+        avg_elapsed_s=float(np.mean([b.avg_elapsed_s for b in bounds])),
+        method=" + ".join(methods),
+        solve_time_s=time.perf_counter() - t0,
+        closed_form_run_time_s=float(np.mean([b.closed_form_run_time_s for b in bounds])),
+        closed_form_avg_elapsed_s=float(np.mean([b.closed_form_avg_elapsed_s for b in bounds])),
+    )
+
+
+# --- the gap table of docs/grid-baselines.md ------------------------------------------
+
+def gap_table(topology_dir, sizes=(256 << 10, 1 << 20), algorithms=None, pattern_seed=0) -> str:
+    """Markdown: gap = predicted / bound - 1 of every algorithm on every topology file.
+
+    Two tables: run time with flat arrivals (every *.yaml in topology_dir, all its hosts
+    as ranks, each size), and average elapsed time on tryton-48 at P = 28 with arrivals
+    uniform in [0, 5 ms] (seeded). Regenerate with `python -m collsched.lowerbound`.
+    """
+    from pathlib import Path
+
+    from .algorithms import REGISTRY
+    from .errors import InputError
+    from .pipeline import compile_schedule
+    from .topology import load_topology
+
+    algorithms = sorted(REGISTRY) if algorithms is None else list(algorithms)
+    paths = sorted(Path(topology_dir).glob("*.yaml"))
+    cols = [(path, size) for path in paths for size in sizes]
+
+    def size_label(n):
+        return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10} KiB"
+
+    def cell(alg, p, size, path, pap=None, avg=False):
+        try:
+            res = compile_schedule(alg, p, size, topology=str(path), pap=pap)
+        except InputError:
+            return None  # the algorithm refuses this rank count
+        return res.metrics.avg_elapsed_s if avg else res.metrics.run_time_s
+
+    head = ["algorithm"] + [f"{p.stem} P={load_topology(p).nranks} {size_label(s)}" for p, s in cols]
+    bounds, times = [], {alg: [] for alg in algorithms}
+    for path, size in cols:
+        topo = load_topology(path)
+        bounds.append(lower_bound(topo, size))
+        for alg in algorithms:
+            times[alg].append(cell(alg, topo.nranks, size, path))
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+             "| **lower bound (run time)** | " + " | ".join(f"**{_seconds(b.run_time_s)}**" for b in bounds) + " |"]
+    for alg in algorithms:
+        lines.append(f"| {alg} | " + " | ".join(_gap(t, b.run_time_s) for t, b in zip(times[alg], bounds)) + " |")
+    out = "\n".join(lines)
+
+    # Imbalanced arrivals: the BDR/Min3 arrival-aware setting, average elapsed time.
+    import tempfile
+
+    from .arrivals import write_pap
+
+    tryton = Path(topology_dir) / "tryton-48.yaml"
+    if tryton.exists():
+        p, size = 28, 1 << 20
+        arrivals = np.random.default_rng(pattern_seed).uniform(0, 5e-3, p)
+        topo = load_topology(tryton, p)
+        b = lower_bound(topo, size, arrivals)
+        with tempfile.TemporaryDirectory() as tmp:
+            pap = str(Path(tmp) / "pap.yaml")
+            write_pap(pap, [arrivals.tolist()], unit="s")
+            rows = [f"| {alg} | {_seconds(t) if t is not None else '—'} | {_gap(t, b.avg_elapsed_s)} |"
+                    for alg in algorithms
+                    for t in [cell(alg, p, size, tryton, pap=pap, avg=True)]]
+        out += ("\n\n" + f"tryton-48, P = {p}, 1 MiB per rank, arrivals uniform in [0, 5 ms] "
+                f"(seed {pattern_seed}); lower bound on the average elapsed time "
+                f"{_seconds(b.avg_elapsed_s)} ({b.method}):\n\n"
+                "| algorithm | predicted avg elapsed | gap |\n|---|---|---|\n" + "\n".join(rows))
+    return out
+
+
+def _seconds(t: float) -> str:
+    return f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s"
+
+
+def _gap(predicted, bound) -> str:
+    if predicted is None:
+        return "—"
+    return f"{(predicted / bound - 1) * 100:.0f}%" if bound > 0 else "n/a"
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[2] / "topologies"
+    print(gap_table(sys.argv[1] if len(sys.argv) > 1 else here))

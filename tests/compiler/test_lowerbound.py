@@ -1,0 +1,176 @@
+"""The LP lower bound (issue 6, item 5): never above any registered algorithm's predicted
+time, exact where the optimum is known, the LP part binding on grids, fast enough."""
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from collsched.algorithms import REGISTRY, Request, generate
+from collsched.cli import main
+from collsched.errors import InputError
+from collsched.lowerbound import lower_bound, pattern_lower_bound
+from collsched.pipeline import compile_schedule
+from collsched.policy import mark_fifo_links
+from collsched.simulate import simulate_pattern
+from collsched.topology import _from_hosts, homogeneous, load_topology
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+SLACK = 1e-9  # float noise of the simulator's sums
+
+
+def random_topology(p, nsites, rng, full_duplex, window, overheads):
+    """Random per-site-pair classes, asymmetric, sometimes with os/g and a TCP window."""
+    site = rng.integers(0, nsites, p)
+    lat_cls = rng.uniform(1e-6, 5e-2, (nsites, nsites))
+    bw_cls = 10 ** rng.uniform(5, 10, (nsites, nsites))
+    lat, bw = lat_cls[np.ix_(site, site)], bw_cls[np.ix_(site, site)]
+    os_h = g_h = None
+    if overheads:
+        os_h = (rng.uniform(0, 1e-5, (p, p)), rng.uniform(0.2, 2.0, (p, p)) / bw)
+        g_h = (rng.uniform(0, 1e-5, (p, p)), rng.uniform(0.2, 2.0, (p, p)) / bw)
+    topo = _from_hosts("random", "<test>", [f"h{i}" for i in range(p)],
+                       [f"s{s}" for s in site], np.arange(p), lat, bw, full_duplex, os_h, g_h)
+    return dataclasses.replace(topo, tcp_window=window)
+
+
+def predicted(alg, topo, nbytes, nseg, pattern):
+    p = topo.nranks
+    a = pattern[0] - pattern[0].min()
+    sched = generate(alg, Request(p, nbytes=nbytes, nseg=nseg, full_duplex=topo.full_duplex,
+                                  topology=topo, arrivals=a))
+    mark_fifo_links(sched, topo, nbytes)
+    return simulate_pattern(sched, topo, nbytes, pattern)[2]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=st.integers(2, 10), nsites=st.integers(1, 3), seed=st.integers(0, 2**32 - 1),
+       nbytes=st.sampled_from([0, 1, 1000, 65536, 300_000, 2 << 20]), nseg=st.integers(1, 3),
+       full=st.booleans(), window=st.sampled_from([None, 65536, 4 << 20]),
+       overheads=st.booleans(), arrivals=st.sampled_from(["flat", "random", "two iterations"]))
+def test_no_registered_algorithm_beats_the_bound(p, nsites, seed, nbytes, nseg, full, window,
+                                                 overheads, arrivals):
+    rng = np.random.default_rng(seed)
+    topo = random_topology(p, nsites, rng, full, window, overheads)
+    rows = {"flat": 1, "random": 1, "two iterations": 2}[arrivals]
+    pattern = np.zeros((1, p)) if arrivals == "flat" else rng.uniform(0, 0.02, (rows, p))
+    bound = pattern_lower_bound(topo, nbytes, pattern)
+    assert bound.run_time_s >= bound.closed_form_run_time_s
+    assert bound.avg_elapsed_s >= bound.closed_form_avg_elapsed_s
+    checked = 0
+    for alg, entry in sorted(REGISTRY.items()):
+        req = Request(p, nbytes=nbytes, nseg=nseg, full_duplex=full, topology=topo)
+        if entry.check(req) is not None:
+            continue
+        m = predicted(alg, topo, nbytes, nseg, pattern)
+        assert m.run_time_s >= bound.run_time_s * (1 - SLACK), (alg, m.run_time_s, bound)
+        assert m.avg_elapsed_s >= bound.avg_elapsed_s * (1 - SLACK), (alg, m.avg_elapsed_s, bound)
+        checked += 1
+    assert checked >= 6  # ring, lnbc, bruck, spreading, magpie, mpichg2, bcast-trees, ...
+
+
+@settings(max_examples=30, deadline=None)
+@given(p=st.integers(2, 40), nbytes=st.integers(1, 8 << 20), lat=st.floats(1e-7, 1e-2),
+       bw=st.floats(1e6, 1e11))
+def test_exact_on_a_homogeneous_cluster(p, nbytes, lat, bw):
+    """Flat arrivals: L + (P-1) B / b, which spreading simple meets in the model (its
+    receive port never idles after the first latency)."""
+    topo = homogeneous(p, latency_s=lat, bandwidth_Bps=bw)
+    b = lower_bound(topo, nbytes)
+    assert b.run_time_s == pytest.approx(lat + (p - 1) * nbytes / bw, rel=1e-9)
+    assert b.avg_elapsed_s == pytest.approx(b.run_time_s, rel=1e-9)
+    m = predicted("spreading", topo, nbytes, 1, np.zeros((1, p)))
+    assert m.run_time_s == pytest.approx(b.run_time_s, rel=1e-6)
+
+
+def test_two_ranks_asymmetric_link_is_exact():
+    """Each rank sends its block once; the slower direction decides."""
+    lat = np.array([[0, 0.01], [0.01, 0]])
+    bw = np.array([[np.inf, 1e6], [4e6, np.inf]])
+    topo = _from_hosts("two", "<test>", ["a", "b"], ["x", "y"], np.arange(2), lat, bw, True)
+    b = lower_bound(topo, 1 << 20)
+    assert b.run_time_s == pytest.approx(0.01 + (1 << 20) / 1e6, rel=1e-6)
+    assert b.run_time_s == pytest.approx(predicted("ring", topo, 1 << 20, 1, np.zeros((1, 2))).run_time_s)
+
+
+def test_late_rank_pushes_everyone():
+    """A rank arriving at 1 s delays every exit past 1 s + L + B/b, and its own elapsed
+    time is at least L + B/b (it must still send its block)."""
+    p, lat, bw, nbytes = 6, 1e-4, 1e8, 1 << 20
+    topo = homogeneous(p, latency_s=lat, bandwidth_Bps=bw)
+    a = np.zeros(p)
+    a[3] = 1.0
+    b = lower_bound(topo, nbytes, a)
+    assert b.run_time_s >= 1.0 + lat + nbytes / bw
+    expect_avg = ((p - 1) * (1.0 + lat + nbytes / bw) + (lat + nbytes / bw)) / p
+    assert b.avg_elapsed_s >= expect_avg * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("nbytes", [256 << 10, 1 << 20])
+def test_site_cuts_bind_on_the_three_site_grid(nbytes):
+    """The Min3 grid: the LP (site cuts over the slow WAN) is several times the closed form
+    and stays below every registered algorithm, Min3 included."""
+    topo = load_topology(TOPOLOGIES / "three-site-grid.yaml", 20)
+    b = lower_bound(topo, nbytes)
+    assert b.method.startswith("lp")
+    assert b.run_time_s > 4 * b.closed_form_run_time_s
+    # UK (4 ranks) takes 16 blocks over the WAN; its best inbound class is 4.75 Mbit/s:
+    assert b.run_time_s >= 16 * nbytes / 4 / (4.75e6 / 8)
+    best = min(predicted(alg, topo, nbytes, 1, np.zeros((1, 20))).run_time_s
+               for alg, e in REGISTRY.items() if e.check(Request(20)) is None)
+    assert b.run_time_s <= best
+
+
+def test_half_duplex_is_at_least_full_duplex():
+    topo = load_topology(TOPOLOGIES / "three-site-grid.yaml", 12)
+    full = lower_bound(topo, 1 << 20)
+    half = lower_bound(topo.with_duplex(False), 1 << 20)
+    assert half.run_time_s >= full.run_time_s
+    assert half.closed_form_run_time_s > full.closed_form_run_time_s
+
+
+def test_fast_at_48_ranks_and_degrades_for_large_p():
+    topo = load_topology(TOPOLOGIES / "wan-3x16.yaml", 48)
+    t = time.perf_counter()
+    b = lower_bound(topo, 1 << 20, np.random.default_rng(0).uniform(0, 5e-3, 48))
+    assert time.perf_counter() - t < 5.0 and b.method == "lp: ranks x sites"
+    p = 512
+    site = np.arange(p) * 8 // p
+    lat = np.where(site[:, None] == site[None, :], 5e-6, 0.03)
+    bw = np.where(site[:, None] == site[None, :], 1.25e9, 1.25e8)
+    big = _from_hosts("big", "<test>", [f"h{i}" for i in range(p)], [f"s{s}" for s in site],
+                      np.arange(p), lat, bw, True)
+    t = time.perf_counter()
+    b = lower_bound(big, 1 << 20)
+    assert time.perf_counter() - t < 5.0 and b.method == "lp: sites x sites"
+    assert b.run_time_s > b.closed_form_run_time_s  # the WAN cut still binds
+
+
+def test_bad_input_is_one_line():
+    topo = homogeneous(4)
+    with pytest.raises(InputError, match="expected 4 arrival times"):
+        lower_bound(topo, 100, [0, 1])
+    with pytest.raises(InputError, match="non-negative integer"):
+        lower_bound(topo, -1)
+    with pytest.raises(InputError, match="finite"):
+        lower_bound(topo, 100, [0, np.nan, 0, 0])
+
+
+def test_compile_reports_bound_and_gap(tmp_path, capsys):
+    grid = str(TOPOLOGIES / "three-site-grid.yaml")
+    res = compile_schedule("magpie", 20, 1 << 20, topology=grid)
+    assert res.summary()["lower_bound_s"] is None and "not computed" in res.summary()["lower_bound_note"]
+    out = tmp_path / "m.sched"
+    code = main(["compile", "--algorithm", "magpie", "--ranks", "20", "--bytes", "1MiB",
+                 "--topology", grid, "-o", str(out), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert d["lower_bound_s"] > 0 and d["lower_bound_note"] is None
+    assert d["gap"] == pytest.approx(d["predicted_run_time_s"] / d["lower_bound_s"] - 1)
+    assert d["gap_avg_elapsed"] == pytest.approx(
+        d["predicted_avg_elapsed_s"] / d["lower_bound_avg_elapsed_s"] - 1)
+    assert d["gap"] > 1  # magpie funnels the WAN through one port per site
+    assert d["lower_bound_time_s"] > 0 and d["lower_bound_time_s"] not in d["timings_s"].values()

@@ -104,6 +104,9 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--section", default="lab-run", help="lab suite: the section of --doc to write")
     b.add_argument("--plot", help="PNG of the results")
     b.add_argument("--json", action="store_true")
+    _add_measure_parser(sub)
+    _add_sweep_parser(sub)
+    _add_pools_parser(sub)
     return p
 
 
@@ -153,7 +156,8 @@ def cmd_compile(a) -> int:
     try:
         res = compile_schedule(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), topology=a.topology,
                                pap=a.pap, duplex=a.duplex, segments=a.segments,
-                               tau=_time_arg(a.tau, "--tau"), collective=a.collective, output=out)
+                               tau=_time_arg(a.tau, "--tau"), collective=a.collective, output=out,
+                               lower_bound=a.json)
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID
@@ -310,6 +314,132 @@ def cmd_bench(a) -> int:
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
 
 
+def _add_measure_parser(sub) -> None:
+    from .measure import DEFAULT_GAP_BURST, DEFAULT_REPEATS, DEFAULT_SITE_FACTOR, DEFAULT_SIZES
+
+    m = sub.add_parser("measure", help="measure latency/bandwidth between ranks, write a topology",
+                       description="Run collsched-measure under real MPI or SimGrid SMPI: latency, "
+                                   "bandwidth, os(m) and g(m) between rank pairs, in rounds of disjoint "
+                                   "pairs; fit, group hosts into sites, write a topology YAML "
+                                   "(docs/measure.md).")
+    m.add_argument("--backend", choices=("mpi", "smpi"), required=True)
+    m.add_argument("--ranks", type=int, required=True, help="number of ranks P (at least 2)")
+    m.add_argument("--platform-from", help="smpi: topology YAML whose SimGrid platform is measured")
+    m.add_argument("--sizes", default=DEFAULT_SIZES, help=f"message sizes (default {DEFAULT_SIZES})")
+    m.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="runs per size; the median counts")
+    m.add_argument("--gap-burst", type=int, default=DEFAULT_GAP_BURST,
+                   help="messages per stream for g(m); 0 = do not measure g")
+    m.add_argument("--site-factor", type=float, default=DEFAULT_SITE_FACTOR,
+                   help="hosts within this factor of their nearest host's latency share a site")
+    m.add_argument("--all-pairs", action="store_true",
+                   help="sweep sizes for every rank pair, not one rank pair per host pair")
+    m.add_argument("--network-model", default="CM02", help="smpi: CM02 (default), SMPI, LV08")
+    m.add_argument("--tcp-gamma", type=int, help="smpi: TCP window in bytes (default: the topology's, else 4 MiB)")
+    m.add_argument("--hostfile", help="mpi: host file for mpirun")
+    m.add_argument("--overheads", action="store_true",
+                   help="also write the measured os(m) and g(m) (medians over host pairs) to the topology")
+    m.add_argument("--raw", help="also write the program's raw JSON here")
+    m.add_argument("-o", "--output", required=True, help="topology YAML to write")
+    m.add_argument("--json", action="store_true", help="print a JSON summary")
+
+
+def cmd_measure(a) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from .measure import MeasureConfig, measure, parse_sizes, text_report
+
+    cfg = MeasureConfig(backend=a.backend, ranks=a.ranks, sizes=parse_sizes(a.sizes), repeats=a.repeats,
+                        gap_burst=a.gap_burst, site_factor=a.site_factor, all_pairs=a.all_pairs,
+                        platform_from=a.platform_from, network_model=a.network_model,
+                        tcp_gamma=a.tcp_gamma, hostfile=a.hostfile)
+    with Progress(transient=True, disable=a.json, console=Console(stderr=True)) as prog:
+        task = prog.add_task(f"measure ({a.backend})", total=None)
+
+        def progress(phase, done, total):
+            prog.update(task, description=f"{a.backend}: {phase} round", completed=done, total=total)
+
+        report = measure(cfg, a.output, progress=progress, raw_output=a.raw, overheads=a.overheads)
+    print(json.dumps(report) if a.json else text_report(report))
+    return EXIT_OK
+
+
+def _add_sweep_parser(sub) -> None:
+    from .lab import sweep as sw
+
+    s = sub.add_parser("sweep", help="the BDR paper's grid under SMPI, printed as its Tables 3 and 4",
+                       description="Run the mini-benchmark for every P x N x maxDelay x algorithm of the "
+                                   "BDR paper (section 4) under SimGrid SMPI and print, per cell, the fastest "
+                                   "algorithm and a PAP-aware winner's speedup over the best regular one "
+                                   "(docs/sweep.md). Results are cached per run: an interrupted sweep resumes.")
+    s.add_argument("--topology", default="topologies/tryton-48.yaml")
+    s.add_argument("--ranks", default=",".join(map(str, sw.PAPER_RANKS)), help="comma-separated P values")
+    s.add_argument("--floats", default=",".join(sw.floats_label(n) for n in sw.PAPER_FLOATS),
+                   help="floats gathered in total, comma-separated (128K = 131072); each rank "
+                        "contributes floor(4 N / P) bytes")
+    s.add_argument("--max-delays-ms", default=",".join(f"{d:g}" for d in sw.PAPER_DELAYS_MS),
+                   help="comma-separated maxDelay values (ms)")
+    s.add_argument("--algorithms", default=",".join(sw.PAPER_ALGORITHMS),
+                   help="comma-separated: compiled algorithms, native, native:NAME")
+    s.add_argument("--iterations", type=int, default=sw.DEFAULT_ITERATIONS,
+                   help=f"iterations per run (default {sw.DEFAULT_ITERATIONS}; the paper: {sw.PAPER_ITERATIONS})")
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--network-model", default="CM02", help="SMPI network model: CM02 (default), SMPI, LV08")
+    s.add_argument("--cache", help="JSON cache of finished runs (default out/sweep/<topology>-cache.json)")
+    s.add_argument("--fresh", action="store_true", help="drop the cache and run everything again")
+    s.add_argument("--redo", default="", help="comma-separated algorithms to run again despite the cache")
+    s.add_argument("--json", help="write the whole sweep (every run, every verdict) to this JSON file")
+    s.add_argument("--plot", help="PNG heat map of the tables")
+    s.add_argument("--doc", help="Markdown page to update (a marked section)")
+    s.add_argument("--section", default="lab-sweep", help="the section of --doc to write")
+
+
+def cmd_sweep(a) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from .lab import sweep as sw
+
+    def delays(text):
+        try:
+            return tuple(float(x) for x in text.split(",") if x)
+        except ValueError:
+            raise InputError("--max-delays-ms", text, "expected comma-separated numbers") from None
+
+    for out in (a.json, a.plot):
+        if out and not Path(out).resolve().parent.is_dir():
+            raise InputError(out, "", "expected a file in an existing directory")
+    cfg = sw.SweepConfig(ranks=tuple(_int_list(a.ranks, "--ranks")), floats=sw.parse_floats(a.floats),
+                         delays_ms=delays(a.max_delays_ms),
+                         algorithms=tuple(x for x in a.algorithms.split(",") if x),
+                         iterations=a.iterations, seed=a.seed, topology=a.topology,
+                         network_model=a.network_model, cache=a.cache)
+    root = Path(__file__).resolve().parents[2]
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=True) as prog:
+        task = prog.add_task("sweep", total=None)
+        sweep = sw.run_sweep(cfg, root=root, fresh=a.fresh, redo=tuple(x for x in a.redo.split(",") if x),
+                             progress=lambda done, total, text: prog.update(
+                                 task, completed=done, total=total, description=text))
+    sw.summarize(sweep)
+    sw.print_tables(sweep)
+    if a.json:
+        Path(a.json).write_text(json.dumps(sweep, indent=1))
+    if a.plot:
+        sw.plot_heatmap(sweep, a.plot)
+    if a.doc:
+        import os
+
+        from .benchdoc import replace_section
+
+        rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
+        replace_section(a.doc, a.section, sw.markdown(sweep, rel))
+    runs = [r for c in sweep["cells"] for r in c["results"].values()]
+    if any("error" in r for r in runs):
+        return EXIT_RUN_FAILED
+    return EXIT_OK if all(r.get("data_ok") for r in runs) else EXIT_INVALID
+
+
 def _int_list(text: str, flag: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x]
@@ -317,8 +447,41 @@ def _int_list(text: str, flag: str) -> list[int]:
         raise InputError(flag, text, "expected comma-separated integers") from None
 
 
+def _add_pools_parser(sub) -> None:
+    po = sub.add_parser("pools", help="print (and plot) the pool tree of a topology (Min3 paper, 5.1)",
+                        description="Group the ranks of a topology into pools by link bandwidth, "
+                                    "recursively, as Min3 schedules them (docs/grid.md).")
+    po.add_argument("topology", help="topology YAML")
+    po.add_argument("--ranks", type=int, help="number of ranks P (default: as the placement provides)")
+    po.add_argument("--plot", help="PNG of the tree to write")
+    po.add_argument("--json", action="store_true", help="print the tree as JSON")
+
+
+def cmd_pools(a) -> int:
+    from . import pools
+    from .topology import load_topology
+
+    if a.plot and not Path(a.plot).resolve().parent.is_dir():
+        raise InputError(a.plot, "--plot", "expected a file in an existing directory")
+    topo = load_topology(a.topology, a.ranks)
+    tree = pools.pool_tree(topo)
+    if a.json:
+        print(json.dumps(pools.to_json(tree) | {"topology": topo.name}))
+    else:
+        print(f"{a.topology}: {topo.nranks} ranks on {len(set(topo.rank_host.tolist()))} hosts")
+        print(pools.describe(tree))
+    if a.plot:
+        pools.plot(tree, a.plot, title=f"pool tree of {topo.name}, {topo.nranks} ranks")
+        if not a.json:
+            print(f"{a.plot}: pool tree")
+    return EXIT_OK
+
+
 _COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "simulate": cmd_simulate,
              "show": cmd_show, "plot": cmd_plot, "bench": cmd_bench}
+_COMMANDS["measure"] = cmd_measure
+_COMMANDS["sweep"] = cmd_sweep
+_COMMANDS["pools"] = cmd_pools
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -49,6 +49,9 @@ class Schedule:
     input_hash: bytes = b"\0" * 32
     compiler_version: str = ""
     meta: dict = field(default_factory=dict)  # not stored in files: compiler-side notes
+    # Serial execution (docs/semantics.md): one send and one receive at a time, as the BDR
+    # paper runs its schedules; stored in the file header, proven and modelled as such.
+    serial: bool = False
     # uint8 per op, sends only: wait for the previous send to the same peer (FIFO per link;
     # set by policy.mark_fifo_links). None = all zero.
     fifo: np.ndarray | None = None

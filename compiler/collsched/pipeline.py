@@ -36,6 +36,10 @@ class CompileResult:
     predicted_for_bytes: int
     timings_s: dict = field(default_factory=dict)
     file_bytes: int | None = None
+    # lowerbound.LowerBound at predicted_for_bytes for the same pattern, or None;
+    # lower_bound_note says why it is missing (not asked for, too many ranks).
+    lower_bound: object = None
+    lower_bound_note: str | None = "not computed (compile_schedule(lower_bound=True) or compile --json)"
 
     @property
     def compile_time_s(self) -> float:
@@ -61,7 +65,28 @@ class CompileResult:
             "imbalance_factor": self.metrics.imbalance_factor,
             "file_bytes": self.file_bytes,
             "input_hash": s.input_hash.hex(),
+            **self._bound_summary(),
         }
+
+    def _bound_summary(self) -> dict:
+        """lower_bound_s bounds the run time; gap = predicted_run_time_s / lower_bound_s - 1.
+        The *_avg_elapsed_s pair does the same for the average elapsed time (docs/grid-baselines.md)."""
+        lb = self.lower_bound
+        if lb is None:
+            return {"lower_bound_s": None, "gap": None, "lower_bound_avg_elapsed_s": None,
+                    "gap_avg_elapsed": None, "lower_bound_method": None, "lower_bound_time_s": None,
+                    "lower_bound_note": self.lower_bound_note}
+
+        def gap(predicted, bound):
+            return predicted / bound - 1.0 if bound > 0 else None
+
+        return {"lower_bound_s": lb.run_time_s,
+                "gap": gap(self.metrics.run_time_s, lb.run_time_s),
+                "lower_bound_avg_elapsed_s": lb.avg_elapsed_s,
+                "gap_avg_elapsed": gap(self.metrics.avg_elapsed_s, lb.avg_elapsed_s),
+                "lower_bound_method": lb.method,
+                "lower_bound_time_s": lb.solve_time_s,
+                "lower_bound_note": None}
 
 
 def parse_bytes_arg(text: str) -> tuple[int, int]:
@@ -133,8 +158,14 @@ def input_hash(algorithm: str, options: dict, topo, pattern: np.ndarray) -> byte
 def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int], *,
                      topology: str | None = None, pap: str | None = None,
                      duplex: str | None = None, segments: int = 1, tau: float | None = None,
-                     collective: str = "allgather", output: str | Path | None = None) -> CompileResult:
-    """Generate, verify, simulate and (optionally) write one schedule."""
+                     collective: str = "allgather", output: str | Path | None = None,
+                     lower_bound: bool = False) -> CompileResult:
+    """Generate, verify, simulate and (optionally) write one schedule.
+
+    lower_bound: also compute the LP lower bound (lowerbound.py) for the predicted size and
+    pattern; its time is reported apart (lower_bound_time_s), not in compile_time_s.
+    Skipped above MAX_BOUND_RANKS ranks (lower_bound_note says so).
+    """
     if collective != "allgather":
         raise InputError("--collective", collective, "expected allgather (the only collective so far)")
     if not isinstance(nranks, int) or nranks < 2:
@@ -163,7 +194,9 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
     timings["generate"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    violations, matching = verify_and_match(sched)
+    # Grid schedules (min3) record their pool tree's partitions: check wide-area optimality.
+    # (Serial schedules - Schedule.serial - are proven for serial execution.)
+    violations, matching = verify_and_match(sched, sched.meta.get("pool_partitions"))
     timings["verify"] = time.perf_counter() - t
     if violations:
         raise VerificationFailed(violations)
@@ -173,11 +206,26 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
     timings["simulate"] = time.perf_counter() - t
 
     result = CompileResult(sched, metrics, hi, timings)
+    if lower_bound:
+        _attach_lower_bound(result, topo, hi, pattern)
     if output is not None:
         t = time.perf_counter()
         result.file_bytes = schedfile.write(sched, output)
         timings["write"] = time.perf_counter() - t
     return result
+
+
+MAX_BOUND_RANKS = 1024  # beyond: the closed-form part alone takes seconds (P^2 log P)
+
+
+def _attach_lower_bound(result: CompileResult, topo, nbytes: int, pattern: np.ndarray) -> None:
+    from .lowerbound import pattern_lower_bound
+
+    if topo.nranks > MAX_BOUND_RANKS:
+        result.lower_bound_note = f"skipped: more than {MAX_BOUND_RANKS} ranks"
+        return
+    result.lower_bound = pattern_lower_bound(topo, nbytes, pattern)
+    result.lower_bound_note = None
 
 
 def verify_file(path: str | Path) -> tuple[Schedule, list[Violation]]:

@@ -23,7 +23,7 @@ VERSION_MAJOR, VERSION_MINOR = 1, 0
 HEADER_BYTES = 128
 INDEX_ENTRY = 16
 OP_BYTES = 12
-FLAG_FULL_DUPLEX, FLAG_BACKGROUND = 1, 2
+FLAG_FULL_DUPLEX, FLAG_BACKGROUND, FLAG_SERIAL = 1, 2, 4
 
 # magic, major, minor, header_bytes, collective, nranks, nseg, flags, bytes_min, bytes_max,
 # algorithm, compiler_version, input_hash, total_ops, index_crc
@@ -54,7 +54,7 @@ def encode(sched: Schedule) -> bytes:
                     for lo, hi in zip(sched.offsets[:-1], sched.offsets[1:])]
     index_bytes = index.tobytes()
     flags = (FLAG_FULL_DUPLEX if sched.full_duplex else 0) | (
-        FLAG_BACKGROUND if sched.has_background else 0)
+        FLAG_BACKGROUND if sched.has_background else 0) | (FLAG_SERIAL if sched.serial else 0)
     head = _HEADER.pack(
         MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_BYTES, COLLECTIVES[sched.collective],
         sched.nranks, sched.nseg, flags, sched.bytes_min, sched.bytes_max,
@@ -111,7 +111,7 @@ def decode(data: bytes, source: str = "<bytes>") -> Schedule:
         raise bad("nranks", f"expected 1..{MAX_RANKS}, found {nranks}")
     if not 1 <= nseg <= MAX_SEGMENTS:
         raise bad("nseg", f"expected 1..{MAX_SEGMENTS}, found {nseg}")
-    if flags & ~(FLAG_FULL_DUPLEX | FLAG_BACKGROUND):
+    if flags & ~(FLAG_FULL_DUPLEX | FLAG_BACKGROUND | FLAG_SERIAL):
         raise bad("flags", f"unknown flag bits in {flags:#x}")
     if bmin > bmax:
         raise bad("bytes_min", f"expected bytes_min <= bytes_max, found {bmin} > {bmax}")
@@ -150,6 +150,7 @@ def decode(data: bytes, source: str = "<bytes>") -> Schedule:
         phase=ops["phase"] & 1, fifo=ops["phase"] >> 1, algorithm=_text(alg),
         collective=_COLLECTIVE_NAMES[coll],
         bytes_min=bmin, bytes_max=bmax, full_duplex=bool(flags & FLAG_FULL_DUPLEX),
+        serial=bool(flags & FLAG_SERIAL),
         input_hash=ihash, compiler_version=_text(ver),
         meta={"version": f"{major}.{minor}", "file_bytes": len(data)})
     _check_op_fields(sched, source)

@@ -271,7 +271,7 @@ def simulate(sched: Schedule, topo, nbytes: int, arrivals=None,
 
     `matching` (from verify.verify_and_match) saves matching the transfers again.
     """
-    plan = _Plan(sched, topo, nbytes, matching)
+    plan = _Plan(sched, topo, nbytes, matching, sched.serial)
     a = np.zeros(sched.nranks) if arrivals is None else np.asarray(arrivals, np.float64)
     tl = plan.time(a)
     flat = plan.time(np.zeros(sched.nranks)) if np.ptp(a) > 0 else tl
@@ -279,12 +279,13 @@ def simulate(sched: Schedule, topo, nbytes: int, arrivals=None,
 
 
 def simulate_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, matching=None,
-                     serial_sends: bool = False):
+                     serial_sends: bool | None = None):
     """Simulate every iteration of an arrival pattern (iterations x P); mean metrics.
 
-    `serial_sends`: the schedule runs as the PAT engine runs it (docs/pat.md): each send
-    waits for the previous one to arrive."""
-    plan = _Plan(sched, topo, nbytes, matching, serial_sends)
+    `serial_sends`: time serial execution (docs/semantics.md): each send waits for the
+    previous one to arrive, each receive for the previous receive. Default: as the
+    schedule says (Schedule.serial)."""
+    plan = _Plan(sched, topo, nbytes, matching, sched.serial if serial_sends is None else serial_sends)
     flat = plan.time(np.zeros(sched.nranks))
     per_iter = []
     timelines = []

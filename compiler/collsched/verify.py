@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import RECV, SEND, Schedule
+from .ir import BACKGROUND, RECV, SEND, Schedule
 
 MAX_REPORTED = 10  # per pass: enough to see a pattern, few enough to read
 
@@ -224,8 +224,27 @@ def check_progress(c: _Ctx) -> list[Violation]:
         recvs = np.nonzero(c.is_recv)[0]
         same_rank = np.r_[False, c.rank[recvs][1:] == c.rank[recvs][:-1]]
         fifo_dep[recvs[same_rank]] = send_of_recv[recvs[np.nonzero(same_rank)[0] - 1]]
+    # The background engine (docs/pat.md) runs a rank's leading background receives before
+    # its call, and the call waits for all of them before its first other op. Proven as a
+    # chain (each waits for the one before, the first other op for the last): stricter than
+    # the engine, and progress under stricter rules implies progress under looser ones.
+    bar_dep = np.full(n, -1, np.int64)
+    lead = (s.phase == BACKGROUND) & c.is_recv
+    if lead.any():
+        idx = np.arange(n)
+        start = s.offsets[:-1][c.rank]
+        # first op of each rank that is not part of its leading run of background receives
+        not_lead = np.where(~lead, idx, n)
+        first_other = np.full(s.nranks, n, np.int64)
+        np.minimum.at(first_other, c.rank, not_lead)
+        in_prefix = lead & (idx < first_other[c.rank])
+        chain = in_prefix & (idx > start)
+        bar_dep[chain] = send_of_recv[idx[chain] - 1]
+        ends = np.nonzero((first_other < n) & (first_other > s.offsets[:-1]))[0]
+        ends = ends[in_prefix[first_other[ends] - 1]]
+        bar_dep[first_other[ends]] = send_of_recv[first_other[ends] - 1]
 
-    blocking = np.nonzero((fwd_dep >= 0) | (fifo_dep >= 0))[0]  # rank-major, list order
+    blocking = np.nonzero((fwd_dep >= 0) | (fifo_dep >= 0) | (bar_dep >= 0))[0]  # rank-major, list order
     first = np.searchsorted(blocking, s.offsets[:-1])
     last = np.searchsorted(blocking, s.offsets[1:])
     cur = first.copy()
@@ -247,7 +266,7 @@ def check_progress(c: _Ctx) -> list[Violation]:
         if len(active) == 0:
             return []
         b = blocking[cur[active]]
-        ok = met(fwd_dep[b]) & met(fifo_dep[b])
+        ok = met(fwd_dep[b]) & met(fifo_dep[b]) & met(bar_dep[b])
         if not ok.any():
             break
         go = active[ok]
@@ -256,12 +275,17 @@ def check_progress(c: _Ctx) -> list[Violation]:
     out = []
     for r in active[:MAX_REPORTED]:
         op = int(blocking[cur[r]])
-        if fwd_dep[op] >= 0 and not met(np.array([fwd_dep[op]]))[0]:
+        if bar_dep[op] >= 0 and not met(np.array([bar_dep[op]]))[0]:
+            dep = int(bar_dep[op])
+            out.append(c.v("progress", op,
+                           f"deadlock: waits for its background receives (rank {int(c.rank[dep])} issuing "
+                           f"its op {int(c.local[dep])}), which never happens"))
+        elif fwd_dep[op] >= 0 and not met(np.array([fwd_dep[op]]))[0]:
             dep = int(fwd_dep[op])
             out.append(c.v("progress", op,
                            f"deadlock: waits to forward piece ({int(s.origin[op])},{int(s.segment[op])}) until "
                            f"rank {int(c.rank[dep])} issues its op {int(c.local[dep])}, which never happens"))
-        elif c.is_recv[op]:
+        elif c.is_recv[op] and fifo_dep[op] >= 0:
             dep = int(fifo_dep[op])
             out.append(c.v("progress", op,
                            f"deadlock: posts its receive of piece ({int(s.origin[op])},{int(s.segment[op])}) "
@@ -303,17 +327,18 @@ PASSES = (("shape", check_shape), ("matching", check_matching), ("holding", chec
           ("delivery", check_delivery), ("progress", check_progress))
 
 
-def verify(sched: Schedule, pools: list[np.ndarray] | None = None, serial: bool = False) -> list[Violation]:
+def verify(sched: Schedule, pools: list[np.ndarray] | None = None, serial: bool | None = None) -> list[Violation]:
     """All violations of the first failing pass; [] when the schedule is correct.
 
-    `serial`: prove progress under the PAT engine's serial execution (docs/semantics.md)."""
+    `serial`: prove progress under serial execution (docs/semantics.md); default: as the
+    schedule says (Schedule.serial)."""
     return verify_and_match(sched, pools, serial)[0]
 
 
-def verify_and_match(sched: Schedule, pools: list[np.ndarray] | None = None, serial: bool = False):
+def verify_and_match(sched: Schedule, pools: list[np.ndarray] | None = None, serial: bool | None = None):
     """(violations, matching): the matching is None unless the matching pass succeeded."""
     c = _Ctx(sched)
-    c.serial = serial
+    c.serial = sched.serial if serial is None else serial
     for _name, fn in PASSES:
         found = fn(c)
         if found:

@@ -24,6 +24,9 @@ typedef struct collsched_header {
 } collsched_header;
 
 enum { COLLSCHED_SEND = 0, COLLSCHED_RECV = 1 };
+/* Header flags (collsched_header.flags). SERIAL: run one send and one receive at a time
+ * (docs/semantics.md, "Serial execution"); the schedule is proven for that. */
+enum { COLLSCHED_FLAG_FULL_DUPLEX = 1, COLLSCHED_FLAG_BACKGROUND = 2, COLLSCHED_FLAG_SERIAL = 4 };
 
 typedef struct collsched_op {
     uint32_t peer, origin, segment;

@@ -109,7 +109,8 @@ static int run_pat(const cs_pat_job *job, cs_comm *st, const void *sendbuf, int 
                        job->comm, rank, &lay);
     if (rc == MPI_SUCCESS) {
         cs_pat_unstage(job, &lay);
-        rc = cs_execute_from(job->sched, job->nbg, 1, job->comm, &lay, job->reqs);
+        rc = cs_execute_from(job->sched, job->nbg, (job->sched->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0,
+                             job->comm, &lay, job->reqs);
     }
     cs_note_used(st, job->name);
     cs_pat_done();

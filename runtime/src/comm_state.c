@@ -28,7 +28,6 @@ typedef struct cs_candidate {
     collsched_schedule *sched;   /* own section, once loaded and agreed */
     MPI_Request *reqs;           /* one per op, reused by every call */
     int state;                   /* 0 not tried, 1 agreed, -1 refused */
-    int serial;                  /* prove it for serial execution (the PAT engine) */
     char reason[REASON_LEN];     /* why refused */
 } cs_candidate;
 
@@ -370,8 +369,8 @@ static int prove_whole(cs_comm *st, cs_candidate *c, const collsched_schedule *s
     if (rc == MPI_SUCCESS && st->rank == 0) {
         double t1 = PMPI_Wtime();
         char why[REASON_LEN];
-        int v = cs_whole_check_mode((uint32_t)st->size, s->hdr.nseg, g->counts, g->all, c->serial, why,
-                                    sizeof why);
+        int v = cs_whole_check_mode((uint32_t)st->size, s->hdr.nseg, g->counts, g->all,
+                                    (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0, why, sizeof why);
         verdict.ok = v == CS_WHOLE_OK;
         if (!verdict.ok) text(verdict.reason, sizeof verdict.reason, "%s: %s", c->path, why);
         if (cs_verbose())
@@ -456,14 +455,13 @@ static int load_candidate(cs_comm *st, cs_candidate *c)
 }
 
 /* A file proven outside selection (the PAT engine's per-iteration schedules): loaded,
- * agreed on and proven like a candidate, for serial execution. Collective. */
+ * agreed on and proven like a candidate. Collective. */
 int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char *reason,
                    size_t len)
 {
     cs_candidate c;
     memset(&c, 0, sizeof c);
     c.path = (char *)path;
-    c.serial = 1; /* the PAT engine runs it with serial sends and receives */
     *out = NULL;
     int rc = load_candidate(st, &c);
     free(c.reqs);

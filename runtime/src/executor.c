@@ -117,7 +117,7 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs)
 {
-    return cs_execute_from(s, 0, 0, comm, lay, reqs);
+    return cs_execute_from(s, 0, (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0, comm, lay, reqs);
 }
 
 /* Ops before `first` already ran (the background engine's receives, whose pieces are in

@@ -83,6 +83,8 @@ typedef struct pat_engine {
     int sched_owned;
     char sched_name[PAT_REASON], next_name[PAT_REASON];
     uint32_t nbg, bg_next;         /* background receives; the next one to post */
+    int bg_serial;                 /* serial schedule: one background receive at a time */
+    int bg_posted_current;         /* serial: receive bg_next is posted */
     MPI_Request *reqs;
     uint32_t reqs_cap;
     char *staging;
@@ -208,6 +210,7 @@ static int build_online(void)
         fail_iteration("online BDR refused: %s", err[0] ? err : "pre-steps beyond the limit");
         return 0;
     }
+    E.sched->hdr.flags = COLLSCHED_FLAG_FULL_DUPLEX | COLLSCHED_FLAG_SERIAL; /* as the compiler's bdr */
     E.sched_owned = 1;
     snprintf(E.sched_name, sizeof E.sched_name, "PAT bdr (online, tau %.3g s)", tau);
     return 1;
@@ -235,6 +238,8 @@ static int post_background(void)
     E.slot = slot;
     E.nbg = nbg;
     E.bg_next = 0;
+    E.bg_posted_current = 0;
+    E.bg_serial = (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0;
     for (uint32_t i = 0; i < nbg; i++) E.reqs[i] = MPI_REQUEST_NULL;
     E.state = PAT_BACKGROUND;
     return 1;
@@ -278,18 +283,30 @@ static int advance(int blocking)
         }
         if (!post_background()) return 0;
     }
-    /* One background receive at a time, in list order (Listing 2, lines 47-51: blocking
-     * receives), as the foreground's serial execution and the cost model have it: several
-     * at once would share the rank's link and slow every sender's synchronous send. */
+    /* Serial schedules: one background receive at a time, in list order (Listing 2, lines
+     * 47-51: blocking receives), as the foreground and the cost model have it: several at
+     * once would share the rank's link and slow every sender's synchronous send. */
+    if (E.state == PAT_BACKGROUND && !E.bg_serial) { /* dataflow: all at once */
+        /* Posted once, tracked by bg_next (a partial Testall may already have set some
+         * requests to MPI_REQUEST_NULL under some MPIs: never repost by looking at them). */
+        if (E.bg_next == 0)
+            for (E.bg_next = 1; E.bg_next <= E.nbg; E.bg_next++) post_bg(E.bg_next - 1);
+        int done = 1;
+        if (blocking) PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE);
+        else if (E.nbg) PMPI_Testall((int)E.nbg, E.reqs, &done, MPI_STATUSES_IGNORE);
+        if (!done) return 1;
+        E.bg_next = E.nbg;
+    }
     while (E.state == PAT_BACKGROUND) {
         if (E.bg_next == E.nbg) { E.state = PAT_READY; break; }
         uint32_t i = E.bg_next;
-        if (E.reqs[i] == MPI_REQUEST_NULL) post_bg(i);
+        if (!E.bg_posted_current) { post_bg(i); E.bg_posted_current = 1; }
         int done = 1;
         if (blocking) PMPI_Wait(&E.reqs[i], MPI_STATUS_IGNORE);
         else PMPI_Test(&E.reqs[i], &done, MPI_STATUS_IGNORE);
         if (!done) return 1;
         E.bg_next++;
+        E.bg_posted_current = 0;
     }
     return 0;
 }

@@ -22,7 +22,7 @@
 #define OP_BYTES 12u
 #define MAX_RANKS (1u << 24)
 #define MAX_SEGMENTS 65535u
-#define KNOWN_FLAGS 3u
+#define KNOWN_FLAGS 7u /* full duplex, has background ops, serial execution */
 
 /* ---- little helpers ---- */
 

@@ -32,6 +32,7 @@ typedef struct wc {
     int serial;           /* prove the PAT engine's serial execution (docs/semantics.md) */
     uint32_t *mrecv;      /* serial: N: send -> the recv it matches */
     uint64_t *lsend, *lrecv; /* serial: P: each rank's last issued send / recv (or UINT64_MAX) */
+    uint64_t *lead_end;   /* P: first op after the rank's leading background receives */
     void *tmp;            /* 16 M bytes: one rank's sort keys */
     char *reason;
     size_t len;
@@ -315,6 +316,13 @@ static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t
 {
     const cs_wire_op *o = &w->ops[g];
     *why = 0;
+    /* The background engine runs the leading background receives before the call, which
+     * waits for all of them: proven as a chain, each op waiting for the one before. */
+    if (g > w->off[r] && g <= w->lead_end[r] && g < w->off[r + 1]) {
+        const cs_wire_op *p = &w->ops[g - 1];
+        uint32_t f = w->link[g - 1];
+        if (f >= pos[p->peer]) { *why = 3; return f; }
+    }
     if (kind_of(o) != COLLSCHED_SEND) {
         if (w->serial && w->lrecv[r] != UINT64_MAX) {
             const cs_wire_op *p = &w->ops[w->lrecv[r]];
@@ -353,6 +361,11 @@ static int check_progress(wc *w)
         stack[top++] = P - 1 - r;
     }
     memset(head, 0xFF, (size_t)w->off[P] * sizeof *head);
+    for (uint32_t r = 0; r < P; r++) {
+        uint64_t g = w->off[r];
+        while (g < w->off[r + 1] && phase_of(&w->ops[g]) && kind_of(&w->ops[g]) == COLLSCHED_RECV) g++;
+        w->lead_end[r] = g;
+    }
     if (w->serial) {
         for (uint32_t r = 0; r < P; r++) w->lsend[r] = w->lrecv[r] = UINT64_MAX;
         for (uint32_t r = 0; r < P; r++)
@@ -382,10 +395,14 @@ static int check_progress(wc *w)
             const cs_wire_op *o = &w->ops[g];
             int why;
             uint32_t f = waits_for(w, pos, g, r, &why);
-            uint32_t q = why == 2 ? w->ops[w->lrecv[r]].peer
+            uint32_t q = why == 3 ? w->ops[g - 1].peer
+                       : why == 2 ? w->ops[w->lrecv[r]].peer
                        : why == 1 ? (w->serial ? w->ops[w->lsend[r]].peer : o->peer)
                        : w->ops[w->link[g]].peer;
-            if (why == 2)
+            if (why == 3)
+                rc = bad(w, r, g - w->off[r], "deadlock: waits for its background receives (rank %u issuing its "
+                         "op %llu), which never happens", q, (unsigned long long)(f - w->off[q]));
+            else if (why == 2)
                 rc = bad(w, r, g - w->off[r], "deadlock: posts its receive of piece (%u,%u) only after the previous "
                          "receive completes (rank %u issuing its op %llu), which never happens (serial execution)",
                          o->origin, seg_of(o), q, (unsigned long long)(f - w->off[q]));
@@ -444,6 +461,8 @@ int cs_whole_check_mode(uint32_t nranks, uint32_t nseg, const int *nops, const c
     w.link = malloc((size_t)(N ? N : 1) * sizeof *w.link);
     w.fifo = malloc((size_t)(N ? N : 1) * sizeof *w.fifo);
     w.tmp = malloc((size_t)(M ? M : 1) * sizeof(piece_at));
+    w.lead_end = malloc((size_t)nranks * sizeof *w.lead_end);
+    if (!w.lead_end) goto nomem;
     if (serial) {
         w.mrecv = malloc((size_t)(N ? N : 1) * sizeof *w.mrecv);
         w.lsend = malloc((size_t)nranks * sizeof *w.lsend);
@@ -457,11 +476,11 @@ int cs_whole_check_mode(uint32_t nranks, uint32_t nseg, const int *nops, const c
     if (!rc) rc = check_progress(&w);
     if (rc < 0) goto nomem;
     free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.tmp);
-    free(w.mrecv); free(w.lsend); free(w.lrecv);
+    free(w.mrecv); free(w.lsend); free(w.lrecv); free(w.lead_end);
     return rc ? CS_WHOLE_BAD : CS_WHOLE_OK;
 nomem:
     free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.tmp);
-    free(w.mrecv); free(w.lsend); free(w.lrecv);
+    free(w.mrecv); free(w.lsend); free(w.lrecv); free(w.lead_end);
     snprintf(reason, len, "whole-schedule check: cannot allocate memory for the check");
     return CS_WHOLE_NOMEM;
 }

@@ -34,14 +34,16 @@ class Algorithm:
     summary: str
     build: Callable[[Request], Schedule]
     check: Callable[[Request], str | None]  # returns why a request is refused, or None
+    serial: bool = False  # its schedules run serially (docs/semantics.md)
 
 
 REGISTRY: dict[str, Algorithm] = {}
 
 
-def register(name: str, summary: str, check: Callable[[Request], str | None] = lambda r: None):
+def register(name: str, summary: str, check: Callable[[Request], str | None] = lambda r: None,
+             serial: bool = False):
     def wrap(fn: Callable[[Request], Schedule]):
-        REGISTRY[name] = Algorithm(name, summary, fn, check)
+        REGISTRY[name] = Algorithm(name, summary, fn, check, serial)
         return fn
     return wrap
 
@@ -59,6 +61,7 @@ def generate(name: str, req: Request) -> Schedule:
     sched = alg.build(req)
     sched.algorithm = name
     sched.full_duplex = req.full_duplex
+    sched.serial = alg.serial
     return sched
 
 
@@ -78,4 +81,4 @@ def block_transfers(req: Request, name: str, step, src, dst, origin, phase=None)
 
 
 # Import the modules so that they register themselves.
-from . import bdr, bruck, lnbc, nex, rd, ring, spreading  # noqa: E402,F401
+from . import bcast_trees, bdr, bruck, bslb, lnbc, magpie, min3, mpichg2, nex, rd, ring, spreading  # noqa: E402,F401

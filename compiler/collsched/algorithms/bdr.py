@@ -40,7 +40,7 @@ def _refuse(req: Request):
 
 
 @register("bdr", "Background Disseminated Ring: pre-steps from the arrival pattern, then the ring",
-          _refuse)
+          _refuse, serial=True)  # run as the paper runs it: blocking sends, one receive at a time
 def build(req: Request):
     p = req.nranks
     a = np.zeros(p) if req.arrivals is None else np.asarray(req.arrivals, float)

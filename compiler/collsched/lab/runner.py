@@ -238,7 +238,7 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
             sched = compiled[k]
         known = float(seeded[k].max() / 2.0)  # the last edge (half the computation), from the origin
         start = np.maximum(a, known)
-        tl, _, _ = simulate_pattern(sched, topo, cfg.nbytes, start[None, :], serial_sends=True)
+        tl, _, _ = simulate_pattern(sched, topo, cfg.nbytes, start[None, :])
         exits = tl[0].exits + start.min()
         elapsed.append(float(np.mean(exits - a)))
         runs.append(float(exits.max() - a.min()))

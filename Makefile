@@ -7,7 +7,7 @@ CLI   := $(VENV)/bin/collsched
 OUT   := out
 MPIRUN_ROOT := $(shell [ "$$(id -u)" -eq 0 ] && echo --allow-run-as-root)
 
-.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab clean
+.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-sweep clean
 all: runtime lab
 
 deps:
@@ -41,14 +41,15 @@ demo: deps runtime lab
 	    --plot $(OUT)/demo-lab.png
 	@echo "demo: Gantt chart in $(OUT)/demo-ring.png, lab comparison in $(OUT)/demo-lab.png"
 
-bench: deps bench-compiler bench-runtime bench-lab
+bench: deps bench-compiler bench-runtime bench-lab bench-sweep
 
 bench-compiler: deps
 	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png
 
 # The performance lab on SimGrid SMPI: model check, a mini-benchmark, the P=256 scale run.
 # The scale run maps one shared region per piece and rank (P^2 maps): raise the limit.
-LAB_ALGS := ring,nex,lnbc,bruck,spreading,native,native:ompi,native:mpich,native:bruck,native:rdb,native:ring
+LAB_ALGS := ring,nex,lnbc,bruck,spreading,bdr,bslb,min3,native,native:ompi,native:mpich,native:bruck,native:rdb,native:ring
+GRID_ALGS := min3,magpie,mpichg2,bcast-trees,ring,nex,lnbc,bruck,spreading,native,native:ompi,native:mpich
 bench-lab: deps runtime lab
 	@[ "$$(cat /proc/sys/vm/max_map_count)" -ge 200000 ] || sysctl -q -w vm.max_map_count=262144 || \
 	    echo "bench-lab: could not raise vm.max_map_count; the scale run will say what to do"
@@ -57,6 +58,20 @@ bench-lab: deps runtime lab
 	    --algorithms $(LAB_ALGS) --max-delay-ms 5 --iterations 8 --seed 1 \
 	    --doc docs/benchmarks.md --section lab-tryton --plot docs/img/lab-tryton28.png
 	$(CLI) bench --suite scale --doc docs/benchmarks.md
+	$(CLI) bench --backend smpi --topology topologies/three-site-grid.yaml --ranks 20 --bytes 256KiB \
+	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-grid-256k \
+	    --plot docs/img/lab-grid-256k.png
+	$(CLI) bench --backend smpi --topology topologies/three-site-grid.yaml --ranks 20 --bytes 1MiB \
+	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-grid-1m \
+	    --plot docs/img/lab-grid-1m.png
+	$(CLI) bench --backend smpi --topology topologies/wan-3x16.yaml --ranks 48 --bytes 1MiB \
+	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-wan-1m \
+	    --plot docs/img/lab-wan-1m.png
+
+# The BDR paper's grid (Tables 3 and 4) under SMPI: about 30 min at 4 iterations.
+bench-sweep: deps runtime lab
+	$(CLI) sweep --iterations 4 --cache out/sweep-cache.json --json out/sweep.json \
+	    --plot docs/img/sweep.png --doc docs/benchmarks.md --section lab-sweep
 
 clean:
 	rm -rf build $(OUT)

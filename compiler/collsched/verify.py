@@ -224,13 +224,14 @@ def check_progress(c: _Ctx) -> list[Violation]:
         recvs = np.nonzero(c.is_recv)[0]
         same_rank = np.r_[False, c.rank[recvs][1:] == c.rank[recvs][:-1]]
         fifo_dep[recvs[same_rank]] = send_of_recv[recvs[np.nonzero(same_rank)[0] - 1]]
-    # The background engine (docs/pat.md) runs a rank's leading background receives before
-    # its call, and the call waits for all of them before its first other op. Proven as a
-    # chain (each waits for the one before, the first other op for the last): stricter than
-    # the engine, and progress under stricter rules implies progress under looser ones.
+    # Serial schedules: the background engine (docs/pat.md) runs a rank's leading background
+    # receives before its call, and the call waits for all of them before its first other
+    # op. Proven as a chain (each waits for the one before, the first other op for the
+    # last): stricter than the engine, and progress under stricter rules implies progress
+    # under looser ones. (Dataflow schedules: the call takes the receives over unfinished.)
     bar_dep = np.full(n, -1, np.int64)
     lead = (s.phase == BACKGROUND) & c.is_recv
-    if lead.any():
+    if serial and lead.any():
         idx = np.arange(n)
         start = s.offsets[:-1][c.rank]
         # first op of each rank that is not part of its leading run of background receives

@@ -104,11 +104,11 @@ static int run_pat(const cs_pat_job *job, cs_comm *st, const void *sendbuf, int 
                    MPI_Datatype sendtype, char *base, uint64_t bytes)
 {
     int rank = cs_comm_rank(st);
-    cs_layout lay = { .base = base, .block = bytes };
+    cs_layout lay = { .base = base, .block = bytes, .staging = job->staging, .slot = job->slot,
+                      .nstaged = job->nbg, .unstaged = job->unstaged };
     int rc = place_own(sendbuf, sendcount, sendtype, base + (uint64_t)rank * bytes, bytes,
                        job->comm, rank, &lay);
     if (rc == MPI_SUCCESS) {
-        cs_pat_unstage(job, &lay);
         rc = cs_execute_from(job->sched, job->nbg, (job->sched->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0,
                              job->comm, &lay, job->reqs);
     }

@@ -65,6 +65,16 @@ static void drain(MPI_Request *reqs, uint32_t n, const collsched_op *ops)
     PMPI_Waitall((int)n, reqs, MPI_STATUSES_IGNORE);
 }
 
+/* A background piece goes from its staging slot to its place (once it has arrived). */
+static void unstage(const collsched_schedule *s, const cs_layout *lay, uint32_t i)
+{
+    if (!lay->unstaged[i]) return;
+    int len;
+    char *dst = cs_piece_at(lay, s->hdr.nseg, &s->ops[i], &len);
+    if (len) memcpy(dst, lay->staging + (uint64_t)i * lay->slot, (size_t)len);
+    lay->unstaged[i] = 0;
+}
+
 static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
                  MPI_Request *reqs, int serial, int32_t *last_send, int32_t *last_recv)
 {
@@ -91,6 +101,7 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
         if (rc != MPI_SUCCESS) return rc;
         trace_done((uint32_t)op->dep);
     }
+    if (op->dep >= 0 && (uint32_t)op->dep < lay->nstaged) unstage(s, lay, (uint32_t)op->dep);
     if (op->prev >= 0 && reqs[op->prev] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->prev], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
@@ -134,7 +145,7 @@ int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI
         trace_buf.done = calloc(s->nops + 1u, sizeof(double));
         if (trace_buf.issued && trace_buf.done) trace_on = &trace_buf;
     }
-    for (uint32_t i = 0; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
+    for (uint32_t i = first; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL; /* earlier: the engine's */
     for (uint32_t i = first; i < s->nops && rc == MPI_SUCCESS; i++) {
         rc = issue(s, i, comm, lay, reqs, serial, &last_send, &last_recv);
         if (trace_on) trace_on->issued[i] = PMPI_Wtime();
@@ -165,5 +176,6 @@ int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI
     trace_on = NULL;
     if (rc == MPI_SUCCESS) rc = PMPI_Waitall((int)s->nops, reqs, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) drain(reqs, s->nops, s->ops);
+    for (uint32_t i = 0; rc == MPI_SUCCESS && i < lay->nstaged; i++) unstage(s, lay, i);
     return rc;
 }

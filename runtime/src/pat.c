@@ -89,13 +89,14 @@ typedef struct pat_engine {
     uint32_t reqs_cap;
     char *staging;
     uint64_t staging_cap, slot;
+    uint8_t *unstaged;             /* per background op: its piece is still only in staging */
     char reason[PAT_REASON];
     double slice_s;
 #if PAT_THREADS
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int work, busy, stop;
+    int work, busy, stop, fg_waiting;
     long nap_ns;
 #endif
 } pat_engine;
@@ -235,6 +236,10 @@ static int post_background(void)
         E.staging = grown;
         E.staging_cap = (uint64_t)nbg * slot;
     }
+    uint8_t *flags = realloc(E.unstaged, nbg ? nbg : 1);
+    if (!flags) { fail_iteration("%s", "no memory for the background staging flags"); return 0; }
+    E.unstaged = flags;
+    memset(E.unstaged, 1, nbg);
     E.slot = slot;
     E.nbg = nbg;
     E.bg_next = 0;
@@ -257,9 +262,10 @@ static void post_bg(uint32_t i)
 }
 
 /* One step; `blocking` waits instead of testing. Returns 1 while background work is
- * pending (EXCHANGING or BACKGROUND). Called with the engine locked out from the other
- * driver (busy flag). */
-static int advance(int blocking)
+ * pending (EXCHANGING or BACKGROUND). `posted_will_do`: for a dataflow schedule, stop once
+ * the background receives are all posted (the call takes the requests over). Called with
+ * the engine locked out from the other driver (busy flag). */
+static int advance(int blocking, int posted_will_do)
 {
     if (E.state == PAT_EXCHANGING) {
         int done = 1, n = 2 * (E.size - 1);
@@ -291,6 +297,7 @@ static int advance(int blocking)
          * requests to MPI_REQUEST_NULL under some MPIs: never repost by looking at them). */
         if (E.bg_next == 0)
             for (E.bg_next = 1; E.bg_next <= E.nbg; E.bg_next++) post_bg(E.bg_next - 1);
+        if (posted_will_do) return 0;
         int done = 1;
         if (blocking) PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE);
         else if (E.nbg) PMPI_Testall((int)E.nbg, E.reqs, &done, MPI_STATUSES_IGNORE);
@@ -322,7 +329,11 @@ static void *driver(void *unused)
         if (E.stop) break;
         E.work = 0;
         pthread_mutex_unlock(&E.mu);
-        while (advance(0)) nanosleep(&nap, NULL);
+        /* Until the work is done, or - for a dataflow schedule whose receives are all
+         * posted - the call has come to take the requests over. */
+        while (advance(0, 0) && !(__atomic_load_n(&E.fg_waiting, __ATOMIC_ACQUIRE) && !E.bg_serial &&
+                                  E.state == PAT_BACKGROUND && E.bg_next))
+            nanosleep(&nap, NULL);
         pthread_mutex_lock(&E.mu);
         E.busy = 0;
         pthread_cond_broadcast(&E.cv);
@@ -337,7 +348,9 @@ static void wait_for_thread(void)
 #if PAT_THREADS
     if (E.threaded) {
         pthread_mutex_lock(&E.mu);
+        __atomic_store_n(&E.fg_waiting, 1, __ATOMIC_RELEASE);
         while (E.busy) pthread_cond_wait(&E.cv, &E.mu);
+        __atomic_store_n(&E.fg_waiting, 0, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&E.mu);
     }
 #endif
@@ -361,11 +374,13 @@ static void abandon_iteration(void)
     }
 }
 
-/* The foreground takes the iteration over: waits for the thread, then finishes it. */
+/* The foreground takes the iteration over: waits for the thread, then finishes it - up
+ * to the end of the background receives for a serial schedule (Listing 2, line 54), up to
+ * their posting for a dataflow one, whose executor takes their requests over. */
 static void take_over(void)
 {
     wait_for_thread();
-    while (advance(1)) {}
+    while (advance(1, 1)) {}
 }
 
 static void end_iteration(void)
@@ -505,7 +520,7 @@ int PAT_Edge(double percent)
         return MPI_SUCCESS;
     }
 #endif
-    advance(0);
+    advance(0, 0);
     return MPI_SUCCESS;
 }
 
@@ -524,7 +539,7 @@ int PAT_ProcessingEnd(void)
 int PAT_Progress(void)
 {
     if (!E.on || E.threaded) return MPI_SUCCESS;
-    if (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND) advance(0);
+    if (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND) advance(0, 0);
     return MPI_SUCCESS;
 }
 
@@ -567,6 +582,7 @@ int PAT_Finalize(void)
     free(E.xreqs);
     free(E.reqs);
     free(E.staging);
+    free(E.unstaged);
     PMPI_Comm_free(&E.comm);
     memset(&E, 0, sizeof E);
     E.comm = E.user = MPI_COMM_NULL;
@@ -602,7 +618,7 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
         return CS_PAT_FALL_BACK;
     }
     if (cs_verbose())
-        fprintf(stderr, "collsched PAT (rank %d): iteration %ld: %s, %u of %u ops ran in the background (%s driver)\n",
+        fprintf(stderr, "collsched PAT (rank %d): iteration %ld: %s, %u of %u ops in the background (%s driver)\n",
                 E.rank, E.iteration, E.sched_name, E.nbg, E.sched->nops, E.threaded ? "thread" : "explicit");
     job->sched = E.sched;
     job->nbg = E.nbg;
@@ -610,17 +626,9 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
     job->reqs = E.reqs;
     job->staging = E.staging;
     job->slot = E.slot;
+    job->unstaged = E.unstaged;
     snprintf(job->name, sizeof job->name, "%s", E.sched_name);
     return CS_PAT_RUN;
-}
-
-void cs_pat_unstage(const cs_pat_job *job, const cs_layout *lay)
-{
-    for (uint32_t i = 0; i < job->nbg; i++) {
-        int len;
-        char *dst = cs_piece_at(lay, job->sched->hdr.nseg, &job->sched->ops[i], &len);
-        if (len) memcpy(dst, job->staging + (uint64_t)i * job->slot, (size_t)len);
-    }
 }
 
 int cs_pat_learning_tau(void) { return E.on && E.learn_tau; }

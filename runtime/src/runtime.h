@@ -21,6 +21,13 @@ typedef struct cs_layout {
                                copied to own_dst after the walk; NULL: already in place */
     char *own_dst;
     uint64_t own_bytes;
+    /* PAT: the pieces of the ops before `nstaged` (background receives) sit in staging,
+     * one slot each, until the executor copies them in place: when a send forwards one,
+     * else at the end (unstaged[i] = 1 until then). */
+    const char *staging;
+    uint64_t slot;
+    uint32_t nstaged;
+    uint8_t *unstaged;
 } cs_layout;
 
 /* Runs the rank's operations; returns an MPI error code. reqs holds s->nops requests.
@@ -70,12 +77,12 @@ typedef struct cs_pat_job {
     MPI_Request *reqs;
     const char *staging;              /* background pieces, one slot each */
     uint64_t slot;
+    uint8_t *unstaged;                /* 1 per background op: still only in staging */
     char name[256];                   /* what runs (collsched_last_call) */
     char reason[256];                 /* why not (CS_PAT_FALL_BACK) */
 } cs_pat_job;
 enum { CS_PAT_NOT_MINE = 0, CS_PAT_RUN = 1, CS_PAT_FALL_BACK = 2 };
 int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job);
-void cs_pat_unstage(const cs_pat_job *job, const cs_layout *lay);
 void cs_pat_done(void);
 int cs_pat_learning_tau(void);
 void cs_pat_learned(double elapsed_s);

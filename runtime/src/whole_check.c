@@ -316,9 +316,9 @@ static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t
 {
     const cs_wire_op *o = &w->ops[g];
     *why = 0;
-    /* The background engine runs the leading background receives before the call, which
-     * waits for all of them: proven as a chain, each op waiting for the one before. */
-    if (g > w->off[r] && g <= w->lead_end[r] && g < w->off[r + 1]) {
+    /* Serial: the background engine runs the leading background receives before the call,
+     * which waits for all of them: proven as a chain, each op waiting for the one before. */
+    if (w->serial && g > w->off[r] && g <= w->lead_end[r] && g < w->off[r + 1]) {
         const cs_wire_op *p = &w->ops[g - 1];
         uint32_t f = w->link[g - 1];
         if (f >= pos[p->peer]) { *why = 3; return f; }

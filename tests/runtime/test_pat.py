@@ -34,7 +34,7 @@ def minibench(nranks, *args, env=None):
 
 
 def background_ops(stderr: str) -> int:
-    return sum(int(n) for n in re.findall(r"(\d+) of \d+ ops ran in the background", stderr))
+    return sum(int(n) for n in re.findall(r"(\d+) of \d+ ops in the background", stderr))
 
 
 def test_bdr_real_mpi_progress_thread_p8():

@@ -101,10 +101,16 @@ $(RT_BUILD)/asan/bin/collsched-run: $(RT_AOBJ)/collsched_run.o $(RT_LIBSRC:%=$(R
 	@mkdir -p $(@D)
 	$(MPICC) $(RT_SANFLAGS) -o $@ $^ $(RT_LIBS)
 
+# The mini-benchmark too: the PAT engine (progress thread, staging) under the sanitizers.
+$(RT_BUILD)/asan/bin/collsched-minibench: $(RT)/lab/minibench.c $(RT_LIBSRC:%=$(RT_AOBJ)/%.o)
+	@mkdir -p $(@D)
+	$(MPICC) $(RT_CFLAGS) -O1 $(RT_SANFLAGS) -o $@ $^ $(RT_LIBS)
+
 # Leak checking is off under MPI: Open MPI's plugins are unloaded at MPI_Finalize, so
 # their leaks have no symbols left to suppress. The parser's leaks are checked by the
 # fuzz target (libFuzzer + ASan with leak detection).
-check-asan: deps runtime $(RT_BUILD)/asan/bin/collsched-run $(RT_BUILD)/asan/lib/libcollsched-preload.so
+check-asan: deps runtime $(RT_BUILD)/asan/bin/collsched-run $(RT_BUILD)/asan/lib/libcollsched-preload.so \
+            $(RT_BUILD)/asan/bin/collsched-minibench
 	COLLSCHED_BUILD=$(abspath $(RT_BUILD)/asan) COLLSCHED_ASAN=1 \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -17,10 +17,10 @@ from collsched.lab.runner import LabConfig, run_lab
 from collsched.pipeline import compile_schedule
 from collsched.arrivals import write_pap
 from collsched.lab.arrivals import arrival_pattern
-from rt_helpers import BUILD, TIMEOUT, mpirun_cmd
+from rt_helpers import BUILD, ROOT, TIMEOUT, mpirun_cmd
 
 MINIBENCH = BUILD / "bin" / "collsched-minibench"
-TRYTON = str(BUILD.parent / "topologies" / "tryton-48.yaml")
+TRYTON = str(ROOT / "topologies" / "tryton-48.yaml")
 
 
 def minibench(nranks, *args, env=None):
@@ -37,6 +37,7 @@ def background_ops(stderr: str) -> int:
     return sum(int(n) for n in re.findall(r"(\d+) of \d+ ops in the background", stderr))
 
 
+@pytest.mark.mpi
 def test_bdr_real_mpi_progress_thread_p8():
     """The issue's real-MPI check: P = 8, the thread driver, pre-steps really run early."""
     out, err = minibench(8, "--bytes", 65536, "--iterations", 3, "--flat-iterations", 1,
@@ -47,6 +48,7 @@ def test_bdr_real_mpi_progress_thread_p8():
     assert background_ops(err) > 0  # late ranks received in the background
 
 
+@pytest.mark.mpi
 def test_bdr_real_mpi_explicit_progress_odd_ranks_odd_bytes():
     out, err = minibench(5, "--bytes", 1001, "--iterations", 3, "--flat-iterations", 1,
                          "--max-delay-ms", 5, "--seed", 2, "--pat", "bdr", "--pat-tau", 2e-4,
@@ -55,6 +57,7 @@ def test_bdr_real_mpi_explicit_progress_odd_ranks_odd_bytes():
     assert "(explicit driver)" in err and background_ops(err) > 0
 
 
+@pytest.mark.mpi
 def test_tau_is_learned_from_the_first_call():
     """No tau given: the first call runs without PAT (and says why), the rest with it."""
     out, err = minibench(4, "--bytes", 4096, "--iterations", 3, "--flat-iterations", 0,
@@ -73,6 +76,7 @@ def _smpi(ranks, nbytes, algorithms, **kw):
     return {r["algorithm"]: r for r in run_lab(cfg, algorithms)["results"]}
 
 
+@pytest.mark.smpi
 @pytest.mark.parametrize("ranks,nbytes", [(7, 3001), (16, 37448)])
 def test_bdr_smpi_data_and_determinism(ranks, nbytes):
     a = _smpi(ranks, nbytes, ["bdr"], iterations=3, flat_iterations=1, max_delay_ms=5, seed=4)
@@ -82,6 +86,7 @@ def test_bdr_smpi_data_and_determinism(ranks, nbytes):
         assert a["bdr"][key] == b["bdr"][key], key
 
 
+@pytest.mark.smpi
 @pytest.mark.parametrize("late_ms", [6.0, 60.0])
 def test_wrong_prediction_correct_and_within_the_paper_bound(late_ms):
     """The rank predicted to arrive first arrives last (6 ms: just after the latest; 60 ms:
@@ -106,6 +111,7 @@ def _tau(p, nbytes):
     return piece_time(dataclasses.replace(topo, tcp_window=float(topo.tcp_window or DEFAULT_TCP_GAMMA)), nbytes)
 
 
+@pytest.mark.mpi
 def test_compiled_schedules_per_iteration_and_a_corrupt_one(tmp_path):
     """PAT_UseSchedule: compiled bdr files, one per iteration; iteration 1's file is
     corrupt, so that iteration falls back (and says why) while the others run the files."""

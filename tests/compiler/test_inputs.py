@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collsched import units
+from collsched.links import shared_links
 from collsched.arrivals import flat, load_pap, write_pap
 from collsched.errors import InputError
 from collsched.topology import (INTRA_HOST_BANDWIDTH, INTRA_HOST_LATENCY, Topology, homogeneous,
@@ -257,7 +258,16 @@ def test_os_g_default_is_serialization_time(tmp_path):
     t = load_topology(write(tmp_path, TWO_SITES))
     assert t.os_a is None and t.g_a is None
     m = 4096
-    assert np.array_equal(t.send_overhead(m), m / t.bandwidth)
+    # A flow occupies the sender's port for its bytes at the port's rate: the pair's
+    # bandwidth within a site, the sender's LAN rate across a shared WAN link (links.py).
+    wan = shared_links(t).link_of >= 0
+    assert wan.any() and not wan[np.eye(t.nranks, dtype=bool)].any()
+    os_ = t.send_overhead(m)
+    assert np.array_equal(os_[~wan], (m / t.bandwidth)[~wan])
+    same_site = np.array([[a == b for b in t.rank_site()] for a in t.rank_site()])
+    for s_, r in zip(*np.nonzero(wan)):
+        peer = next(x for x in range(t.nranks) if same_site[s_, x] and x != s_)
+        assert os_[s_, r] == pytest.approx(m / t.bandwidth[s_, peer])
     assert np.array_equal(t.gap(m), m / t.bandwidth)
 
 

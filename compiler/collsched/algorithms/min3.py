@@ -39,6 +39,7 @@ import heapq
 import numpy as np
 
 from .. import pools as pooltree
+from ..links import port_bandwidth, shared_links
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
 from . import Request, register
 
@@ -51,6 +52,9 @@ ROUND_TRIES = 4
 # more transfers per round (fewer rounds: 1024 ranks on grid-8x128 compile in about a
 # third of the time of window 1) at a few percent of predicted time (docs/grid.md).
 ROUND_WINDOW = 4.0
+# Relays through a third site are searched in pools of pools where (ranks in the pool) x
+# (ranks of the largest sub-pool) is at most this (three-site-grid's root: 20 x 12).
+RELAY_SEARCH_LIMIT = 4096
 
 
 class _Model:
@@ -61,10 +65,11 @@ class _Model:
         p = topo.nranks
         eye = np.eye(p, dtype=bool)
         flow = topo.flow_bandwidth()
+        _, recv_rate = port_bandwidth(topo)
         with np.errstate(divide="ignore", invalid="ignore"):
             self.dur = np.where(eye, 0.0, topo.latency + m / flow)
             # A receiving port frees when the bytes have landed, `early` before the end.
-            self.early = np.where(eye, 0.0, self.dur - m / topo.bandwidth)
+            self.early = np.where(eye, 0.0, self.dur - m / recv_rate)
             # policy.mark_fifo_links: a FIFO send waits for the previous message on its link.
             self.fifo = ~eye & (topo.latency < m / flow)
         self.os = np.where(eye, 0.0, topo.send_overhead(m))
@@ -80,12 +85,26 @@ class _Model:
         # a long-latency receive could otherwise start before a short one taken earlier).
         self.recv_after = np.zeros(p)
         self.link_free = np.zeros((p, p))
+        # Shared WAN links (links.py): the simulator serves each in start order, a transfer
+        # holding it for its bytes at the link's rate; the plan does the same.
+        shared = shared_links(topo)
+        self.wan_of = shared.link_of
+        self.wan_hold = np.where(shared.link_of >= 0,
+                                 m / np.r_[shared.bandwidth, 1.0][shared.link_of], 0.0)
+        self.wan_free = np.zeros(len(shared.bandwidth) + 1)  # last entry: "no link", 0 forever
+
+    def wan_ready(self, s, r):
+        """When the shared link s -> r (if any) takes the next transfer (numpy broadcast)."""
+        return self.wan_free[self.wan_of[s, r]] if len(self.wan_free) > 1 else 0.0
 
     def commit(self, s: int, r: int, ready: float) -> tuple[float, float]:
         """Take transfer s -> r of a piece s holds from `ready` on; returns (start, end)."""
         start = max(self.send_free[s], ready, self.link_free[s, r], self.recv_after[r],
+                    float(self.wan_ready(s, r)),
                     self.recv_free[r] - (self.early[s, r] if self.recv_overlap[r] else 0.0))
         end = start + self.dur[s, r]
+        if self.wan_of[s, r] >= 0:
+            self.wan_free[self.wan_of[s, r]] = start + self.wan_hold[s, r]
         self.link_free[s, r] = end if self.fifo[s, r] else start + self.g[s, r]
         self.recv_after[r] = start
         sent = start + self.os[s, r]
@@ -129,9 +148,44 @@ def _find_min(model: _Model, hold: dict, receivers: np.ndarray) -> tuple[float, 
     port = np.maximum(model.recv_after[receivers],
                       model.recv_free[receivers] - model.early[ix] * model.recv_overlap[receivers])
     t = np.maximum(np.maximum(x[:, None], model.link_free[ix]), port)
+    if len(model.wan_free) > 1:
+        t = np.maximum(t, model.wan_ready(*ix))
     t += model.dur[ix]
     i, j = np.unravel_index(int(np.argmin(t)), t.shape)
     return float(t[i, j]), int(srcs[i]), int(receivers[j])
+
+
+def _find_relay(model: _Model, hold: dict, relays: np.ndarray, receivers: np.ndarray,
+                group_of: np.ndarray):
+    """The best two-hop delivery holder -> x -> receiver through a rank x of a sub-pool that
+    already has the piece: (estimated completion, holder, x, receiver).
+
+    Beyond the paper: its FindMin sends a piece into a sub-pool only from the ranks that hold
+    it, so every piece of a site crosses the WAN from that site. With shared WAN links that
+    piles one site's pieces onto one link (three-site-grid: NTH's 8 pieces on NTH -> UT,
+    while UK -> UT idles after UK's 4); a relay through another site of the same sub-pool
+    spreads them over both links. The piece still enters each pool once: x's pools get it
+    from this hop, and the recursion below sees them as holding it."""
+    srcs = np.fromiter(hold.keys(), np.int64, len(hold))
+    ready = np.fromiter(hold.values(), np.float64, len(hold))
+    x = np.maximum(model.send_free[srcs], ready)
+    ix = (srcs[:, None], relays[None, :])
+    port = np.maximum(model.recv_after[relays],
+                      model.recv_free[relays] - model.early[ix] * model.recv_overlap[relays])
+    t1 = np.maximum(np.maximum(x[:, None], model.link_free[ix]), port)
+    t1 = np.maximum(t1, model.wan_ready(*ix)) + model.dur[ix]
+    # The first hop stays inside the relay's sub-pool: from another one, the piece would
+    # enter that sub-pool a second time.
+    t1 = np.where(group_of[srcs][:, None] == group_of[relays][None, :], t1, np.inf)
+    via = np.argmin(t1, axis=0)  # best holder for each relay
+    t1 = t1[via, np.arange(len(relays))]
+    ix2 = (relays[:, None], receivers[None, :])
+    port2 = np.maximum(model.recv_after[receivers],
+                       model.recv_free[receivers] - model.early[ix2] * model.recv_overlap[receivers])
+    t2 = np.maximum(np.maximum(model.send_free[relays], t1)[:, None], model.link_free[ix2])
+    t2 = np.maximum(np.maximum(t2, port2), model.wan_ready(*ix2)) + model.dur[ix2]
+    i, j = np.unravel_index(int(np.argmin(t2)), t2.shape)
+    return float(t2[i, j]), int(srcs[via[i]]), int(relays[i]), int(receivers[j])
 
 
 def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list, items) -> None:
@@ -145,32 +199,54 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
     """
     group_of = {}
     for j, g in enumerate(groups):
-        for r in g.tolist():
+        for r in np.asarray(g).tolist():
             group_of[r] = j
+    pool = np.concatenate([np.asarray(g, np.int64) for g in groups])
+    group_arr = np.full(len(model.send_free), -1, np.int64)
+    group_arr[pool] = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    # Relays (_find_relay) where the shared WAN links make them worth a look and the search
+    # stays small; large pools (grid-8x128's continents) send from the holders only.
+    use_relays = (len(model.wan_free) > 1 and len(groups) > 1
+                  and len(pool) * max(len(g) for g in groups) <= RELAY_SEARCH_LIMIT
+                  and bool((model.wan_of[np.ix_(pool, pool)] >= 0).any()))
     pending = {}
     heap = []
+
+    def best(d, j):
+        """(time, hops): the earliest delivery of piece d into sub-pool j."""
+        t, s, r = _find_min(model, holders[d], groups[j])
+        if use_relays:
+            relays = np.array([x for x in pool.tolist() if x not in holders[d]
+                               and group_of[x] not in pending[d]], np.int64)
+            if len(relays):
+                t2, s2, x, r2 = _find_relay(model, holders[d], relays, groups[j], group_arr)
+                if t2 < t:
+                    return t2, ((s2, x), (x, r2))
+        return t, ((s, r),)
+
     for d in items:
-        (src,) = holders[d]
         todo = set(range(len(groups)))
-        todo.discard(group_of[src])
+        for h in holders[d]:
+            todo.discard(group_of[h])
         pending[d] = todo
         for j in todo:
-            heap.append((_find_min(model, holders[d], groups[j])[0], d, j))
+            heap.append((best(d, j)[0], d, j))
     heapq.heapify(heap)
     while heap:
         t, d, j = heapq.heappop(heap)
         if j not in pending[d]:
             continue  # an outdated duplicate of a pair already scheduled
-        t2, s, r = _find_min(model, holders[d], groups[j])
+        t2, hops = best(d, j)
         if heap and t2 > heap[0][0]:
             heapq.heappush(heap, (t2, d, j))
             continue
-        start, end = model.commit(s, r, holders[d][s])
-        plan.add(s, r, d, start, end)
-        holders[d][r] = end
+        for s, r in hops:
+            start, end = model.commit(s, r, holders[d][s])
+            plan.add(s, r, d, start, end)
+            holders[d][r] = end
         pending[d].discard(j)
         for j2 in pending[d]:
-            heapq.heappush(heap, (_find_min(model, holders[d], groups[j2])[0], d, j2))
+            heapq.heappush(heap, (best(d, j2)[0], d, j2))
 
 
 # --- small pools of single ranks: exact greedy, one heap entry per receiver -------------
@@ -482,7 +558,11 @@ def pool_schedule(req: Request):
             continue
         inside = tree.nodes[node]["ranks"]
         groups = [tree.nodes[c]["ranks"] for c in kids]
-        if all(len(g) == 1 for g in groups):
+        # Pools of single ranks go to the fast engines below, unless a shared WAN link runs
+        # inside them (sites whose LAN and WAN fall in one band): only the general engine
+        # plans for the link.
+        across_wan = bool((model.wan_of[np.ix_(inside, inside)] >= 0).any())
+        if all(len(g) == 1 for g in groups) and not across_wan:
             leaves.append(inside)
             continue
         local = _local_holders(holders, inside)

@@ -16,7 +16,8 @@ Two shapes, chosen automatically:
 
 Both shapes reproduce every host pair's latency and bottleneck bandwidth exactly: the
 sites shape is chosen only when the classes allow it (the WAN link is the bottleneck and
-carries the latency beyond the two LAN halves); tests/lab checks it through SimGrid.
+carries the latency beyond the two LAN halves; links.site_classes, the rule the cost model
+uses for its shared links too); tests/lab checks it through SimGrid.
 """
 from __future__ import annotations
 
@@ -29,13 +30,13 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from ..errors import InputError
+from ..links import host_matrices, site_classes
 
 # Linux's default maximum TCP send buffer (net.ipv4.tcp_wmem) is 4 MiB, and so is
 # SimGrid's default window: one flow then gets at most 4 MiB / RTT, e.g. 105 MB/s over a
 # 20 ms link, far below 10 Gbit/s. Expose it; do not hide it.
 DEFAULT_TCP_GAMMA = 4 * 1024 * 1024
 HOST_SPEED = "1Gf"  # irrelevant: the lab runs with smpi/simulate-computation:no
-_REL = 1e-9
 
 
 @dataclass
@@ -57,21 +58,6 @@ class Platform:
         return xml, hosts
 
 
-def _host_matrices(topo):
-    """Host-level latency and bandwidth (H x H); the diagonal is the intra-host class."""
-    hl = getattr(topo, "host_latency", None)
-    hb = getattr(topo, "host_bandwidth", None)
-    if hl is not None and hb is not None:
-        return np.asarray(hl, float), np.asarray(hb, float)
-    # Rebuild from rank-level matrices (every host that has a rank).
-    h = len(topo.hosts)
-    lat, bw = np.zeros((h, h)), np.full((h, h), np.inf)
-    rh = np.asarray(topo.rank_host)
-    lat[np.ix_(rh, rh)] = topo.latency
-    bw[np.ix_(rh, rh)] = topo.bandwidth
-    return lat, bw
-
-
 def _bps(x: float) -> str:
     return f"{x:.17g}Bps"
 
@@ -80,56 +66,14 @@ def _sec(x: float) -> str:
     return f"{x:.17g}s"
 
 
-def _uniform(block: np.ndarray) -> float | None:
-    vals = block[np.isfinite(block)] if block.size else block
-    if vals.size == 0:
-        return None
-    v = float(vals.flat[0])
-    return v if np.allclose(vals, v, rtol=_REL, atol=0) else None
-
-
-def _site_classes(topo, lat, bw):
-    """Per-site LAN class and per-site-pair WAN class, or None when not class-shaped."""
-    sites = list(dict.fromkeys(topo.host_site))
-    members = {s: [i for i, x in enumerate(topo.host_site) if x == s] for s in sites}
-    lan = {}
-    for s, hs in members.items():
-        off = ~np.eye(len(hs), dtype=bool)
-        L = _uniform(lat[np.ix_(hs, hs)][off])
-        B = _uniform(bw[np.ix_(hs, hs)][off])
-        if len(hs) > 1 and (L is None or B is None):
-            return None
-        lan[s] = (L, B)
-    wan = {}
-    for a in sites:
-        for b in sites:
-            if a == b:
-                continue
-            L = _uniform(lat[np.ix_(members[a], members[b])])
-            B = _uniform(bw[np.ix_(members[a], members[b])])
-            if L is None or B is None:
-                return None
-            wan[a, b] = (L, B)
-    # Single-host sites have no LAN pair: give their NIC the fastest WAN rate out, 0 latency.
-    for s in sites:
-        if lan[s][0] is None:
-            rates = [B for (a, b), (_, B) in wan.items() if s in (a, b)] or [np.inf]
-            lan[s] = (0.0, max(rates))
-    # Exact only if the WAN link is the bottleneck and carries the rest of the latency.
-    for (a, b), (L, B) in wan.items():
-        if B > min(lan[a][1], lan[b][1]) * (1 + _REL) or L < (lan[a][0] + lan[b][0]) / 2 * (1 - _REL):
-            return None
-    return sites, members, lan, wan
-
-
 def build_platform(topo, name: str | None = None) -> Platform:
     name = name or topo.name
-    lat, bw = _host_matrices(topo)
+    lat, bw = host_matrices(topo)
     intra_lat = float(np.diag(lat).max()) if len(lat) else 1e-6
     intra_bw = float(np.diag(bw).min()) if len(bw) else 1e10
     if not np.isfinite(intra_bw):
         intra_bw = 1e10
-    classes = _site_classes(topo, lat, bw)
+    classes = site_classes(topo, lat, bw)
     if classes is not None:
         plat = _sites_platform(topo, classes, intra_lat, intra_bw, name)
     else:

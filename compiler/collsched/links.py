@@ -1,0 +1,160 @@
+"""Shared network links: which rank pairs send through the same WAN link.
+
+A topology given by classes (one LAN per site, one WAN class per pair of sites) describes a
+network in which every flow from site A to site B crosses one physical A -> B link: ten
+ranks at A sending to B at once share its bandwidth. The lab builds exactly that SimGrid
+platform (lab/platform.py, the *sites* shape), and the cost model (simulate.py), the Min3
+planner (algorithms/min3.py) and the lower bound (lowerbound.py) take it into account
+through `shared_links`.
+
+A topology given as a measured matrix without that structure has no shared links: every
+host pair is its own path (the *pairs* shape), limited only by the hosts' ports.
+
+The rule that decides between the two lives here, once, for all of them (`site_classes`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_REL = 1e-9
+
+
+def host_matrices(topo):
+    """Host-level latency and bandwidth (H x H); the diagonal is the intra-host class."""
+    hl = getattr(topo, "host_latency", None)
+    hb = getattr(topo, "host_bandwidth", None)
+    if hl is not None and hb is not None:
+        return np.asarray(hl, float), np.asarray(hb, float)
+    # Rebuild from rank-level matrices (every host that has a rank).
+    h = len(topo.hosts)
+    lat, bw = np.zeros((h, h)), np.full((h, h), np.inf)
+    rh = np.asarray(topo.rank_host)
+    lat[np.ix_(rh, rh)] = topo.latency
+    bw[np.ix_(rh, rh)] = topo.bandwidth
+    return lat, bw
+
+
+def _uniform(block: np.ndarray) -> float | None:
+    vals = block[np.isfinite(block)] if block.size else block
+    if vals.size == 0:
+        return None
+    v = float(vals.flat[0])
+    return v if np.allclose(vals, v, rtol=_REL, atol=0) else None
+
+
+def site_classes(topo, lat=None, bw=None):
+    """(sites, members, lan, wan) when the topology is class-shaped, else None.
+
+    members[s]: host indices of site s; lan[s] = (latency, bandwidth) of its LAN; wan[a, b]
+    = (latency, bandwidth) of every host pair from a to b. Class-shaped means: uniform
+    within each site and each site pair, and each WAN class no faster than the LANs at its
+    ends (then a shared WAN link between two NICs reproduces every pair exactly).
+    """
+    if lat is None or bw is None:
+        lat, bw = host_matrices(topo)
+    sites = list(dict.fromkeys(topo.host_site))
+    members = {s: [i for i, x in enumerate(topo.host_site) if x == s] for s in sites}
+    lan = {}
+    for s, hs in members.items():
+        off = ~np.eye(len(hs), dtype=bool)
+        L = _uniform(lat[np.ix_(hs, hs)][off])
+        B = _uniform(bw[np.ix_(hs, hs)][off])
+        if len(hs) > 1 and (L is None or B is None):
+            return None
+        lan[s] = (L, B)
+    wan = {}
+    for a in sites:
+        for b in sites:
+            if a == b:
+                continue
+            L = _uniform(lat[np.ix_(members[a], members[b])])
+            B = _uniform(bw[np.ix_(members[a], members[b])])
+            if L is None or B is None:
+                return None
+            wan[a, b] = (L, B)
+    # Single-host sites have no LAN pair: give their NIC the fastest WAN rate out, 0 latency.
+    for s in sites:
+        if lan[s][0] is None:
+            rates = [B for (a, b), (_, B) in wan.items() if s in (a, b)] or [np.inf]
+            lan[s] = (0.0, max(rates))
+    # Exact only if the WAN link is the bottleneck and carries the rest of the latency.
+    for (a, b), (L, B) in wan.items():
+        if B > min(lan[a][1], lan[b][1]) * (1 + _REL) or L < (lan[a][0] + lan[b][0]) / 2 * (1 - _REL):
+            return None
+    return sites, members, lan, wan
+
+
+@dataclass
+class SharedLinks:
+    """link_of[s, r]: index of the shared link the flow s -> r crosses, or -1 (none).
+
+    bandwidth[k] is link k's capacity in bytes/s; names[k] says which sites it joins."""
+
+    link_of: np.ndarray  # (P, P) int64
+    bandwidth: np.ndarray  # (L,) float64
+    names: list[str]
+
+    @property
+    def any(self) -> bool:
+        return len(self.bandwidth) > 0
+
+
+def shared_links(topo) -> SharedLinks:
+    """The WAN links that flows between two sites share (none unless class-shaped).
+
+    A site pair counts only if more than one host pair crosses it: a link used by a single
+    host pair is no more shared than that pair's own path. Cached on the topology.
+    """
+    cached = getattr(topo, "_shared_links", None)
+    if cached is not None:
+        return cached
+    p = topo.nranks
+    link_of = np.full((p, p), -1, np.int64)
+    bws, names = [], []
+    classes = site_classes(topo) if p > 1 else None
+    if classes is not None:
+        sites, members, _, wan = classes
+        site_of_host = np.empty(len(topo.hosts), np.int64)
+        for k, s in enumerate(sites):
+            site_of_host[members[s]] = k
+        rank_site = site_of_host[np.asarray(topo.rank_host)]
+        for (a, b), (_, B) in wan.items():
+            if len(members[a]) * len(members[b]) < 2:
+                continue
+            ka, kb = sites.index(a), sites.index(b)
+            sel = np.ix_(rank_site == ka, rank_site == kb)
+            link_of[sel] = len(bws)
+            bws.append(float(B))
+            names.append(f"{a}->{b}")
+    out = SharedLinks(link_of, np.asarray(bws, np.float64), names)
+    try:
+        object.__setattr__(topo, "_shared_links", out)
+    except (AttributeError, TypeError):
+        pass
+    return out
+
+
+def port_bandwidth(topo) -> tuple[np.ndarray, np.ndarray]:
+    """(send, recv): (P, P) rates at which a flow s -> r occupies s's and r's ports.
+
+    A flow's bytes pass a host's network port at the port's own rate. Within a site, and
+    on any path of its own, the pair's bandwidth is that rate (the port is the bottleneck).
+    Across a shared WAN link the link is the bottleneck: the flow trickles through the
+    hosts' ports, which stay free for other flows, as SimGrid's split-duplex NICs do. The
+    rate there is the LAN bandwidth of the host's site (the NIC of lab/platform.py)."""
+    bw = np.asarray(topo.bandwidth, np.float64)
+    links = shared_links(topo)
+    if not links.any:
+        return bw, bw
+    lat, hbw = host_matrices(topo)
+    sites, members, lan, _ = site_classes(topo, lat, hbw)
+    site_of_host = np.empty(len(topo.hosts), np.int64)
+    for k, s in enumerate(sites):
+        site_of_host[members[s]] = k
+    nic = np.array([lan[s][1] for s in sites], np.float64)[site_of_host[np.asarray(topo.rank_host)]]
+    on = links.link_of >= 0
+    send = np.where(on, nic[:, None], bw)
+    recv = np.where(on, nic[None, :], bw)
+    return send, recv

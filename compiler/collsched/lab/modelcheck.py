@@ -97,15 +97,18 @@ def markdown(rows: list[dict], plot_rel: str | None) -> str:
     lines.append(f"{len(within)} of {len(rows)} cases within +-{TOLERANCE:.0%}.")
     lines += ["", "What the model does and does not capture (details in docs/lab.md):",
               "- captured: latency, bandwidth, single-port hosts, FIFO links, receiver pipelining, "
-              "the TCP window (one flow moves at most window / 2L), and rendezvous messages waiting "
-              "for the executor to post their receive;",
-              "- not captured: several flows sharing one link or NIC *at the same time*. SimGrid (like "
-              "TCP across connections) shares fairly, so all of them finish late; the model serves "
-              "them one after another in list order, so the first ones finish early and their "
-              "receivers start forwarding sooner. That is why lnbc (the root feeds up to log2 P children "
-              "at once) and bruck/spreading over the shared WAN links of wan-3x16 and the three-site "
-              "grid are predicted too fast. Modelling it needs a fluid (max-min) simulation of shared "
-              "links, planned with the Min3 work."]
+              "the TCP window (one flow moves at most window / 2L), rendezvous messages waiting "
+              "for the executor to post their receive, and shared WAN links (every flow between two "
+              "sites crosses one link; the model serves it in start order, and such flows hold the "
+              "hosts' ports only at their NIC rate);",
+              "- not captured: several flows sharing one host port *at the same time*, and a rank's "
+              "independent flows overtaking each other. The model keeps each rank's list order as its "
+              "port order, so a send queued behind a busy WAN link holds back the rank's next sends "
+              "to other sites, which SimGrid (all sends posted at once, fair sharing) lets through: "
+              "bruck and spreading on wan-3x16 and spreading on the three-site grid are predicted "
+              "too slow. The other way round, the first of several flows out of one port finish "
+              "early in the model and late in SimGrid: lnbc on tryton-48 (the root feeds log2 P "
+              "children at once) is predicted too fast."]
     if plot_rel:
         lines += ["", f"![model check]({plot_rel})"]
     return "\n".join(lines) + "\n"

@@ -9,18 +9,22 @@ the verifier accepts, whatever its algorithm, segmentation, phases or FIFO marks
 
 Notation: P ranks, B bytes per rank, a_r arrival (shifted so that min a = 0, as
 simulate_pattern does), L(s, r) latency, b(s, r) bandwidth, bflow <= b the windowed flow
-bandwidth, os(m) >= m * pb(s, r) the send overhead (pb = 1/b by default). E_r = exit_r.
+bandwidth, bs(s, r), br(s, r) >= b the rates at which the flow occupies the sender's and
+the receiver's port (links.port_bandwidth: b, except across a shared WAN link, where the
+NIC's rate), os(m) >= m * pb(s, r) the send overhead (pb = 1/bs by default). E_r = exit_r.
+The bound uses 1/max(b, bs) and 1/max(b, br), valid whether the ports are charged at b or
+at the NIC's rate.
 
 Facts of the model the bound rests on (simulate.py; each is one line of its recurrences):
 
 (F1) A transfer s -> r of m bytes that starts at t ends at t + L + m/bflow. Its *receive
-     interval* [end - m/b, end] starts at or after t + L. In list order the receive
+     interval* [end - m/br, end] starts at or after t + L. In list order the receive
      intervals of one rank are disjoint (Start >= HostAvailForRecv - early).
 (F2) A rank's *send intervals* [start, start + min(os(m), L + m/bflow)] are disjoint in list
      order (Start >= HostAvailForSend = previous Start + os) and end by the transfer's end.
 (F3) Half duplex: all send and receive intervals of a rank are disjoint (the one port is
      released at Start + os after a send, at the end after a receive, `early` before the
-     end for a receive after a receive; since L + m/bflow >= m/b the intervals above never
+     end for a receive after a receive; since L + m/bflow >= m/br the intervals above never
      overlap).
 (F4) Nothing starts before min a = 0; a send of the rank's own piece starts at or after its
      arrival; a forwarded piece is sent only after the transfer delivering it has ended.
@@ -32,14 +36,35 @@ Facts of the model the bound rests on (simulate.py; each is one line of its recu
 (F6) The verifier's delivery pass: every rank receives every byte of every other origin;
      so each byte of o enters every rank set S not containing o at least once, over an
      edge from outside S, and o itself sends each of its own bytes at least once.
+(F7) Shared WAN links (links.shared_links; class-shaped topologies): every rank pair from
+     site A to site B != A crosses one link k of bandwidth beta_k. The transfers on k are
+     served one after the other (Start >= previous Start on k + previous m / beta_k), so
+     their *link intervals* [start, start + m/beta_k] are pairwise disjoint, and each
+     transfer ends at start + L + m/bflow >= start + L_k + m c_k, where L_k = min L and
+     c_k = min(1/beta_k, 1/bflow) over k's pairs (s/byte; c_k = 1/beta_k up to float noise,
+     since bflow <= b = beta_k). Hence if the transfers on k that start at or after t
+     carry X > 0 bytes in all, the last of them (in link order) ends at or after
+     t + L_k + X c_k: all the others' link intervals lie between t and its start.
 
 Closed form, per rank r (O(P^2 log P)). By (F1, F4, F5) the receive intervals of origins o
-with rel[o, r] >= t all lie in [t, E_r] and together last at least B * min_s 1/b(s, r) per
+with rel[o, r] >= t all lie in [t, E_r] and together last at least B * min_s 1/br(s, r) per
 origin: preemptive single-machine scheduling with release dates gives
-    E_r >= max_t ( t + B * #{o != r : rel[o, r] >= t} * min_s 1/b(s, r) ).
+    E_r >= max_t ( t + B * #{o != r : rel[o, r] >= t} * min_s 1/br(s, r) ).
 By (F2, F4, F6) r sends its own B bytes after a_r, the last of them arriving one latency
 later:  E_r >= a_r + min_s L(r, s) + B * min_s min(pb(r, s), 1/bflow(r, s)).  In half duplex
 the send job joins the receive jobs on one machine (F3). Call the largest of these cf_r.
+
+Shared links, closed form (F7, per union S of sites, O(P^2)). Let every site pair entering
+S (A outside, B inside) have a link (else skip S), K_S those links. Let M_S be the latest
+time at which some byte of an origin outside S first enters S (the end of the first
+transfer into S carrying it). Every r in S needs each such byte, and any chain of transfers
+bringing it to r enters S no earlier (F4), so E_r >= M_S. A first entry carrying a byte of
+o starts at or after relS[o] = min_{s outside S} hold[o, s]. Take t among the relS; the
+first entries of the N_t origins with relS[o] >= t move B N_t bytes, X_k over link k;
+some k has X_k c_k >= B N_t / R with R = sum_{k in K_S} 1/c_k, and by F7 the last of them
+ends at or after t + L_k + X_k c_k. So
+    M_S >= max_t ( t + min_k L_k + B * N_t / R ),
+and cf_r is raised to it for r in S (for bytes > 0). The LP below uses these cf_r.
 
 LP relaxation (PuLP, bundled CBC). Ranks are grouped into *nodes* N (single ranks, or
 whole sites for large P) and origins into *commodities* g (single origins, or sites).
@@ -50,19 +75,27 @@ schedule, setting F to its actual traffic, W and T to its actual exits satisfies
                   >= |g \\ S| blocks; each node receives >= sum_r |g \\ {r}|, sends >= |g ∩ v|;
   ports (F1-F5):  for every node v and threshold t among its release (resp. hold) times,
                   W_v >= sum_{r in v} min(t, cf_r) + sum_{g released at v no earlier than t}
-                  sum_u F[g, u, v] * B * min 1/b(u -> v)      (receive port; sends likewise
+                  sum_u F[g, u, v] * B * min 1/br(u -> v)     (receive port; sends likewise
                   with hold and min(pb, 1/bflow); half duplex: both sums in one constraint).
                   Each member's intervals counted there start at or after t and end by E_r
                   (and if a member has none, E_r >= cf_r >= min(t, cf_r) anyway);
-  exits:          W_v >= sum_{r in v} cf_r;  T >= W_v / |v|;  T >= max_r cf_r.
+  exits:          W_v >= sum_{r in v} cf_r;  T >= W_v / |v|;  T >= max_r cf_r;
+  links (F7):     for every link k and threshold t among when[g] = min hold time of g at
+                  k's sending nodes:  T >= min(t + L_k, max_r cf_r) + sum_{g: when[g] >= t}
+                  y[g, k] * B * c_k,  with y[g, k] = sum of F[g, u, v] over the node pairs
+                  (u, v) whose members all lie in k's site pair (a node mixing sites takes
+                  no part). The blocks counted start at or after t on k; if there are
+                  none, T >= max cf anyway; else the last ends by T. (This bounds T only;
+                  the average elapsed time gets F7 through the cf_r of the closed form.)
 So min T (resp. min sum W_v / P - mean a) over the LP is at most the schedule's run time
 (resp. average elapsed time): both are lower bounds. The solver's value is multiplied by
 (1 - 1e-6) to absorb its tolerances, and never reported below the closed form.
 
 Tightness (measured in docs/grid-baselines.md): on a homogeneous cluster with flat
-arrivals the bound is L + (P-1) B / b, which the ring misses only by (P-2) L. On grids the
-site cuts charge every site's wide-area inflow to its receiving ports, which is what limits
-Min3-style schedules; the relaxation has no time structure beyond release dates (a
+arrivals the bound is L + (P-1) B / b, which the ring misses only by (P-2) L. On grids
+with shared WAN links (F7) a site's wide-area inflow is limited by the sum of its inbound
+links' bandwidths, which is what limits Min3-style schedules (three-site grid: 12 blocks
+into UT over 160 + 145 kB/s); the relaxation has no time structure beyond release dates (a
 relay may forward while it receives: a fluid, perfectly pipelined view), and it ignores
 the TCP window beyond one latency per hop (a schedule with many small pieces in flight
 escapes it), so on window-limited wide-area links it is loose.
@@ -134,6 +167,91 @@ def _path_latency(lat: np.ndarray) -> np.ndarray:
     return np.where(off, np.maximum(first_hop[:, None], last_hop[None, :]), 0.0)
 
 
+def _port_rates(topo, bw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(send, recv) rates at which a flow occupies its ends' ports: b, except across a
+    shared WAN link, where it is the NIC's rate (>= b): links.port_bandwidth, as simulate
+    uses it. The smaller per-byte costs are valid whichever of the two the model uses."""
+    if not hasattr(topo, "host_site") or topo.nranks < 2:
+        return bw, bw
+    from .links import port_bandwidth
+
+    send, recv = port_bandwidth(topo)
+    return np.maximum(bw, send), np.maximum(bw, recv)
+
+
+def _block_reduce(mat: np.ndarray, site: np.ndarray, ufunc) -> np.ndarray:
+    """(S, S) reduction (ufunc = np.minimum or np.maximum) of a (P, P) matrix over site blocks."""
+    order = np.argsort(site, kind="stable")
+    counts = np.bincount(site)
+    starts = np.cumsum(counts) - counts
+    m = mat[np.ix_(order, order)]
+    return ufunc.reduceat(ufunc.reduceat(m, starts, 0), starts, 1)
+
+
+@dataclass
+class _Links:
+    """The shared WAN links of F7 between the sites of `_site_index` (compact indices)."""
+
+    site_link: np.ndarray  # (S, S): link from site A to site B, or -1 (none: own paths)
+    cost: np.ndarray  # (K,) c_k = min over its pairs of min(1/bandwidth[k], 1/bflow), s/byte
+    latency: np.ndarray  # (K,) min latency over its pairs
+
+
+def _shared_link_data(topo, model: "_Model", site: np.ndarray) -> _Links | None:
+    """F7's links, or None when the topology has none (or they do not follow the sites)."""
+    if not hasattr(topo, "host_site") or model.p < 2:
+        return None
+    from .links import shared_links
+
+    links = shared_links(topo)
+    if not links.any:
+        return None
+    nsites = int(site.max()) + 1
+    rep = np.array([np.argmax(site == s) for s in range(nsites)])
+    raw = links.link_of[np.ix_(rep, rep)]
+    # links.py gives a whole site pair one link; the bound relies on it, so check it.
+    if not np.array_equal(links.link_of, raw[site[:, None], site[None, :]]):
+        return None
+    used = np.unique(raw[raw >= 0])
+    if len(used) == 0:
+        return None
+    site_link = np.searchsorted(used, raw)
+    site_link[raw < 0] = -1
+    flow_max = _block_reduce(np.where(model.off, model.flow, -np.inf), site, np.maximum)
+    lat_min = _block_reduce(np.where(model.off, model.latency, np.inf), site, np.minimum)
+    cost = 1.0 / links.bandwidth[used]
+    latency = np.full(len(used), np.inf)
+    for a, b in zip(*np.nonzero(site_link >= 0)):
+        k = site_link[a, b]
+        cost[k] = min(cost[k], 1.0 / flow_max[a, b])
+        latency[k] = min(latency[k], lat_min[a, b])
+    return _Links(site_link, cost, latency)
+
+
+def _link_closed_form(model: "_Model", links: _Links, site: np.ndarray) -> np.ndarray:
+    """Per-rank lower bound on E_r from F7 (docstring, 'Shared links, closed form')."""
+    p, nb = model.p, model.nbytes
+    out = np.full(p, -np.inf)
+    if nb == 0:
+        return out
+    nsites = int(site.max()) + 1
+    order = np.argsort(site, kind="stable")
+    counts = np.bincount(site)
+    hold_site = np.minimum.reduceat(model.hold[:, order], np.cumsum(counts) - counts, 1)  # [o, A]
+    for cut in _cut_sets(site):
+        in_s = np.zeros(nsites, bool)
+        in_s[site[cut]] = True
+        ks = links.site_link[np.ix_(~in_s, in_s)]
+        if np.any(ks < 0):
+            continue  # some pair enters S over its own path: not limited by a link
+        ks = np.unique(ks)
+        rate = float(np.sum(1.0 / links.cost[ks]))
+        rel = np.sort(hold_site[np.ix_(~cut, ~in_s)].min(1))[::-1]  # origins outside S
+        m = float(np.max(rel + links.latency[ks].min() + nb * np.arange(1, len(rel) + 1) / rate))
+        out[cut] = np.maximum(out[cut], m)
+    return out
+
+
 class _Model:
     """Per-rank-pair quantities of the bound (seconds per byte, earliest times)."""
 
@@ -145,8 +263,10 @@ class _Model:
         lat = np.asarray(topo.latency, np.float64)
         bw = np.asarray(topo.bandwidth, np.float64)
         flow = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else bw
-        self.recv_cost = np.where(off, 1.0 / bw, np.inf)  # receive port s per byte (F1)
-        per_byte_os = 1.0 / bw if getattr(topo, "os_a", None) is None else np.asarray(topo.os_per_byte)
+        self.latency, self.flow = lat, flow
+        send_bw, recv_bw = _port_rates(topo, bw)
+        self.recv_cost = np.where(off, 1.0 / recv_bw, np.inf)  # receive port s per byte (F1)
+        per_byte_os = 1.0 / send_bw if getattr(topo, "os_a", None) is None else np.asarray(topo.os_per_byte)
         self.send_cost = np.where(off, np.minimum(per_byte_os, 1.0 / flow), np.inf)  # (F2)
         d = _path_latency(lat)
         self.hold = a[:, None] + d  # [o, s]: earliest s may send a byte of o (F4)
@@ -194,8 +314,9 @@ def _cut_sets(site: np.ndarray) -> list[np.ndarray]:
 
 
 def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: list[np.ndarray],
-              site: np.ndarray) -> tuple[float, float]:
-    """(min T, min sum E_r) of the LP relaxation, in seconds."""
+              site: np.ndarray, links: _Links | None = None) -> tuple[float, float]:
+    """(min T, min sum E_r) of the LP relaxation, in seconds; cf: any per-rank lower
+    bounds on E_r (the closed forms)."""
     import pulp
 
     p, full = model.p, model.full
@@ -287,6 +408,31 @@ def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: li
             for t in thresholds:
                 base = float(np.minimum(t / scale, cf_t[members]).sum())
                 at_least([(W[v], 1.0)] + [(var, -c) for when, (var, c) in terms if when >= t], base)
+    # Shared links (F7), on node pairs that lie within one link's site pair.
+    if links is not None:
+        node_site = np.full(nn, -1)
+        for v, members in enumerate(nodes):
+            if np.all(site[members] == site[members[0]]):
+                node_site[v] = site[members[0]]
+        t_low = float(cf_t.max())  # T >= this anyway
+        on_link = {}  # k -> [(g, sending node, F var)]
+        for (g, u, v), var in flow.items():
+            if node_site[u] >= 0 and node_site[v] >= 0 and node_site[u] != node_site[v]:
+                k = int(links.site_link[node_site[u], node_site[v]])
+                if k >= 0:
+                    on_link.setdefault(k, []).append((g, u, var))
+        for k, terms in on_link.items():
+            # Blocks of g cross k no earlier than g's hold time at the link's senders.
+            when = {}
+            for g, u, _ in terms:
+                when[g] = min(when.get(g, np.inf), ghold[g, u])
+            y = {g: variable(f"y_{g}_{k}", 0.0) for g in when}
+            for g, yg in y.items():  # y[g, k] = blocks of g over link k
+                at_least([(yg, 1.0)] + [(var, -1.0) for h, _, var in terms if h == g], 0.0)
+            c = float(blk * links.cost[k])
+            for t in sorted({when[g] for g in when if np.isfinite(when[g])}):
+                head = min((t + float(links.latency[k])) / scale, t_low)
+                at_least([(T, 1.0)] + [(y[g], -c) for g in y if when[g] >= t], head)
     with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled-CBC class we rely on
         warnings.simplefilter("ignore", DeprecationWarning)
         solver = pulp.PULP_CBC_CMD(msg=False)
@@ -326,10 +472,16 @@ def lower_bound(topo, nbytes: int, arrivals=None, *, use_lp: bool = True) -> Low
     cf_run, cf_avg = float(cf.max()), float(np.mean(cf - a))
     run, avg, method = cf_run, cf_avg, "closed form"
     site = _site_index(topo)
+    links = _shared_link_data(topo, model, site)
+    if links is not None:  # F7's closed form joins the per-rank one
+        cf = np.maximum(cf, _link_closed_form(model, links, site))
+        if float(cf.max()) > cf_run:
+            method = "closed form + links"
+        run, avg = float(cf.max()), float(np.mean(cf - a))
     shape = _lp_shape(p, site) if use_lp and nbytes > 0 and cf_run > 0 else None
     if shape is not None:
         nodes, groups, label = shape
-        lp_run, lp_sum = _solve_lp(model, cf, nodes, groups, site)
+        lp_run, lp_sum = _solve_lp(model, cf, nodes, groups, site, links)
         run = max(run, lp_run)
         avg = max(avg, lp_sum / p - float(a.mean()))
         method = f"lp: {label}"

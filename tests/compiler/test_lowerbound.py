@@ -7,11 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
+import collsched.simulate
 from collsched.algorithms import REGISTRY, Request, generate
 from collsched.cli import main
 from collsched.errors import InputError
+from collsched.links import shared_links
 from collsched.lowerbound import lower_bound, pattern_lower_bound
 from collsched.pipeline import compile_schedule
 from collsched.policy import mark_fifo_links
@@ -34,6 +36,32 @@ def random_topology(p, nsites, rng, full_duplex, window, overheads):
         g_h = (rng.uniform(0, 1e-5, (p, p)), rng.uniform(0.2, 2.0, (p, p)) / bw)
     topo = _from_hosts("random", "<test>", [f"h{i}" for i in range(p)],
                        [f"s{s}" for s in site], np.arange(p), lat, bw, full_duplex, os_h, g_h)
+    return dataclasses.replace(topo, tcp_window=window)
+
+
+def class_shaped_topology(p, nsites, rng, full_duplex, window, overheads, ranks_per_host):
+    """Random sites with a LAN each and one WAN class per ordered site pair, no faster
+    than the LANs at its ends (often much slower): shared WAN links (links.py)."""
+    nhosts = -(-p // ranks_per_host)
+    host_site = rng.integers(0, nsites, nhosts)
+    host_site[: min(2, nhosts - 1)] = 0  # site 0 has two hosts when there are three
+    host_site[-1] = 1
+    lan_lat = rng.uniform(1e-6, 1e-4, nsites)
+    lan_bw = 10 ** rng.uniform(7, 10, nsites)
+    wan_bw = np.minimum(lan_bw[:, None], lan_bw[None, :]) * 10 ** rng.uniform(-3, 0, (nsites, nsites))
+    wan_lat = (lan_lat[:, None] + lan_lat[None, :]) / 2 + rng.uniform(1e-4, 5e-2, (nsites, nsites))
+    same = host_site[:, None] == host_site[None, :]
+    lat = np.where(same, lan_lat[host_site][:, None], wan_lat[np.ix_(host_site, host_site)])
+    bw = np.where(same, lan_bw[host_site][:, None], wan_bw[np.ix_(host_site, host_site)])
+    np.fill_diagonal(lat, 1e-6)
+    np.fill_diagonal(bw, 1e10)
+    os_h = g_h = None
+    if overheads:
+        os_h = (rng.uniform(0, 1e-5, lat.shape), rng.uniform(0.2, 2.0, lat.shape) / bw)
+        g_h = (rng.uniform(0, 1e-5, lat.shape), rng.uniform(0.2, 2.0, lat.shape) / bw)
+    topo = _from_hosts("classes", "<test>", [f"h{i}" for i in range(nhosts)],
+                       [f"s{s}" for s in host_site], np.arange(p) // ranks_per_host, lat, bw,
+                       full_duplex, os_h, g_h)
     return dataclasses.replace(topo, tcp_window=window)
 
 
@@ -122,6 +150,55 @@ def test_site_cuts_bind_on_the_three_site_grid(nbytes):
     best = min(predicted(alg, topo, nbytes, 1, np.zeros((1, 20))).run_time_s
                for alg, e in REGISTRY.items() if e.check(Request(20)) is None)
     assert b.run_time_s <= best
+
+
+@pytest.mark.parametrize("nbytes, at_least", [(256 << 10, 9.5), (1 << 20, 38.0)])
+def test_shared_links_bind_on_the_three_site_grid(nbytes, at_least):
+    """F7: Europe's 12 blocks must enter UT over UK->UT (160 kB/s) and NTH->UT (145 kB/s),
+    so no schedule beats 12 B / 305 kB/s; the closed form of F7 alone says it too."""
+    topo = load_topology(TOPOLOGIES / "three-site-grid.yaml", 20)
+    assert shared_links(topo).any
+    b = lower_bound(topo, nbytes)
+    assert b.run_time_s >= at_least
+    assert b.run_time_s >= 0.05 + 12 * nbytes / (160_000 + 145_000) * (1 - 1e-6)
+    cf = lower_bound(topo, nbytes, use_lp=False)
+    assert cf.method == "closed form + links" and cf.run_time_s >= at_least
+    assert b.avg_elapsed_s >= cf.avg_elapsed_s > cf.closed_form_avg_elapsed_s
+    if hasattr(collsched.simulate, "SHARED_LINKS"):
+        for alg, e in sorted(REGISTRY.items()):
+            if e.check(Request(20)) is None:
+                m = predicted(alg, topo, nbytes, 1, np.zeros((1, 20)))
+                assert m.run_time_s >= b.run_time_s * (1 - SLACK), (alg, m.run_time_s, b)
+                assert m.avg_elapsed_s >= b.avg_elapsed_s * (1 - SLACK), (alg, m.avg_elapsed_s, b)
+
+
+@pytest.mark.skipif(not hasattr(collsched.simulate, "SHARED_LINKS"),
+                    reason="simulate does not model shared WAN links yet (F7 would not hold)")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=st.integers(3, 10), nsites=st.integers(2, 3), seed=st.integers(0, 2**32 - 1),
+       nbytes=st.sampled_from([1, 1000, 65536, 300_000, 2 << 20]), nseg=st.integers(1, 3),
+       full=st.booleans(), window=st.sampled_from([None, 65536, 4 << 20]),
+       overheads=st.booleans(), ranks_per_host=st.sampled_from([1, 1, 2]),
+       arrivals=st.sampled_from(["flat", "random", "two iterations"]))
+def test_no_registered_algorithm_beats_the_bound_over_shared_links(
+        p, nsites, seed, nbytes, nseg, full, window, overheads, ranks_per_host, arrivals):
+    rng = np.random.default_rng(seed)
+    topo = class_shaped_topology(p, nsites, rng, full, window, overheads, ranks_per_host)
+    assume(shared_links(topo).any)
+    rows = {"flat": 1, "random": 1, "two iterations": 2}[arrivals]
+    pattern = np.zeros((1, p)) if arrivals == "flat" else rng.uniform(0, 0.02, (rows, p))
+    bound = pattern_lower_bound(topo, nbytes, pattern)
+    assert bound.run_time_s >= bound.closed_form_run_time_s
+    checked = 0
+    for alg, entry in sorted(REGISTRY.items()):
+        req = Request(p, nbytes=nbytes, nseg=nseg, full_duplex=full, topology=topo)
+        if entry.check(req) is not None:
+            continue
+        m = predicted(alg, topo, nbytes, nseg, pattern)
+        assert m.run_time_s >= bound.run_time_s * (1 - SLACK), (alg, m.run_time_s, bound)
+        assert m.avg_elapsed_s >= bound.avg_elapsed_s * (1 - SLACK), (alg, m.avg_elapsed_s, bound)
+        checked += 1
+    assert checked >= 6
 
 
 def test_half_duplex_is_at_least_full_duplex():

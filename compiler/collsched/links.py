@@ -41,7 +41,8 @@ def _uniform(block: np.ndarray) -> float | None:
     if vals.size == 0:
         return None
     v = float(vals.flat[0])
-    return v if np.allclose(vals, v, rtol=_REL, atol=0) else None
+    # np.allclose(vals, v, rtol=_REL, atol=0) for finite values, without its overhead.
+    return v if bool(np.all(np.abs(vals - v) <= _REL * abs(v))) else None
 
 
 def site_classes(topo, lat=None, bw=None):
@@ -51,9 +52,27 @@ def site_classes(topo, lat=None, bw=None):
     = (latency, bandwidth) of every host pair from a to b. Class-shaped means: uniform
     within each site and each site pair, and each WAN class no faster than the LANs at its
     ends (then a shared WAN link between two NICs reproduces every pair exactly).
+    Without lat and bw (the topology's own host matrices) the answer is cached on the
+    topology, as shared_links caches its own: the cost model asks for it several times.
     """
     if lat is None or bw is None:
-        lat, bw = host_matrices(topo)
+        cached = getattr(topo, "_site_classes", None)
+        if cached is not None:
+            return cached[0]
+        out = _site_classes(topo, *host_matrices(topo))
+        _cache(topo, "_site_classes", (out,))
+        return out
+    return _site_classes(topo, lat, bw)
+
+
+def _cache(topo, name: str, value) -> None:
+    try:
+        object.__setattr__(topo, name, value)
+    except (AttributeError, TypeError):
+        pass
+
+
+def _site_classes(topo, lat, bw):
     sites = list(dict.fromkeys(topo.host_site))
     members = {s: [i for i, x in enumerate(topo.host_site) if x == s] for s in sites}
     lan = {}
@@ -129,10 +148,7 @@ def shared_links(topo) -> SharedLinks:
             bws.append(float(B))
             names.append(f"{a}->{b}")
     out = SharedLinks(link_of, np.asarray(bws, np.float64), names)
-    try:
-        object.__setattr__(topo, "_shared_links", out)
-    except (AttributeError, TypeError):
-        pass
+    _cache(topo, "_shared_links", out)
     return out
 
 
@@ -143,13 +159,22 @@ def port_bandwidth(topo) -> tuple[np.ndarray, np.ndarray]:
     on any path of its own, the pair's bandwidth is that rate (the port is the bottleneck).
     Across a shared WAN link the link is the bottleneck: the flow trickles through the
     hosts' ports, which stay free for other flows, as SimGrid's split-duplex NICs do. The
-    rate there is the LAN bandwidth of the host's site (the NIC of lab/platform.py)."""
+    rate there is the LAN bandwidth of the host's site (the NIC of lab/platform.py).
+    Cached on the topology (treat the arrays as read-only)."""
+    cached = getattr(topo, "_port_bandwidth", None)
+    if cached is not None:
+        return cached
+    out = _port_bandwidth(topo)
+    _cache(topo, "_port_bandwidth", out)
+    return out
+
+
+def _port_bandwidth(topo) -> tuple[np.ndarray, np.ndarray]:
     bw = np.asarray(topo.bandwidth, np.float64)
     links = shared_links(topo)
     if not links.any:
         return bw, bw
-    lat, hbw = host_matrices(topo)
-    sites, members, lan, _ = site_classes(topo, lat, hbw)
+    sites, members, lan, _ = site_classes(topo)
     site_of_host = np.empty(len(topo.hosts), np.int64)
     for k, s in enumerate(sites):
         site_of_host[members[s]] = k

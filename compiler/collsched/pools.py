@@ -87,7 +87,9 @@ def bands_of(bandwidth: np.ndarray, width: float = BAND_WIDTH) -> Bands:
 def _distinct(a: np.ndarray) -> np.ndarray:
     """Sorted distinct values (np.unique without its one-off import of numpy.ma, 10 ms)."""
     v = np.sort(a, axis=None)
-    return v[np.r_[True, v[1:] != v[:-1]]] if len(v) else v
+    if len(v) < 2:
+        return v
+    return v[np.concatenate(([True], v[1:] != v[:-1]))]  # (np.r_ costs more than the sort)
 
 
 def _components(adjacent: np.ndarray) -> np.ndarray:
@@ -139,31 +141,37 @@ def pool_tree(topo) -> nx.DiGraph:
     site_names = list(dict.fromkeys(site_of))  # in order of first appearance
     site_idx = np.array([site_names.index(x) for x in site_of] if len(site_names) < 64 else
                         [{n: i for i, n in enumerate(site_names)}[x] for x in site_of], np.int64)
-    tree = nx.DiGraph(thresholds=b.thresholds, nranks=p)
-    queue = [(0, np.arange(p), 0, None)]
-    next_id = 1
+    pools = []  # (ranks, depth, parent index, attributes), breadth first
+    queue = [(np.arange(p), 0, None)]
     head = 0
-    while head < len(queue):  # breadth first: children get ids after all shallower pools
-        node, ranks, depth, parent = queue[head]
+    while head < len(queue):  # breadth first: children come after all shallower pools
+        ranks, depth, parent = queue[head]
         head += 1
-        sites = [site_names[i] for i in _distinct(site_idx[ranks])]
+        sites = ([site_names[site_idx[ranks[0]]]] if len(ranks) == 1 else
+                 [site_names[i] for i in _distinct(site_idx[ranks])])
         attrs = dict(ranks=ranks, depth=depth, sites=sites, threshold_Bps=None, band=None)
         if len(ranks) > 1:
             k, labels = _split(b.band[np.ix_(ranks, ranks)])
             attrs.update(threshold_Bps=float(b.thresholds[k]), band=k)
             groups = [ranks[labels == c] for c in range(int(labels.max()) + 1)]
             for g in sorted(groups, key=lambda g: int(g[0])):
-                queue.append((next_id, g, depth + 1, node))
-                next_id += 1
-        tree.add_node(node, **attrs)
-        if parent is not None:
-            tree.add_edge(parent, node)
-    # Pools first (breadth first), then the single ranks in rank order: short pool ids.
-    multi = [n for n, _, _, _ in queue if len(tree.nodes[n]["ranks"]) > 1]
-    single = sorted((n for n, r, _, _ in queue if len(r) == 1), key=lambda n: int(tree.nodes[n]["ranks"][0]))
+                queue.append((g, depth + 1, head - 1))
+        pools.append((ranks, depth, parent, attrs))
+    # Node ids: pools first (breadth first), then the single ranks in rank order (short pool
+    # ids). Nodes and edges are added in breadth-first order, as networkx.relabel_nodes
+    # would leave them (without its first-call cost).
     if p == 1:
-        return tree
-    return nx.relabel_nodes(tree, {old: new for new, old in enumerate(multi + single)})
+        ids = [0]
+    else:
+        multi = [i for i, q in enumerate(pools) if len(q[0]) > 1]
+        single = sorted((i for i, q in enumerate(pools) if len(q[0]) == 1), key=lambda i: int(pools[i][0][0]))
+        ids = [0] * len(pools)
+        for new_id, i in enumerate(multi + single):
+            ids[i] = new_id
+    tree = nx.DiGraph(thresholds=b.thresholds, nranks=p)
+    tree.add_nodes_from((ids[i], q[3]) for i, q in enumerate(pools))
+    tree.add_edges_from((ids[q[2]], ids[i]) for i, q in enumerate(pools) if q[2] is not None)
+    return tree
 
 
 def children(tree: nx.DiGraph, node: int) -> list[int]:

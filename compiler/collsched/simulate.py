@@ -10,7 +10,8 @@ transfer that delivered the piece to the sender, the one after which the receive
 the receive (rendezvous) and, on a shared WAN link (links.py), the transfer before it on
 that link. That is a DAG; its longest paths are computed in waves (all transfers whose
 predecessors are known, at once), so a 1024-rank ring with a million transfers takes a
-fraction of a second.
+fraction of a second. Small plans with shared links are timed transfer by transfer in
+plain Python instead (_PyGraph), with the same float operations and so the same results.
 
 Shared WAN links: every flow from site A to site B crosses one A -> B link, and the lab's
 SimGrid platform shares its bandwidth among them. The model serves a link's transfers one
@@ -37,6 +38,9 @@ _OS, _G, _END, _LINK = 0, 1, 2, 3  # which release time of a predecessor counts
 # and tests check for this constant.
 SHARED_LINKS = True
 LINK_PASSES = 4
+# Plans with shared links of at most this many transfers are timed in plain Python
+# (_PyGraph), larger ones in numpy waves.
+PY_MAX_TRANSFERS = 8192
 
 
 class ModelCycle(ValueError):
@@ -192,10 +196,18 @@ class _Plan:
         own = self.origin == src
         self.send_waits_arrival = own | (send_phase == FOREGROUND)
         self.recv_waits_arrival = self.phase == FOREGROUND
-        self._order = self._topological_waves(self.pred)
         # os(m) and g(m) of every transfer: the same for every arrival pattern timed.
         self.os_all = self._per_transfer(self.os)
         self.g_all = self._per_transfer(self.g)
+        # Small plans with shared links are timed in plain Python (_PyGraph): each link pass
+        # adds long chains, and numpy costs microseconds per call, a dozen calls per wave.
+        self._py = self._order = self._csr = None
+        if len(self.on_wan) and n <= PY_MAX_TRANSFERS:
+            self._py = _PyGraph(self)
+            if self._py.levels is None:  # a cycle: _topological_waves reports it
+                self._py = None
+        if self._py is None:
+            self._order = self._topological_waves(self.pred)
 
     @staticmethod
     def _pairwise(fn, src, dst):
@@ -222,17 +234,26 @@ class _Plan:
         ok = (prev >= 0) & (rank[np.maximum(prev, 0)] == rank[ops])
         return np.where(ok, prev, -1)
 
-    def _topological_waves(self, pred) -> list[np.ndarray]:
+    def _topological_waves(self, pred, chain=None) -> list[np.ndarray]:
+        """Transfers by wave: each after all its predecessors in `pred`, and after
+        chain[v] if given (>= 0; the shared-link order, each transfer before at most one)."""
         n = self.n
-        valid = pred >= 0
-        indeg = valid.sum(1)
-        # Successor lists in CSR form.
-        rows = np.repeat(np.arange(n), pred.shape[1])[valid.ravel()]
-        cols = pred.ravel()[valid.ravel()]
-        srt = np.argsort(cols, kind="stable")
-        succ = rows[srt]
-        succ_start = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(cols, minlength=n), out=succ_start[1:])
+        if self._csr is None:
+            # Successor lists of `pred` (the plan's own) in CSR form, kept for later passes.
+            valid = pred >= 0
+            rows = np.repeat(np.arange(n), pred.shape[1])[valid.ravel()]
+            cols = pred.ravel()[valid.ravel()]
+            succ_start = np.zeros(n + 1, np.int64)
+            np.cumsum(np.bincount(cols, minlength=n), out=succ_start[1:])
+            self._csr = (valid.sum(1), rows[np.argsort(cols, kind="stable")], succ_start)
+        indeg, succ, succ_start = self._csr
+        indeg = indeg.copy()
+        chain_next = None
+        if chain is not None:
+            linked = np.nonzero(chain >= 0)[0]
+            indeg[linked] += 1
+            chain_next = np.full(n, -1, np.int64)
+            chain_next[chain[linked]] = linked
         waves = []
         frontier = np.nonzero(indeg == 0)[0]
         done = 0
@@ -240,11 +261,14 @@ class _Plan:
             waves.append(frontier)
             done += len(frontier)
             lens = succ_start[frontier + 1] - succ_start[frontier]
-            if lens.sum() == 0:
+            if lens.sum() == 0 and (chain_next is None or (chain_next[frontier] < 0).all()):
                 break
             starts = np.repeat(succ_start[frontier], lens)
             within = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
             targets = succ[starts + within]
+            if chain_next is not None:
+                nxt = chain_next[frontier]
+                targets = np.concatenate([targets, nxt[nxt >= 0]])
             touched, dec = np.unique(targets, return_counts=True)  # O(wave), not O(n)
             indeg[touched] -= dec
             frontier = touched[indeg[touched] == 0]
@@ -261,6 +285,17 @@ class _Plan:
         base = np.maximum(np.where(self.send_waits_arrival, a[self.src], -np.inf),
                           np.where(self.recv_waits_arrival, a[self.dst], -np.inf))
         base = np.where(np.isfinite(base), base, a.min() if len(a) else 0.0)
+        if self._py is not None:
+            start, end = self._py.time(base)
+        else:
+            start, end = self._time_waves(base)
+        exits = a.copy()
+        np.maximum.at(exits, self.src, end)
+        np.maximum.at(exits, self.dst, end)
+        return Timeline(self.src, self.dst, self.origin, self.segment, self.phase, self.nbytes,
+                        start, end, a, exits)
+
+    def _time_waves(self, base):
         start, end, key = self._longest_paths(base, self.pred, self.kind, self.offset, self._order)
         chain = None
         for _ in range(LINK_PASSES if len(self.on_wan) else 0):
@@ -282,13 +317,9 @@ class _Plan:
             pred = np.column_stack([self.pred, chain])
             kind = np.column_stack([self.kind, np.full(self.n, _LINK, np.int8)])
             offset = np.column_stack([self.offset, np.zeros(self.n)])
-            waves_now = self._topological_waves(pred)
+            waves_now = self._topological_waves(self.pred, chain)
             start, end, key = self._longest_paths(base, pred, kind, offset, waves_now)
-        exits = a.copy()
-        np.maximum.at(exits, self.src, end)
-        np.maximum.at(exits, self.dst, end)
-        return Timeline(self.src, self.dst, self.origin, self.segment, self.phase, self.nbytes,
-                        start, end, a, exits)
+        return start, end
 
     def _longest_paths(self, base, pred_all, kind_all, offset_all, waves):
         n = self.n
@@ -323,6 +354,109 @@ class _Plan:
         return out
 
 
+class _PyGraph:
+    """The transfer DAG of a _Plan as Python lists, timed transfer by transfer with the
+    arithmetic of _Plan._longest_paths (the same float operations: the same results)."""
+
+    def __init__(self, plan: _Plan):
+        n = self.n = plan.n
+        valid = plan.pred >= 0
+        q = plan.pred[valid]
+        # In-edges of transfer v: first[v]..first[v + 1] of pred, rel (the index of the
+        # pred's release time, 4 * pred + kind) and offset. Flat lists: no object per edge.
+        self.first = np.r_[0, np.cumsum(valid.sum(1))].tolist()
+        self.pred, self.offset = q.tolist(), plan.offset[valid].tolist()
+        self.rel = (4 * q + plan.kind[valid]).tolist()
+        self.duration, self.os_all = plan.duration.tolist(), plan.os_all.tolist()
+        self.g_all, self.wan_time = plan.g_all.tolist(), plan.wan_time.tolist()
+        self.wan, self.on_wan = plan.wan.tolist(), plan.on_wan.tolist()
+        # Levels (the wave of each transfer in _Plan._topological_waves) and a topological
+        # order, by Kahn's algorithm; levels None if the graph has a cycle.
+        by_pred = np.argsort(q, kind="stable")
+        succ = np.nonzero(valid)[0][by_pred].tolist()
+        start = np.searchsorted(q[by_pred], np.arange(n + 1)).tolist()
+        indeg = valid.sum(1).tolist()
+        level = [0] * n
+        order = [v for v in range(n) if not indeg[v]]
+        for v in order:  # grows while it is walked
+            lv = level[v] + 1
+            for w in succ[start[v]:start[v + 1]]:
+                if level[w] < lv:
+                    level[w] = lv
+                indeg[w] -= 1
+                if not indeg[w]:
+                    order.append(w)
+        self.levels = level if len(order) == n else None
+        self.order = order
+
+    def time(self, base: np.ndarray):
+        """(start, end) arrays, with the shared-link iteration of _Plan._time_waves."""
+        base = base.tolist()
+        start, end, key, level = self._longest_paths(base, None, self.order)
+        wan, levels, chain = self.wan, self.levels, None
+        for _ in range(LINK_PASSES if self.on_wan else 0):
+            # As in _Plan._time_waves: each link in (start made monotone, DAG order).
+            rank = [0] * self.n
+            for i, v in enumerate(sorted(range(self.n), key=levels.__getitem__)):
+                rank[v] = i  # position in the waves: by level, then index
+            t = sorted(self.on_wan, key=lambda v: (wan[v], key[v], rank[v]))
+            prev = {v: u for u, v in zip(t, t[1:]) if wan[u] == wan[v]}
+            if chain is not None and prev == chain:
+                break
+            chain = prev
+            # (key, DAG rank) is a topological order of the new graph: keys never decrease
+            # along an edge, ranks increase, and the new chain follows that order.
+            order = sorted(range(self.n), key=lambda v: (key[v], rank[v]))
+            start, end, key, levels = self._longest_paths(base, chain, order)
+        return np.array(start, np.float64), np.array(end, np.float64)
+
+    def _longest_paths(self, base, chain, order):
+        """Times in `order` (topological), with the edges chain[v] -> v (kind _LINK) too."""
+        n, ninf = self.n, -np.inf
+        start, end, key, level = [0.0] * n, [0.0] * n, [ninf] * n, [0] * n
+        rel = [ninf] * (4 * n)  # release times [4 * transfer + kind]
+        first, preds, rels, offsets = self.first, self.pred, self.rel, self.offset
+        dur, os_all, g_all, wan_time = self.duration, self.os_all, self.g_all, self.wan_time
+        no_chain = {}
+        for v in order:
+            st = base[v]
+            km = ninf
+            lv = 0
+            for e in range(first[v], first[v + 1]):
+                x = rel[rels[e]] + offsets[e]
+                if x > st:
+                    st = x
+                q = preds[e]
+                k = key[q]
+                if k > km:
+                    km = k
+                k = level[q]
+                if k >= lv:
+                    lv = k + 1
+            q = (chain or no_chain).get(v, -1)
+            if q >= 0:
+                x = rel[4 * q + _LINK] + 0.0
+                if x > st:
+                    st = x
+                k = key[q]
+                if k > km:
+                    km = k
+                k = level[q]
+                if k >= lv:
+                    lv = k + 1
+            en = st + dur[v]
+            start[v] = st
+            end[v] = en
+            key[v] = km if km > st else st
+            level[v] = lv
+            j = 4 * v
+            rel[j] = st + os_all[v]
+            rel[j + 1] = st + g_all[v]
+            rel[j + 2] = en
+            rel[j + 3] = st + wan_time[v]
+        return start, end, key, level
+
+
 def simulate(sched: Schedule, topo, nbytes: int, arrivals=None,
              matching=None) -> tuple[Timeline, Metrics]:
     """Time one collective call; `arrivals` per rank in seconds (default: all at 0).
@@ -349,7 +483,8 @@ def simulate_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, ma
     timelines = []
     for a in np.atleast_2d(pattern):
         a = a - a.min()  # each iteration's clock starts at its first arrival
-        tl = plan.time(a)
+        # A flat iteration (all +0.0, as np.zeros) times exactly as `flat` did.
+        tl = flat if not (a.any() or np.signbit(a).any()) else plan.time(a)
         timelines.append(tl)
         per_iter.append(_metrics(tl, flat, topo, sched, nbytes))
     mean = Metrics(

@@ -26,7 +26,8 @@ the ports in the greedy's order: its prediction is never later than the plan.
 
 Three engines, one rule (the transfer that completes first is taken; ties go to the
 piece of the receiver's nearest ring predecessor, see docs/grid.md):
-- pools of pools: the paper's heap over (piece, sub-pool), numpy FindMin;
+- pools of pools: the paper's heap over (piece, sub-pool); FindMin on Python lists in
+  small pools, with numpy and per-site receiver sides shared by all holders in large ones;
 - small pools of single ranks: the same greedy with one heap entry per receiving rank;
 - large pools of single ranks (thousands of pieces per rank pair): vectorized rounds in
   which every receiver takes the earliest transfer it can get and every sender serves
@@ -35,6 +36,7 @@ piece of the receiver's nearest ring predecessor, see docs/grid.md):
 from __future__ import annotations
 
 import heapq
+import operator
 
 import numpy as np
 
@@ -55,6 +57,9 @@ ROUND_WINDOW = 4.0
 # Relays through a third site are searched in pools of pools where (ranks in the pool) x
 # (ranks of the largest sub-pool) is at most this (three-site-grid's root: 20 x 12).
 RELAY_SEARCH_LIMIT = 4096
+# Pools of pools of at most this many ranks are searched on Python lists, larger ones
+# with numpy (same results).
+LIST_SEARCH_LIMIT = 64
 
 
 class _Model:
@@ -202,8 +207,6 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
         for r in np.asarray(g).tolist():
             group_of[r] = j
     pool = np.concatenate([np.asarray(g, np.int64) for g in groups])
-    group_arr = np.full(len(model.send_free), -1, np.int64)
-    group_arr[pool] = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     # Relays (_find_relay) where the shared WAN links make them worth a look and the search
     # stays small; large pools (grid-8x128's continents) send from the holders only.
     use_relays = (len(model.wan_free) > 1 and len(groups) > 1
@@ -211,18 +214,10 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
                   and bool((model.wan_of[np.ix_(pool, pool)] >= 0).any()))
     pending = {}
     heap = []
-
-    def best(d, j):
-        """(time, hops): the earliest delivery of piece d into sub-pool j."""
-        t, s, r = _find_min(model, holders[d], groups[j])
-        if use_relays:
-            relays = np.array([x for x in pool.tolist() if x not in holders[d]
-                               and group_of[x] not in pending[d]], np.int64)
-            if len(relays):
-                t2, s2, x, r2 = _find_relay(model, holders[d], relays, groups[j], group_arr)
-                if t2 < t:
-                    return t2, ((s2, x), (x, r2))
-        return t, ((s, r),)
+    # The same search on plain lists for small pools (numpy's per-call cost dominates there).
+    search = (_ListSearch if len(pool) <= LIST_SEARCH_LIMIT else _ArraySearch)(
+        model, plan, holders, groups, pool, group_of, use_relays)
+    best = search.best
 
     for d in items:
         todo = set(range(len(groups)))
@@ -230,23 +225,305 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
             todo.discard(group_of[h])
         pending[d] = todo
         for j in todo:
-            heap.append((best(d, j)[0], d, j))
+            heap.append((best(d, j, todo)[0], d, j))
     heapq.heapify(heap)
     while heap:
         t, d, j = heapq.heappop(heap)
         if j not in pending[d]:
             continue  # an outdated duplicate of a pair already scheduled
-        t2, hops = best(d, j)
+        t2, hops = best(d, j, pending[d])
         if heap and t2 > heap[0][0]:
             heapq.heappush(heap, (t2, d, j))
             continue
-        for s, r in hops:
-            start, end = model.commit(s, r, holders[d][s])
-            plan.add(s, r, d, start, end)
-            holders[d][r] = end
+        search.take(d, hops)
         pending[d].discard(j)
         for j2 in pending[d]:
-            heapq.heappush(heap, (best(d, j2)[0], d, j2))
+            heapq.heappush(heap, (best(d, j2, pending[d])[0], d, j2))
+    search.close()
+
+
+class _ArraySearch:
+    """FindMin and relays over the model's numpy arrays (large pools).
+
+    FindMin from a holder s into sub-pool j, max(x, link, port, shared link) + dur over
+    the receivers, depends on s only through x (its send port and the piece), its rows of
+    the cost matrices and its row of link_free. Holders whose rows toward j are equal (a
+    site's ranks) share one receiver side, max(port, shared link), per model state
+    (`_receiver_side`), and x drops out once it is at most all of it. link_free is 0
+    except toward receivers s has sent to: it can only make those later, so it matters
+    only if the first minimum is one of them (then the general _find_min decides)."""
+
+    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays):
+        self.model, self.plan, self.holders, self.groups = model, plan, holders, groups
+        self.pool, self.group_of, self.use_relays = pool, group_of, use_relays
+        self.group_arr = np.full(len(model.send_free), -1, np.int64)
+        self.group_arr[pool] = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+        self.state = 0  # counts commits: the receiver sides of an older state are stale
+        self.sides = {}
+        # Per sub-pool j: each pool rank's row class toward j (dur, early, shared link).
+        self.row_class, self.class_rows = [], []
+        pool_list = pool.tolist()
+        for g in groups:
+            ix = np.ix_(pool, g)
+            rows = (model.dur[ix], model.early[ix], model.wan_of[ix])
+            classes, label = {}, {}
+            for i, s in enumerate(pool_list):
+                key = b"".join(r[i].tobytes() for r in rows)
+                label[s] = classes.setdefault(key, len(classes))
+            first = {}
+            for i, s in enumerate(pool_list):
+                first.setdefault(label[s], i)
+            self.row_class.append(label)
+            self.class_rows.append([tuple(r[i] for r in rows) for _, i in sorted(first.items())])
+        # Where link_free is not 0 inside the pool: sender -> its receivers.
+        self.sent_to = {}
+        for s, r in zip(*np.nonzero(model.link_free[np.ix_(pool, pool)])):
+            self.sent_to.setdefault(pool_list[s], set()).add(pool_list[r])
+
+    def _receiver_side(self, j, k):
+        """(smallest side, time, receiver, its index, side, dur) of row class k into
+        sub-pool j: side = max(port, shared link) per receiver; time and receiver: the
+        first minimum of side + dur."""
+        got = self.sides.get((j, k))
+        if got is not None and got[0] == self.state:
+            return got[1]
+        m, g = self.model, self.groups[j]
+        dur, early, wan_of = self.class_rows[j][k]
+        side = np.maximum(m.recv_after[g], m.recv_free[g] - early * m.recv_overlap[g])
+        if len(m.wan_free) > 1:
+            side = np.maximum(side, m.wan_free[wan_of])
+        t = side + dur
+        i = int(np.argmin(t))
+        out = (float(side.min()), float(t[i]), int(g[i]), i, side, dur)
+        self.sides[j, k] = (self.state, out)
+        return out
+
+    def _find_min(self, hold, j):
+        """_find_min(model, hold, groups[j]), holder by holder (np.argmin's first holder)."""
+        t, bs, br = np.inf, -1, -1
+        m, label = self.model, self.row_class[j]
+        for s, ready in hold.items():
+            k = label.get(s)
+            v = None
+            if k is not None:
+                x = max(m.send_free[s], ready)
+                smallest, v, r, i, side, dur = self._receiver_side(j, k)
+                if x > smallest:  # else every receiver's max(x, side) is its side
+                    tx = np.maximum(x, side) + dur
+                    i = int(np.argmin(tx))
+                    v, r = float(tx[i]), int(self.groups[j][i])
+                if r in self.sent_to.get(s, ()) and max(x, m.link_free[s, r], side[i]) + dur[i] != v:
+                    v = None  # its link to r is still busy: ask the general search
+            if v is None:
+                v, _, r = _find_min(m, {s: ready}, self.groups[j])
+            if v < t or bs < 0:
+                t, bs, br = v, s, r
+        return t, bs, br
+
+    def best(self, d, j, pending_d):
+        """(time, hops): the earliest delivery of piece d into sub-pool j."""
+        hold = self.holders[d]
+        t, s, r = self._find_min(hold, j)
+        if self.use_relays:
+            relays = np.array([x for x in self.pool.tolist() if x not in hold
+                               and self.group_of[x] not in pending_d], np.int64)
+            if len(relays):
+                t2, s2, x, r2 = _find_relay(self.model, hold, relays, self.groups[j], self.group_arr)
+                if t2 < t:
+                    return t2, ((s2, x), (x, r2))
+        return t, ((s, r),)
+
+    def take(self, d, hops):
+        for s, r in hops:
+            start, end = self.model.commit(s, r, self.holders[d][s])
+            self.plan.add(s, r, d, start, end)
+            self.holders[d][r] = end
+            self.state += 1
+            self.sent_to.setdefault(s, set()).add(r)
+
+    def close(self):
+        pass
+
+
+class _ListSearch:
+    """_ArraySearch on Python lists of the pool's own block of the model (local rank
+    indices), with the same arithmetic and the same tie-breaks (first holder, then first
+    receiver, as np.argmin), written back to the model by close()."""
+
+    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays):
+        self.model, self.plan, self.holders, self.use_relays = model, plan, holders, use_relays
+        self.members = members = pool.tolist()
+        self.pool_ix = ix = np.ix_(pool, pool)
+        loc = {g: i for i, g in enumerate(members)}
+        self.groups = [[loc[r] for r in np.asarray(g).tolist()] for g in groups]
+        self.group = [group_of[g] for g in members]
+        self.dur, self.early = model.dur[ix].tolist(), model.early[ix].tolist()
+        self.link = model.link_free[ix].tolist()
+        self.os, self.gap, self.fifo = model.os[ix].tolist(), model.g[ix].tolist(), model.fifo[ix].tolist()
+        self.send_free, self.recv_free = model.send_free[pool].tolist(), model.recv_free[pool].tolist()
+        self.overlap, self.after = model.recv_overlap[pool].tolist(), model.recv_after[pool].tolist()
+        self.arrival = model.arrival[pool].tolist()
+        # Shared links: index per pair (-1: none, the last entry of wan_free, 0 forever).
+        self.links = len(model.wan_free) > 1
+        self.wan_of, self.wan_hold = model.wan_of[ix].tolist(), model.wan_hold[ix].tolist()
+        self.wan_free = model.wan_free.tolist()
+        # reach[j][x]: (shared link, shortest transfer over it) from x into sub-pool j, for
+        # pruning relays: no delivery through x beats max(x ready, link free) + that.
+        self.reach = [[self._reach(x, g) for x in range(len(members))] for g in self.groups]
+        # Holders with local keys, in the same (insertion) order.
+        self.held = [{loc[g]: t for g, t in h.items()} for h in holders]
+
+    def _reach(self, x, receivers):
+        best = {}
+        for r in receivers:
+            k, d = self.wan_of[x][r], self.dur[x][r]
+            if d < best.get(k, np.inf):
+                best[k] = d
+        return list(best.items())
+
+    def _find_min(self, hold, receivers):
+        send_free, link, dur, early = self.send_free, self.link, self.dur, self.early
+        after, recv_free, overlap = self.after, self.recv_free, self.overlap
+        wan_of, wan_free, links = self.wan_of, self.wan_free, self.links
+        best, bs, br = np.inf, -1, -1
+        for s, ready in hold.items():
+            x = max(send_free[s], ready)
+            ls, ds, es, ws = link[s], dur[s], early[s], wan_of[s]
+            for r in receivers:
+                # max(x, link, after, port[, link free]) + dur, one comparison at a time
+                t = ls[r]
+                if t < x:
+                    t = x
+                u = after[r]
+                if t < u:
+                    t = u
+                u = recv_free[r] - es[r] if overlap[r] else recv_free[r]
+                if t < u:
+                    t = u
+                if links:
+                    u = wan_free[ws[r]]
+                    if t < u:
+                        t = u
+                t += ds[r]
+                if t < best:
+                    best, bs, br = t, s, r
+        return best, bs, br
+
+    def _find_relay(self, hold, relays, j, bound):
+        """_find_relay's best delivery if it completes before `bound`, else (bound, -1, ..).
+
+        Relays and receivers that cannot beat the best so far are skipped (their time is at
+        least the first hop's plus the second's duration); they could not be np.argmin's
+        first minimum, nor win over the direct delivery the caller compares with."""
+        send_free, link, dur, early = self.send_free, self.link, self.dur, self.early
+        after, recv_free, overlap = self.after, self.recv_free, self.overlap
+        wan_of, wan_free, group = self.wan_of, self.wan_free, self.group
+        receivers, reach = self.groups[j], self.reach[j]
+        srcs = [(s, max(send_free[s], ready)) for s, ready in hold.items()]
+        best, bs, bx, br = bound, -1, -1, -1
+        for x in relays:
+            # First hop: the best holder in x's own sub-pool (else the piece would enter
+            # that sub-pool twice); np.argmin's first holder on ties.
+            t1, via = np.inf, -1
+            gx, ax, fx, ox = group[x], after[x], recv_free[x], overlap[x]
+            for s, xs in srcs:
+                if group[s] != gx:
+                    continue
+                t = link[s][x]
+                if t < xs:
+                    t = xs
+                if t < ax:
+                    t = ax
+                u = fx - early[s][x] if ox else fx
+                if t < u:
+                    t = u
+                u = wan_free[wan_of[s][x]]
+                if t < u:
+                    t = u
+                t += dur[s][x]
+                if t < t1:
+                    t1, via = t, s
+            if via < 0:
+                continue  # no holder in x's sub-pool: never a candidate (np.inf)
+            y = max(send_free[x], t1)
+            for k, d in reach[x]:
+                w = wan_free[k]
+                if (y if y > w else w) + d < best:
+                    break
+            else:
+                continue  # no receiver can be reached through x before `best`
+            lx, dx, ex, wx = link[x], dur[x], early[x], wan_of[x]
+            for r in receivers:
+                dr = dx[r]
+                if y + dr >= best:
+                    continue
+                # max(y, link, after, port, link free) + dur, one comparison at a time
+                t = lx[r]
+                if t < y:
+                    t = y
+                u = after[r]
+                if t < u:
+                    t = u
+                u = recv_free[r] - ex[r] if overlap[r] else recv_free[r]
+                if t < u:
+                    t = u
+                u = wan_free[wx[r]]
+                if t < u:
+                    t = u
+                t += dr
+                if t < best:
+                    best, bs, bx, br = t, via, x, r
+        return best, bs, bx, br
+
+    def best(self, d, j, pending_d):
+        hold = self.held[d]
+        t, s, r = self._find_min(hold, self.groups[j])
+        if self.use_relays:
+            group = self.group
+            relays = [x for x in range(len(group)) if x not in hold and group[x] not in pending_d]
+            if relays:
+                t2, s2, x, r2 = self._find_relay(hold, relays, j, t)
+                if s2 >= 0:
+                    return t2, ((s2, x), (x, r2))
+        return t, ((s, r),)
+
+    def take(self, d, hops):
+        for s, r in hops:
+            start, end = self._commit(s, r, self.held[d][s])
+            self.plan.add(self.members[s], self.members[r], d, start, end)
+            self.held[d][r] = end
+
+    def _commit(self, s, r, ready):
+        """_Model.commit on the lists."""
+        k = self.wan_of[s][r]
+        start = max(self.send_free[s], ready, self.link[s][r], self.after[r],
+                    self.wan_free[k] if self.links else 0.0,
+                    self.recv_free[r] - (self.early[s][r] if self.overlap[r] else 0.0))
+        end = start + self.dur[s][r]
+        if k >= 0:
+            self.wan_free[k] = start + self.wan_hold[s][r]
+        self.link[s][r] = end if self.fifo[s][r] else start + self.gap[s][r]
+        self.after[r] = start
+        sent = start + self.os[s][r]
+        if self.model.full_duplex:
+            self.send_free[s] = sent
+            self.recv_free[r] = end
+        else:
+            arrival, send_free, recv_free, overlap = self.arrival, self.send_free, self.recv_free, self.overlap
+            recv_free[s], send_free[s], overlap[s] = sent, max(arrival[s], sent), False
+            recv_free[r], send_free[r], overlap[r] = end, max(arrival[r], end), True
+        return start, end
+
+    def close(self):
+        m, pool, ix = self.model, np.asarray(self.members, np.int64), self.pool_ix
+        m.link_free[ix] = np.array(self.link)
+        m.send_free[pool], m.recv_free[pool] = self.send_free, self.recv_free
+        m.recv_overlap[pool], m.recv_after[pool] = self.overlap, self.after
+        m.wan_free[:] = self.wan_free
+        members = self.members
+        for h, held in zip(self.holders, self.held):
+            h.clear()
+            h.update((members[i], t) for i, t in held.items())
 
 
 # --- small pools of single ranks: exact greedy, one heap entry per receiver -------------
@@ -282,15 +559,29 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     # No transfer into r completes before its port frees plus the fastest byte time.
     bytes_min = [min(dur[s][r] - early[s][r] for s in range(n) if s != r) for r in range(n)]
     dur_min = [min(dur[s][r] for s in range(n) if s != r) for r in range(n)]
+    # Columns (per receiver r, a list over senders s), for best_for.
+    dur_to = [list(c) for c in zip(*dur)]
+    early_to = [list(c) for c in zip(*early)]
+    link_to = [list(c) for c in zip(*link)]  # kept equal to link, transposed
 
     def best_for(r):
         """FindMin over every piece r lacks: (time, sender, piece)."""
         best, bs, bd = np.inf, -1, -1
         rf, ov, af = recv_free[r], overlap[r], after[r]
         floor = max(rf + (bytes_min[r] if ov else dur_min[r]), min(send_free) + dur_min[r])
+        # A transfer s -> r of a piece s holds from `ready` takes max(c[s], ready) + dur:
+        # the rest of the max depends on s only. cs + dur bounds every candidate from
+        # below, so once the best reaches the smallest of them nothing can beat it.
+        port = [rf - e for e in early_to[r]] if ov else [rf] * n
+        c = list(map(max, send_free, link_to[r], port, [af] * n))
+        dr = dur_to[r]
+        at_c = list(map(operator.add, c, dr))
+        at_c[r] = np.inf  # r lacks the pieces it looks for
+        low = min(at_c)
+        floor = max(floor, low)
         for d in lacking[r]:
             for s, ready in held[d].items():
-                t = max(send_free[s], ready, link[s][r], af, rf - (early[s][r] if ov else 0.0)) + dur[s][r]
+                t = at_c[s] if ready <= c[s] else ready + dr[s]
                 if t < best:
                     best, bs, bd = t, s, d
             if best <= floor:
@@ -319,7 +610,7 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
         start = max(send_free[s], held[d][s], link[s][r], after[r],
                     recv_free[r] - (early[s][r] if overlap[r] else 0.0))
         end = start + dur[s][r]
-        link[s][r] = end if fifo[s][r] else start + gap[s][r]
+        link[s][r] = link_to[r][s] = end if fifo[s][r] else start + gap[s][r]
         after[r] = start
         sent = start + os_[s][r]
         if full:
@@ -385,6 +676,7 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
     npool = len(pool_ranks)
     n = len(ranks)
     pool_of = np.repeat(np.arange(npool), [len(r) for r in pool_ranks])
+    pool_start = np.searchsorted(pool_of, np.arange(npool))
     D, W = n_items, (n_items + 63) // 64
     p = len(model.dur)
     ix = np.ix_(ranks, ranks)
@@ -420,9 +712,70 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
 
     def set_bits(words, r, d):
         q = D - 1 - d
-        np.bitwise_or.at(words, (r, q >> 6), one << (q & 63).astype(np.uint64))
+        # np.bitwise_or.at(words, (r, q >> 6), bits), without its per-element cost: OR the
+        # bits that fall into one word together first.
+        cell = r * W + (q >> 6)
+        bits = one << (q & 63).astype(np.uint64)
+        if len(cell) > 1:
+            order = np.argsort(cell, kind="stable")
+            cell, bits = cell[order], bits[order]
+            first = np.concatenate(([True], cell[1:] != cell[:-1]))
+            bits = np.bitwise_or.reduceat(bits, np.nonzero(first)[0])
+            cell = cell[first]
+        words.reshape(-1)[cell] |= bits
 
     set_bits(held, pend_r, pend_d)
+
+    def proposals(cand, send_ok, s_first, s_count, recv_ok, r_pool, r_pos):
+        """(shift, receiver index, sender) of the proposals (every sender once, busy links
+        included) that pass every condition but the sender (half duplex: either rank)
+        being taken, by shift then receiver. Pool by pool: all its senders against all
+        its candidate receivers at once."""
+        ks, iis, ss = [], [], []
+        pools = r_pool[cand]
+        for q in np.unique(pools).tolist():
+            idx = cand[pools == q]
+            senders = send_ok[s_first[q]:s_first[q] + s_count[q]]
+            receivers = recv_ok[idx]
+            can = (~held[receivers][:, None, :] & usable[senders][None, :, :]).any(-1)
+            can &= senders[None, :] != receivers[:, None]
+            i, pos = np.nonzero(can)
+            ks.append((pos - r_pos[idx][i]) % len(senders)), iis.append(idx[i]), ss.append(senders[pos])
+        if not ks:
+            return [], [], []
+        k, i, s = np.concatenate(ks), np.concatenate(iis), np.concatenate(ss)
+        order = np.lexsort((i, k))
+        return k[order].tolist(), i[order].tolist(), s[order].tolist()
+
+    def pair_up(ks, iis, ss, recv_ok):
+        """The proposals taken, shift by shift, as the strict shifts take them: each
+        receiver once; a sender by the first receiver asking it while it is free. Half
+        duplex: a sender only by its first asker among those whose ranks were both free
+        before this shift, and only if neither was taken since."""
+        recv = recv_ok.tolist()
+        matched, got_s, got_r = set(), [], []
+        if full:
+            busy = set()
+            for i, sd in zip(iis, ss):
+                if i not in matched and sd not in busy:
+                    matched.add(i), busy.add(sd)
+                    got_s.append(sd), got_r.append(recv[i])
+            return got_s, got_r
+        busy, newly, claimed, shift = set(), set(), set(), -1
+        for k, i, sd in zip(ks, iis, ss):
+            if k != shift:
+                busy |= newly
+                newly, claimed, shift = set(), set(), k
+            rv = recv[i]
+            if i in matched or sd in busy or rv in busy or sd in claimed:
+                continue
+            claimed.add(sd)
+            if sd not in newly and rv not in newly:
+                newly.update((sd, rv))
+                matched.add(i)
+                got_s.append(sd), got_r.append(rv)
+        return got_s, got_r
+
     need = D - np.isfinite(ready).sum(1)
     start_bit = D - 1 - ((ranks * nseg - 1) % D)  # the receiver's preferred piece
     floor = np.zeros(npool)
@@ -431,10 +784,9 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
         if not needy.any():
             break
         recv_from = np.maximum(after, recv_free - early_max * overlap)
-        t_recv = np.full(npool, np.inf)
-        np.minimum.at(t_recv, pool_of[needy], recv_from[needy])
-        t_send = np.full(npool, np.inf)
-        np.minimum.at(t_send, pool_of, send_free)
+        # Per pool (ranks of a pool are contiguous): the earliest needy receiver, sender.
+        t_recv = np.minimum.reduceat(np.where(needy, recv_from, np.inf), pool_start)
+        t_send = np.minimum.reduceat(send_free, pool_start)
         horizon = np.maximum(np.maximum(t_recv, t_send), floor) + ROUND_WINDOW * dur_min
         # Pieces arriving by the horizon become usable.
         due = pend_t <= horizon[pool_of[pend_r]]
@@ -451,13 +803,14 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
         s_count = np.bincount(s_pool, minlength=npool)
         r_pool = pool_of[recv_ok]
         r_pos = np.arange(len(recv_ok)) - np.searchsorted(r_pool, r_pool)
+        # Pairing: at shift k, every receiver not yet paired asks its pool's sender
+        # (its position + k) mod count; a sender takes the first receiver asking it.
         matched = np.zeros(len(recv_ok), bool)
         busy = np.zeros(n, bool)  # sender taken (half duplex: either role taken)
         got_s, got_r = [], []
-        tries = ROUND_TRIES
-        shift = 0
-        strict = True  # first look for senders whose link is free by the time their ports are
-        while shift < tries:
+        cand = np.nonzero(s_count[r_pool] > 0)[0]
+        for shift in range(ROUND_TRIES if len(cand) else 0):
+            # First look for senders whose link is free by the time their ports are.
             cand = np.nonzero(~matched & (s_count[r_pool] > 0))[0]
             if len(cand) == 0:
                 break
@@ -467,8 +820,7 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
             # A pair needs a free link (a FIFO link frees only when its last message has
             # landed: the receiver then tries the next sender, as the exact greedy would).
             ok = (s != r) & ~busy[s] & (shift < cnt)
-            if strict:
-                ok &= link[s, r] <= np.maximum(send_free[s], recv_from[r])
+            ok &= link[s, r] <= np.maximum(send_free[s], recv_from[r])
             if not full:
                 ok &= ~busy[r]
             ok[ok] = (usable[s[ok]] & ~held[r[ok]]).any(1)
@@ -488,11 +840,20 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
                 if not full:
                     busy[r[sel]] = True
                 got_s.append(s[sel]), got_r.append(r[sel])
-            shift += 1
-            if shift == tries and not got_s and strict:
-                # Nothing paired: try every sender once, busy links included.
-                tries, shift, strict = max(int(s_count.max(initial=0)), 1), 0, False
-        if not got_s:
+        if got_s:
+            got_s, got_r = np.concatenate(got_s), np.concatenate(got_r)
+        elif len(cand):
+            # Nothing paired: every sender is tried once, busy links included, in the same
+            # order. Few receivers can take anything then: only those that some sender of
+            # their pool can serve are looked at, and only the proposals that could be
+            # taken (`proposals`), then taken in order (`pair_up`).
+            starts = s_first[s_count > 0]
+            union = np.zeros((npool, W), np.uint64)
+            union[s_count > 0] = np.bitwise_or.reduceat(usable[send_ok], starts, axis=0)
+            cand = cand[(union[r_pool[cand]] & ~held[recv_ok[cand]]).any(1)]
+            got_s, got_r = pair_up(*proposals(cand, send_ok, s_first, s_count, recv_ok, r_pool, r_pos),
+                                   recv_ok)
+        if not len(got_s):
             # Nothing can move before the next event: a port frees or a piece arrives.
             nxt = np.full(npool, np.inf)
             for times, who in ((send_free, np.arange(n)), (recv_from[needy], np.nonzero(needy)[0]),
@@ -504,7 +865,7 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
                 raise RuntimeError("min3 round scheduler is stuck (a bug): no event left")
             floor = np.where(moved, np.maximum(floor, nxt - dur_min), floor)
             continue
-        s, r = np.concatenate(got_s), np.concatenate(got_r)
+        s, r = np.asarray(got_s, np.int64), np.asarray(got_r, np.int64)
         q = _first_set_bit_from(usable[s] & ~held[r], start_bit[r])
         d = D - 1 - q
         st = np.maximum.reduce([send_free[s], ready[s, d], link[s, r], after[r],

@@ -1,0 +1,106 @@
+"""The compiler's fast paths compute exactly what their general forms compute.
+
+Several stages have two implementations of one computation, chosen by size for speed:
+Min3's pool search on Python lists or on numpy arrays (with row classes), the simulator's
+timing transfer by transfer or in numpy waves, the verifier's progress proof rank by rank or
+in waves. Each pair must agree to the bit (schedules, times), not approximately.
+"""
+import copy
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from collsched import simulate as simulate_module, verify as verify_module
+from collsched.algorithms import Request, min3 as min3_module
+from collsched.pipeline import compile_schedule
+from collsched.simulate import simulate
+from collsched.topology import load_topology
+from collsched.verify import verify
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+
+
+@contextmanager
+def setting(module, name, value):
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
+
+
+def topo(name, p, duplex="full"):
+    t = load_topology(TOPOLOGIES / f"{name}.yaml", p)
+    return t.with_duplex(duplex == "full")
+
+
+def plan_of(t, nbytes, arrivals, nseg=1):
+    plan, _, model = min3_module.pool_schedule(
+        Request(t.nranks, nbytes=nbytes, nseg=nseg, full_duplex=t.full_duplex, topology=t,
+                arrivals=arrivals))
+    return ((plan.src, plan.dst, plan.item, plan.start, plan.end),
+            [getattr(model, a).tobytes() for a in ("send_free", "recv_free", "recv_after", "link_free")])
+
+
+@pytest.mark.parametrize("name,p", [("three-site-grid", 20), ("wan-3x16", 48)])
+@pytest.mark.parametrize("duplex", ["full", "half"])
+def test_pool_search_on_lists_and_arrays_agree(name, p, duplex):
+    t = topo(name, p, duplex)
+    for arrivals in (np.zeros(p), np.linspace(0, 0.2, p)[::-1]):
+        with setting(min3_module, "LIST_SEARCH_LIMIT", 10**9):
+            lists = plan_of(t, 1 << 18, arrivals)
+        with setting(min3_module, "LIST_SEARCH_LIMIT", -1):
+            arrays = plan_of(t, 1 << 18, arrivals)
+        assert lists == arrays
+
+
+@pytest.mark.parametrize("algorithm,name,p", [("min3", "three-site-grid", 20), ("ring", "three-site-grid", 20),
+                                              ("bruck", "wan-3x16", 48)])
+@pytest.mark.parametrize("duplex", ["full", "half"])
+def test_timing_in_python_and_in_waves_agree(algorithm, name, p, duplex):
+    t = topo(name, p, duplex)
+    s = compile_schedule(algorithm, p, 1 << 20, topology=str(TOPOLOGIES / f"{name}.yaml"), duplex=duplex).schedule
+    arrivals = np.random.default_rng(p).uniform(0, 0.01, p)
+    with setting(simulate_module, "PY_MAX_TRANSFERS", 10**9):
+        tl_py, m_py = simulate(s, t, 1 << 20, arrivals)
+    with setting(simulate_module, "PY_MAX_TRANSFERS", -1):
+        tl_np, m_np = simulate(s, t, 1 << 20, arrivals)
+    for a in ("start", "end", "exits"):
+        assert getattr(tl_py, a).tobytes() == getattr(tl_np, a).tobytes()
+    assert m_py == m_np
+
+
+def test_progress_proof_by_ranks_and_in_waves_agree():
+    """Valid schedules and ones made to deadlock by swapping ops get the same verdicts."""
+    rng = np.random.default_rng(3)
+    base = [compile_schedule(a, p, 65536).schedule for a, p in (("ring", 12), ("bruck", 12), ("bdr", 12), ("rd", 16))]
+    deadlocks = 0
+    for trial in range(200):
+        s = base[trial % len(base)]
+        s = copy.deepcopy(s)
+        r = int(rng.integers(s.nranks))
+        lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])
+        i, j = rng.integers(lo, hi, 2)
+        for name in ("kind", "peer", "origin", "segment", "phase", "fifo"):
+            a = getattr(s, name)
+            a[i], a[j] = a[j], a[i]
+        for serial in (False, True):
+            fast = verify(s, serial=serial)
+            with setting(verify_module, "PROGRESS_LIST_MAX", -1):
+                waves = verify(s, serial=serial)
+            assert [str(v) for v in fast] == [str(v) for v in waves]
+            deadlocks += any(v.check == "progress" for v in fast)
+    assert deadlocks > 0  # the swaps did make some schedules deadlock
+
+
+def test_flat_iteration_is_timed_once_and_alike():
+    t = topo("three-site-grid", 20)
+    res = compile_schedule("min3", 20, 1 << 18, topology=str(TOPOLOGIES / "three-site-grid.yaml"))
+    tls, per_iter, _ = simulate_module.simulate_pattern(res.schedule, t, 1 << 18, np.zeros((2, 20)))
+    tl, m = simulate(res.schedule, t, 1 << 18)
+    for x in tls:
+        assert x.end.tobytes() == tl.end.tobytes() and x.exits.tobytes() == tl.exits.tobytes()
+    assert per_iter[0] == per_iter[1] == m

@@ -21,6 +21,13 @@ order depends on the timing, so it is found by iteration: time without the link 
 sort each link's transfers by start, time again with that order, until the order no longer
 changes (at most LINK_PASSES times). Fair sharing ends a batch of flows at the same moment
 as FIFO service does; single flows in a batch end earlier or later.
+
+A transfer waiting in a link's queue holds neither host port: the executor has posted it
+(sends are nonblocking, receives posted ahead) and SimGrid lets the rank's other flows
+through meanwhile. So the ports release it as if it had started when it was ready
+(_PORT_END, and os(m) from that moment); the link, the data it forwards and FIFO pairs see
+its real start and end. Without this a rank's list order stalled every later flow behind
+one queued at a busy WAN link (spreading on wan-3x16: predicted 1.5x the lab's time).
 """
 from __future__ import annotations
 
@@ -33,7 +40,10 @@ from .ir import BACKGROUND, FOREGROUND, RECV, SEND, Schedule
 from .links import port_bandwidth, shared_links
 from .verify import match
 
-_OS, _G, _END, _LINK = 0, 1, 2, 3  # which release time of a predecessor counts
+# Which release time of a predecessor counts: start + os(m), start + g(m), end, start +
+# the bytes' time on its shared link, and end as the ports see it (_PORT_END, below).
+_OS, _G, _END, _LINK, _PORT_END = 0, 1, 2, 3, 4
+_NK = 5
 # The cost model serves shared WAN links in start order (module docstring); lowerbound.py
 # and tests check for this constant.
 SHARED_LINKS = True
@@ -128,7 +138,7 @@ class _Plan:
             kinds.append(_END if serial_sends else _OS)
             offsets.append(no_offset)
             preds.append(self._previous_in_list(ro, rank, tr_of_op, s.kind == RECV, s.total_ops))
-            kinds.append(_END)
+            kinds.append(_END if serial_sends else _PORT_END)
             # Serial receives are posted one at a time, each once the previous has arrived;
             # a synchronous send moves only once matched: no overlap with the previous one.
             offsets.append(no_offset if serial_sends else -port_free_early)
@@ -140,7 +150,7 @@ class _Plan:
                 prev_op = self._previous_op(ops, rank, s)
                 prev_send = (prev_op >= 0) & (s.kind[np.maximum(prev_op, 0)] == SEND)
                 preds.append(p)
-                kinds.append(np.where(prev_send & (not serial_sends), _OS, _END))
+                kinds.append(_END if serial_sends else np.where(prev_send, _OS, _PORT_END))
                 offsets.append(np.where(~prev_send & (not serial_sends), -port_free_early, 0.0)
                                if receiving else no_offset)
         # Previous transfer on the same directed link.
@@ -326,22 +336,29 @@ class _Plan:
         start = np.zeros(n)
         end = np.zeros(n)
         # Release times of each finished transfer, indexed [transfer, kind]; row n = "none".
-        rel = np.full((n + 1, 4), -np.inf)
+        rel = np.full((n + 1, _NK), -np.inf)
         key = np.full(n + 1, -np.inf)  # start, made monotone along the edges
         track = len(self.on_wan) > 0  # only the shared-link order needs it
+        chained = pred_all.shape[1] > self.pred.shape[1]  # the link order is the last column
         for wave in waves:
             p = pred_all[wave]
             k = kind_all[wave]
             p = np.where(p >= 0, p, n)
-            st = np.maximum(base[wave], (rel[p, k] + offset_all[wave]).max(1))
+            x = rel[p, k] + offset_all[wave]
+            # ready: the start but for the shared link's queue (the last column, if any)
+            ready = np.maximum(base[wave], x[:, :-1].max(1)) if chained else None
+            st = np.maximum(base[wave], x.max(1))
+            if not chained:
+                ready = st
             start[wave] = st
             if track:
                 key[wave] = np.maximum(st, key[p].max(1))
             en = st + self.duration[wave]
             end[wave] = en
-            rel[wave, _OS] = st + self.os_all[wave]
+            rel[wave, _OS] = ready + self.os_all[wave]
             rel[wave, _G] = st + self.g_all[wave]
             rel[wave, _END] = en
+            rel[wave, _PORT_END] = ready + self.duration[wave]
             rel[wave, _LINK] = st + self.wan_time[wave]
         return start, end, key[:n]
 
@@ -363,10 +380,10 @@ class _PyGraph:
         valid = plan.pred >= 0
         q = plan.pred[valid]
         # In-edges of transfer v: first[v]..first[v + 1] of pred, rel (the index of the
-        # pred's release time, 4 * pred + kind) and offset. Flat lists: no object per edge.
+        # pred's release time, _NK * pred + kind) and offset. Flat lists: no object per edge.
         self.first = np.r_[0, np.cumsum(valid.sum(1))].tolist()
         self.pred, self.offset = q.tolist(), plan.offset[valid].tolist()
-        self.rel = (4 * q + plan.kind[valid]).tolist()
+        self.rel = (_NK * q + plan.kind[valid]).tolist()
         self.duration, self.os_all = plan.duration.tolist(), plan.os_all.tolist()
         self.g_all, self.wan_time = plan.g_all.tolist(), plan.wan_time.tolist()
         self.wan, self.on_wan = plan.wan.tolist(), plan.on_wan.tolist()
@@ -414,7 +431,7 @@ class _PyGraph:
         """Times in `order` (topological), with the edges chain[v] -> v (kind _LINK) too."""
         n, ninf = self.n, -np.inf
         start, end, key, level = [0.0] * n, [0.0] * n, [ninf] * n, [0] * n
-        rel = [ninf] * (4 * n)  # release times [4 * transfer + kind]
+        rel = [ninf] * (_NK * n)  # release times [_NK * transfer + kind]
         first, preds, rels, offsets = self.first, self.pred, self.rel, self.offset
         dur, os_all, g_all, wan_time = self.duration, self.os_all, self.g_all, self.wan_time
         no_chain = {}
@@ -433,9 +450,10 @@ class _PyGraph:
                 k = level[q]
                 if k >= lv:
                     lv = k + 1
+            ready = st  # the start but for the shared link's queue
             q = (chain or no_chain).get(v, -1)
             if q >= 0:
-                x = rel[4 * q + _LINK] + 0.0
+                x = rel[_NK * q + _LINK] + 0.0
                 if x > st:
                     st = x
                 k = key[q]
@@ -449,11 +467,12 @@ class _PyGraph:
             end[v] = en
             key[v] = km if km > st else st
             level[v] = lv
-            j = 4 * v
-            rel[j] = st + os_all[v]
+            j = _NK * v
+            rel[j] = ready + os_all[v]
             rel[j + 1] = st + g_all[v]
             rel[j + 2] = en
             rel[j + 3] = st + wan_time[v]
+            rel[j + 4] = ready + dur[v]
         return start, end, key, level
 
 

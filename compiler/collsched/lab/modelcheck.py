@@ -100,15 +100,13 @@ def markdown(rows: list[dict], plot_rel: str | None) -> str:
               "the TCP window (one flow moves at most window / 2L), rendezvous messages waiting "
               "for the executor to post their receive, and shared WAN links (every flow between two "
               "sites crosses one link; the model serves it in start order, and such flows hold the "
-              "hosts' ports only at their NIC rate);",
-              "- not captured: several flows sharing one host port *at the same time*, and a rank's "
-              "independent flows overtaking each other. The model keeps each rank's list order as its "
-              "port order, so a send queued behind a busy WAN link holds back the rank's next sends "
-              "to other sites, which SimGrid (all sends posted at once, fair sharing) lets through: "
-              "bruck and spreading on wan-3x16 and spreading on the three-site grid are predicted "
-              "too slow. The other way round, the first of several flows out of one port finish "
-              "early in the model and late in SimGrid: lnbc on tryton-48 (the root feeds log2 P "
-              "children at once) is predicted too fast."]
+              "hosts' ports only at their NIC rate, and not at all while queued at the link);",
+              "- not captured: several flows sharing one host port or link *at the same time*. "
+              "The first of several flows out of one port finish early in the model and late in "
+              "SimGrid: lnbc on tryton-48 (the root feeds log2 P children at once) is predicted "
+              "too fast. Bruck's pieces of one step overtake each other on a shared WAN link in "
+              "SimGrid but keep their link order in the model: bruck on wan-3x16 is predicted "
+              "too slow."]
     if plot_rel:
         lines += ["", f"![model check]({plot_rel})"]
     return "\n".join(lines) + "\n"

@@ -93,7 +93,9 @@ def test_late_root_has_the_gather_done_when_it_arrives(p, nseg, data):
     """Background receives: everything reaches a root that arrives after the gather."""
     topo = homogeneous(p)
     others = np.array(data.draw(st.lists(st.floats(0, 0.01), min_size=p - 1, max_size=p - 1)))
-    gather_time = (p - 1) * (topo.latency[0, 1] + M / topo.bandwidth[0, 1])
+    # The root receives its (p - 1) * nseg pieces one at a time, each paying the latency.
+    piece = -(-M // nseg)
+    gather_time = (p - 1) * nseg * (topo.latency[0, 1] + piece / topo.bandwidth[0, 1])
     a = np.r_[others.max() + gather_time + 1e-3, others]
     s = generate("bslb", Request(p, nbytes=M, nseg=nseg, topology=topo, arrivals=a))
     tl, m = simulate(s, topo, M, a)

@@ -944,8 +944,8 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     os_, gap, fifo = model.os[ranks, nxt].tolist(), model.g[ranks, nxt].tolist(), model.fifo[ranks, nxt].tolist()
     link = model.link_free[ranks, nxt].tolist()
     floor = float(model.arrival[m[0]])  # one arrival for the pool (_ring_fits)
-    # The timelines above: per rank its sends (start, start + os) and receives (start,
-    # latest start of the next receive's bytes... see recv_fit), by start.
+    # The timelines above, by start: per rank its sends (start, start + os: the port is
+    # free again) and receives (start, end, start + early: its bytes begin to land).
     sends = [[] for _ in range(n)]
     recvs = [[] for _ in range(n)]
     for s, r, st, en in zip(plan.src[:above], plan.dst[:above], plan.start[:above], plan.end[:above]):

@@ -1039,13 +1039,8 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
         if live[i] != t:
             continue  # superseded
         live[i] = None
-        if not queue[i]:
-            continue
-        t2 = earliest(i)
-        if t2 > t:  # a port or the link got later since
-            live[i] = t2
-            heapq.heappush(heap, (t2, i))
-            continue
+        # t is still exact: only rank i's own transfers move its ports, its link and the
+        # receiving port of i + 1, and its queue's head only gets earlier (wake).
         _, d = heapq.heappop(queue[i])
         j = (i + 1) % n
         en = t + dur[i]
@@ -1055,7 +1050,8 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
         src.append(m[i]), dst.append(m[j]), item.append(d), start.append(t), end.append(en)
         if (j + 1) % n not in initial[d]:
             heapq.heappush(queue[j], (en, d))
-        wake(j)
+            if queue[j][0] == (en, d):
+                wake(j)  # a new head: j's next transfer may come earlier
         wake(i)
     plan.extend(src, dst, item, start, end)
     # The model's ports: free after the later of the ring's and the pools' above.

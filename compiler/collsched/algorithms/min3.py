@@ -1110,10 +1110,10 @@ def pool_schedule(req: Request):
             local = _local_holders(holders, ranks)
             _schedule_leaf_pool(model, plan, local, ranks, n_items, k)
     above = len(plan.src)  # the transfers the pools of pools planned
-    ring = [r for r in large if RING_ENGINE and _ring_fits(model, plan, above, r)]
-    for ranks in ring:
+    fits = [RING_ENGINE and _ring_fits(model, plan, above, r) for r in large]
+    for ranks in (r for r, f in zip(large, fits) if f):
         _schedule_ring(model, plan, _local_holders(holders, ranks), ranks, n_items, above)
-    large = [r for r in large if not any(r is x for x in ring)]
+    large = [r for r, f in zip(large, fits) if not f]
     if large:
         local = _local_holders(holders, np.concatenate(large))
         _schedule_rounds(model, plan, local, large, n_items, k)

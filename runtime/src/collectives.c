@@ -105,12 +105,12 @@ static int run_pat(const cs_pat_job *job, cs_comm *st, const void *sendbuf, int 
 {
     int rank = cs_comm_rank(st);
     cs_layout lay = { .base = base, .block = bytes, .staging = job->staging, .slot = job->slot,
-                      .nstaged = job->nbg, .unstaged = job->unstaged };
+                      .nstaged = job->nbg, .bg_posted = job->bg_posted, .unstaged = job->unstaged };
     int rc = place_own(sendbuf, sendcount, sendtype, base + (uint64_t)rank * bytes, bytes,
                        job->comm, rank, &lay);
     if (rc == MPI_SUCCESS) {
-        rc = cs_execute_from(job->sched, job->nbg, (job->sched->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0,
-                             job->comm, &lay, job->reqs);
+        rc = cs_execute_pat(job->sched, (job->sched->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0,
+                            job->comm, &lay, job->reqs);
     }
     cs_note_used(st, job->name);
     cs_pat_done();

@@ -11,7 +11,8 @@
  * contiguous, and the own block is copied into the receive buffer after the walk, while
  * the messages are in flight: the copy is off the critical path (from 512 KiB on it goes
  * first instead: a big copy slows the transfers it overlaps). Serial schedules send one
- * message and receive one at a time (docs/semantics.md). No buffer proportional to the
+ * message and receive one at a time, the sends and the receives each in list order but
+ * neither waiting for the other (run_serial; docs/semantics.md). No buffer proportional to the
  * message is allocated here (the PAT engine's staging of background pieces aside).
  */
 #include "runtime.h"
@@ -80,23 +81,13 @@ static void unstage(const collsched_schedule *s, const cs_layout *lay, uint32_t 
 }
 
 static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
-                 MPI_Request *reqs, int serial, int32_t *last_send, int32_t *last_recv)
+                 MPI_Request *reqs)
 {
     const collsched_op *op = &s->ops[i];
     int len;
     char *buf = cs_piece_at(lay, s->hdr.nseg, op, &len);
-    if (op->kind == COLLSCHED_RECV) {
-        /* Serial mode receives one message at a time too: the previous one first. */
-        if (serial) {
-            if (*last_recv >= 0 && reqs[*last_recv] != MPI_REQUEST_NULL) {
-                int rc = PMPI_Wait(&reqs[*last_recv], MPI_STATUS_IGNORE);
-                if (rc != MPI_SUCCESS) return rc;
-                trace_done((uint32_t)*last_recv);
-            }
-            *last_recv = (int32_t)i;
-        }
+    if (op->kind == COLLSCHED_RECV)
         return PMPI_Irecv(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
-    }
     /* The walk's two waits: a forwarded piece must have arrived, and the previous message
      * to the same peer must be complete (FIFO per link: messages to one peer never share
      * the link, so the first one, which the peer may have to forward, is not slowed). */
@@ -111,17 +102,6 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
         if (rc != MPI_SUCCESS) return rc;
         trace_done((uint32_t)op->prev);
     }
-    /* Serial sends (one port, one message at a time, as the BDR paper's blocking sends
-     * and the cost model have it): the previous send to any peer completes first. */
-    if (serial) {
-        if (*last_send >= 0 && reqs[*last_send] != MPI_REQUEST_NULL) {
-            int rc = PMPI_Wait(&reqs[*last_send], MPI_STATUS_IGNORE);
-            if (rc != MPI_SUCCESS) return rc;
-            trace_done((uint32_t)*last_send);
-        }
-        *last_send = (int32_t)i;
-        return PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
-    }
     /* A FIFO send is synchronous: it completes once the peer has matched it, whatever its
      * size (an eager Isend would complete at once and the next one would share the link). */
     if (op->fifo)
@@ -132,16 +112,103 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs)
 {
-    return cs_execute_from(s, 0, (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0, comm, lay, reqs);
+    return cs_execute_pat(s, (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0, comm, lay, reqs);
 }
 
-/* Ops before `first` already ran (the background engine's receives, whose pieces are in
- * place by now): their requests count as complete. */
-int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI_Comm comm,
-                    const cs_layout *lay, MPI_Request *reqs)
+/* Serial execution (docs/semantics.md): one synchronous send and one receive in flight
+ * at a time, sends in list order and receives in list order, the two chains independent
+ * of each other, as the BDR paper's single port and the cost model have it. A send
+ * also waits for the receive that delivers its piece. (A walk that blocked on the
+ * previous receive before posting the next held back the sends listed after it: BDR's
+ * early ranks, whose pre-step sends interleave with receives, started the ring 1.6 ms
+ * late at P = 48, 10,922 bytes per rank, maxDelay 5 ms under SMPI.) The receive chain
+ * goes on from where the PAT engine left it: its receive in flight, if any, is the
+ * current one. */
+static uint32_t next_of(const collsched_schedule *s, uint32_t i, uint8_t kind)
+{
+    while (i < s->nops && s->ops[i].kind != kind) i++;
+    return i;
+}
+
+/* Posts receive i; one of the background part that the engine left goes straight to its
+ * place (the receive buffer is known now), not through staging. */
+static int post_recv(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
+                     MPI_Request *reqs)
+{
+    if (i < lay->nstaged) lay->unstaged[i] = 0;
+    int rc = issue(s, i, comm, lay, reqs);
+    if (trace_on) trace_on->issued[i] = PMPI_Wtime();
+    return rc;
+}
+
+static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
+                      MPI_Request *reqs, int copy_own)
+{
+    uint32_t n = s->nops;
+    uint32_t ns = next_of(s, 0, COLLSCHED_SEND), nr = next_of(s, lay->bg_posted, COLLSCHED_RECV);
+    int32_t cur[2] = { -1, -1 }; /* the send and the receive in flight */
+    for (uint32_t i = 0; i < lay->bg_posted; i++)
+        if (s->ops[i].kind == COLLSCHED_RECV && reqs[i] != MPI_REQUEST_NULL) cur[1] = (int32_t)i;
+    int rc = MPI_SUCCESS;
+    while (rc == MPI_SUCCESS) {
+        int moved = 0;
+        if (cur[1] < 0 && nr < n) {
+            rc = post_recv(s, nr, comm, lay, reqs);
+            cur[1] = (int32_t)nr;
+            nr = next_of(s, nr + 1, COLLSCHED_RECV);
+            moved = 1;
+        }
+        if (rc == MPI_SUCCESS && cur[0] < 0 && ns < n) {
+            /* Receives complete in list order: every posted one but the current has. */
+            int32_t dep = s->ops[ns].dep;
+            if (dep < 0 || ((uint32_t)dep < nr && dep != cur[1])) {
+                const collsched_op *op = &s->ops[ns];
+                int len;
+                if (dep >= 0 && (uint32_t)dep < lay->nstaged) unstage(s, lay, (uint32_t)dep);
+                char *buf = cs_piece_at(lay, s->hdr.nseg, op, &len);
+                rc = PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[ns]);
+                if (trace_on) trace_on->issued[ns] = PMPI_Wtime();
+                cur[0] = (int32_t)ns;
+                ns = next_of(s, ns + 1, COLLSCHED_SEND);
+                moved = 1;
+            }
+        }
+        if (copy_own) { /* overlaps the first transfers */
+            memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes);
+            copy_own = 0;
+        }
+        if (rc != MPI_SUCCESS || moved) continue;
+        if (cur[0] < 0 && cur[1] < 0) break; /* ns == nr == n: a waiting send has its receive done */
+        MPI_Request w[2] = { cur[0] >= 0 ? reqs[cur[0]] : MPI_REQUEST_NULL,
+                             cur[1] >= 0 ? reqs[cur[1]] : MPI_REQUEST_NULL };
+        int k = MPI_UNDEFINED;
+        rc = PMPI_Waitany(2, w, &k, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || k == MPI_UNDEFINED) break;
+        reqs[cur[k]] = MPI_REQUEST_NULL; /* Waitany freed it through the copy */
+        trace_done((uint32_t)cur[k]);
+        cur[k] = -1;
+    }
+    return rc;
+}
+
+static void trace_write(const collsched_schedule *s, const cs_layout *lay, const char *prefix)
+{
+    static int calls;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%u.csv", prefix, lay->rank);
+    FILE *f = fopen(path, "a");
+    for (uint32_t i = 0; f && i < s->nops; i++)
+        fprintf(f, "%d,%u,%u,%u,%u,%u,%.9f,%.9f\n", calls, i, s->ops[i].kind, s->ops[i].peer,
+                s->ops[i].origin, s->ops[i].segment, trace_on->issued[i], trace_on->done[i]);
+    if (f) fclose(f);
+    calls++;
+}
+
+/* One function for both entries: a plain call has no background part (nstaged = 0). */
+int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const cs_layout *lay,
+                   MPI_Request *reqs)
 {
     int rc = MPI_SUCCESS;
-    int32_t last_send = -1, last_recv = -1;
     const char *prefix = getenv("COLLSCHED_TRACE");
     trace_on = NULL;
     if (prefix && *prefix) {
@@ -149,19 +216,30 @@ int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI
         trace_buf.done = calloc(s->nops + 1u, sizeof(double));
         if (trace_buf.issued && trace_buf.done) trace_on = &trace_buf;
     }
-    for (uint32_t i = first; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL; /* earlier: the engine's */
+    /* Requests before bg_posted are the engine's (its receives; NULL once complete). */
+    for (uint32_t i = lay->bg_posted; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
     /* A large own block is copied before the walk: copied while the first transfers run,
      * it competed with them for memory bandwidth (ring, P = 8, shared memory, 1 MiB: our
      * time / Open MPI's ring 1.07-1.11 with the copy overlapped, 1.05-1.07 before; below
      * 256 KiB the overlap helps or is noise). */
     int copy_first = lay->own_src && lay->own_bytes >= CS_OWN_COPY_FIRST_BYTES;
     if (copy_first) memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes);
-    for (uint32_t i = first; i < s->nops && rc == MPI_SUCCESS; i++) {
-        rc = issue(s, i, comm, lay, reqs, serial, &last_send, &last_recv);
-        if (trace_on) trace_on->issued[i] = PMPI_Wtime();
+    int copy_later = !copy_first && lay->own_src && lay->own_bytes;
+    if (serial) {
+        rc = run_serial(s, comm, lay, reqs, copy_later);
+    } else {
+        for (uint32_t i = 0; i < s->nops && rc == MPI_SUCCESS; i++) {
+            if (s->ops[i].kind == COLLSCHED_RECV && i < lay->bg_posted) continue; /* the engine's */
+            if (s->ops[i].kind == COLLSCHED_RECV) {
+                rc = post_recv(s, i, comm, lay, reqs);
+                continue;
+            }
+            rc = issue(s, i, comm, lay, reqs);
+            if (trace_on) trace_on->issued[i] = PMPI_Wtime();
+        }
+        if (copy_later && rc == MPI_SUCCESS)
+            memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes); /* overlaps the transfers */
     }
-    if (!copy_first && rc == MPI_SUCCESS && lay->own_src && lay->own_bytes)
-        memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes); /* overlaps the transfers */
     if (rc == MPI_SUCCESS && trace_on) {
         int *idx = malloc((s->nops + 1u) * sizeof *idx), n = 0;
         for (;;) {
@@ -170,15 +248,7 @@ int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI
             for (int k = 0; k < n; k++) trace_done((uint32_t)idx[k]);
         }
         free(idx);
-        static int calls;
-        char path[4096];
-        snprintf(path, sizeof path, "%s.%u.csv", prefix, lay->rank);
-        FILE *f = fopen(path, "a");
-        for (uint32_t i = first; f && i < s->nops; i++)
-            fprintf(f, "%d,%u,%u,%u,%u,%u,%.9f,%.9f\n", calls, i, s->ops[i].kind, s->ops[i].peer,
-                    s->ops[i].origin, s->ops[i].segment, trace_on->issued[i], trace_on->done[i]);
-        if (f) fclose(f);
-        calls++;
+        trace_write(s, lay, prefix);
     }
     free(trace_buf.issued);
     free(trace_buf.done);

@@ -6,13 +6,16 @@
  * every other rank without waiting for them, and - once all estimates are in - obtains
  * the iteration's schedule: BDR built online for the predicted pattern (bdr.c, identical
  * to the compiler's), or a compiled schedule the application named for the iteration
- * (PAT_UseSchedule). It then posts the schedule's background operations: the receives
- * that come before this rank's first send (Listing 2, lines 47-51). Their data land in a
- * staging buffer, since the user's receive buffer is not known before the call.
+ * (PAT_UseSchedule). It then posts the receives of the schedule's background part (the
+ * ops marked background, which lead the rank's list): all at once for a dataflow
+ * schedule, one at a time for a serial one (Listing 2, lines 47-51; unlike the paper's
+ * blocking thread, the receives go on past the rank's first send, which only the call can
+ * make, since its data are not ready before). Their data land in a staging buffer, since
+ * the user's receive buffer is not known before the call.
  *
- * The allgather call (collsched_allgather on the served communicator) waits for the
- * background receives (line 54), copies the staged pieces into the receive buffer and
- * runs the rest of the schedule with the executor. Every rank builds the same schedule
+ * The allgather call (collsched_allgather on the served communicator) takes the receives
+ * over where the engine is - in flight or done - and runs the whole schedule with the
+ * executor, which copies the staged pieces into the receive buffer. Every rank builds the same schedule
  * from the same estimates, so no rank can disagree; if no schedule can be had (unknown
  * message size or tau, generator refusal, failed whole-schedule check) every rank sees
  * the same reason and the call falls back like any other.
@@ -53,8 +56,8 @@ enum pat_state {
     PAT_IDLE,       /* no iteration under way */
     PAT_COMPUTING,  /* after ProcessingStart, estimate not sent yet */
     PAT_EXCHANGING, /* estimate sent, waiting for the others' */
-    PAT_BACKGROUND, /* schedule known, background receives posted */
-    PAT_READY,      /* background receives complete: the call can run the rest */
+    PAT_BACKGROUND, /* schedule known, background receives being posted */
+    PAT_READY,      /* background receives complete */
     PAT_FAILED      /* no schedule this iteration: the call falls back (reason) */
 };
 
@@ -82,7 +85,7 @@ typedef struct pat_engine {
     collsched_schedule *sched, *next_file;
     int sched_owned;
     char sched_name[PAT_REASON], next_name[PAT_REASON];
-    uint32_t nbg, bg_next;         /* background receives; the next one to post */
+    uint32_t nbg, bg_next;         /* background part ops [0, nbg); the next receive to post */
     int bg_serial;                 /* serial schedule: one background receive at a time */
     int bg_posted_current;         /* serial: receive bg_next is posted */
     MPI_Request *reqs;
@@ -230,7 +233,7 @@ static int post_background(void)
 {
     const collsched_schedule *s = E.sched;
     uint32_t nbg = 0;
-    while (nbg < s->nops && s->ops[nbg].phase == 1 && s->ops[nbg].kind == COLLSCHED_RECV) nbg++;
+    while (nbg < s->nops && s->ops[nbg].phase == 1) nbg++; /* sends among them: the call's */
     if (s->nops > E.reqs_cap) {
         MPI_Request *grown = realloc(E.reqs, s->nops * sizeof *grown);
         if (!grown) { fail_iteration("%s", "no memory for requests"); return 0; }
@@ -247,7 +250,7 @@ static int post_background(void)
     uint8_t *flags = realloc(E.unstaged, nbg ? nbg : 1);
     if (!flags) { fail_iteration("%s", "no memory for the background staging flags"); return 0; }
     E.unstaged = flags;
-    memset(E.unstaged, 1, nbg);
+    for (uint32_t i = 0; i < nbg; i++) E.unstaged[i] = s->ops[i].kind == COLLSCHED_RECV;
     E.slot = slot;
     E.nbg = nbg;
     E.bg_next = 0;
@@ -270,9 +273,10 @@ static void post_bg(uint32_t i)
 }
 
 /* One step; `blocking` waits instead of testing. Returns 1 while background work is
- * pending (EXCHANGING or BACKGROUND). `posted_will_do`: for a dataflow schedule, stop once
- * the background receives are all posted (the call takes the requests over). Called with
- * the engine locked out from the other driver (busy flag). */
+ * pending (EXCHANGING or BACKGROUND). `posted_will_do`: the call is here to take over -
+ * stop once a dataflow schedule's background receives are all posted, and at once for a
+ * serial one (its receive in flight, if any, becomes the executor's). Called with the
+ * engine locked out from the other driver (busy flag). */
 static int advance(int blocking, int posted_will_do)
 {
     if (E.state == PAT_EXCHANGING) {
@@ -304,7 +308,8 @@ static int advance(int blocking, int posted_will_do)
         /* Posted once, tracked by bg_next (a partial Testall may already have set some
          * requests to MPI_REQUEST_NULL under some MPIs: never repost by looking at them). */
         if (E.bg_next == 0)
-            for (E.bg_next = 1; E.bg_next <= E.nbg; E.bg_next++) post_bg(E.bg_next - 1);
+            for (E.bg_next = 1; E.bg_next <= E.nbg; E.bg_next++)
+                if (E.sched->ops[E.bg_next - 1].kind == COLLSCHED_RECV) post_bg(E.bg_next - 1);
         if (posted_will_do) return 0;
         int done = 1;
         if (blocking) PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE);
@@ -313,7 +318,10 @@ static int advance(int blocking, int posted_will_do)
         E.bg_next = E.nbg;
     }
     while (E.state == PAT_BACKGROUND) {
+        while (E.bg_next < E.nbg && E.sched->ops[E.bg_next].kind != COLLSCHED_RECV) E.bg_next++;
         if (E.bg_next == E.nbg) { E.state = PAT_READY; break; }
+        /* The call takes the chain over from here (executor.c, run_serial). */
+        if (posted_will_do) return 0;
         uint32_t i = E.bg_next;
         if (!E.bg_posted_current) { post_bg(i); E.bg_posted_current = 1; }
         int done = 1;
@@ -339,8 +347,8 @@ static void *driver(void *unused)
         pthread_mutex_unlock(&E.mu);
         /* Until the work is done, or - for a dataflow schedule whose receives are all
          * posted - the call has come to take the requests over. */
-        while (advance(0, 0) && !(__atomic_load_n(&E.fg_waiting, __ATOMIC_ACQUIRE) && !E.bg_serial &&
-                                  E.state == PAT_BACKGROUND && E.bg_next))
+        while (advance(0, 0) && !(__atomic_load_n(&E.fg_waiting, __ATOMIC_ACQUIRE) &&
+                                  E.state == PAT_BACKGROUND && (E.bg_serial || E.bg_next)))
             nanosleep(&nap, NULL);
         pthread_mutex_lock(&E.mu);
         E.busy = 0;
@@ -382,9 +390,9 @@ static void abandon_iteration(void)
     }
 }
 
-/* The foreground takes the iteration over: waits for the thread, then finishes it - up
- * to the end of the background receives for a serial schedule (Listing 2, line 54), up to
- * their posting for a dataflow one, whose executor takes their requests over. */
+/* The foreground takes the iteration over: waits for the thread, then finishes the
+ * exchange and the posting of a dataflow schedule's receives; the executor takes the
+ * requests over (a serial schedule's chain from the receive in flight on). */
 static void take_over(void)
 {
     wait_for_thread();
@@ -630,6 +638,9 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
                 E.rank, E.iteration, E.sched_name, E.nbg, E.sched->nops, E.threaded ? "thread" : "explicit");
     job->sched = E.sched;
     job->nbg = E.nbg;
+    /* Receives the engine posted: all of a dataflow schedule's; a serial one's up to the
+     * one in flight (or all, once the chain is done). */
+    job->bg_posted = E.state == PAT_BACKGROUND && E.bg_serial ? E.bg_next + (uint32_t)E.bg_posted_current : E.nbg;
     job->comm = E.comm;
     job->reqs = E.reqs;
     job->staging = E.staging;

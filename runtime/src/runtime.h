@@ -21,12 +21,13 @@ typedef struct cs_layout {
                                copied to own_dst after the walk; NULL: already in place */
     char *own_dst;
     uint64_t own_bytes;
-    /* PAT: the pieces of the ops before `nstaged` (background receives) sit in staging,
-     * one slot each, until the executor copies them in place: when a send forwards one,
-     * else at the end (unstaged[i] = 1 until then). */
+    /* PAT: the ops before `nstaged` are the background part. The engine posted its
+     * receives before `bg_posted` (into staging, one slot per op): they sit there until
+     * the executor copies them in place, when a send forwards one, else at the end
+     * (unstaged[i] = 1 until then). The executor posts the rest and runs its sends. */
     const char *staging;
     uint64_t slot;
-    uint32_t nstaged;
+    uint32_t nstaged, bg_posted;
     uint8_t *unstaged;
 } cs_layout;
 
@@ -34,10 +35,10 @@ typedef struct cs_layout {
  * Unless lay->own_src is set, the own block must be in the receive buffer on entry. */
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs);
-/* The same from op `first` on: ops before it already ran (background receives). With
- * `serial`, each send waits for the previous send (any peer) and is synchronous. */
-int cs_execute_from(const collsched_schedule *s, uint32_t first, int serial, MPI_Comm comm,
-                    const cs_layout *lay, MPI_Request *reqs);
+/* The same, with the PAT engine's background part (lay->nstaged, lay->bg_posted). With
+ * `serial`, one synchronous send and one receive in flight at a time, each in list order. */
+int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const cs_layout *lay,
+                   MPI_Request *reqs);
 /* Address and length of a piece in the layout (executor.c). */
 char *cs_piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len);
 
@@ -72,7 +73,8 @@ int cs_source_configured(void);
 /* pat.c: the PAT background engine's side of an allgather call. */
 typedef struct cs_pat_job {
     const collsched_schedule *sched;  /* the iteration's schedule */
-    uint32_t nbg;                     /* its leading ops already ran in the background */
+    uint32_t nbg;                     /* its background part: ops [0, nbg) */
+    uint32_t bg_posted;               /* receives before this were posted by the engine */
     MPI_Comm comm;                    /* the engine's communicator */
     MPI_Request *reqs;
     const char *staging;              /* background pieces, one slot each */

@@ -144,9 +144,11 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, platform_file
         cmd = ["smpirun", "-np", str(cfg.ranks), "-platform", str(xml), "-hostfile", str(hosts),
                f"--cfg=network/model:{cfg.network_model}", f"--cfg=network/TCP-gamma:{cfg.tcp_gamma}",
                "--cfg=network/crosstraffic:0", "--cfg=smpi/simulate-computation:no",
-               # SMPI charges 100 us per MPI_Test(all) by default so that busy loops advance
-               # the clock; ours nap between tests, and a real MPI_Test takes about 1 us.
-               "--cfg=smpi/test:1e-6",
+               # SMPI charges smpi/test (100 us by default) times a growing counter of
+               # failed tests, shared by all ranks, per failed MPI_Test so that busy loops
+               # advance the clock. Ours nap between tests; even 1 us grew to 0.2-1.9 ms
+               # per test at 48 ranks and made ranks arrive late (docs/pat.md).
+               "--cfg=smpi/test:0",
                "--log=root.thres:error"]
         if algorithm.startswith("native:"):
             name = algorithm.split(":", 1)[1]
@@ -218,7 +220,9 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
             res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=cfg.topology, pap=str(pap),
                                    output=tmp / f"{name}-it{k}.sched")
             compiled[k] = res.schedule
-        pat = ["--pat", name, "--pat-schedules", str(tmp / f"{name}-it%d.sched")]
+        # tau too: the explicit driver naps tau/8 between steps of a serial schedule's
+        # background receives (200 us without it: each receive then waited up to that long).
+        pat = ["--pat", name, "--pat-schedules", str(tmp / f"{name}-it%d.sched"), "--pat-tau", repr(t_block)]
     run = _launch(cfg, name, None, platform_files, tmp, pat=pat)
     # Prediction per iteration, for the arrivals that really happened. The engine learns
     # the pattern at the last rank's edge (half its computation), so no rank starts before

@@ -61,7 +61,7 @@ def generate(name: str, req: Request) -> Schedule:
     sched = alg.build(req)
     sched.algorithm = name
     sched.full_duplex = req.full_duplex
-    sched.serial = alg.serial
+    sched.serial = sched.serial or alg.serial
     return sched
 
 

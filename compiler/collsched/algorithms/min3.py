@@ -16,6 +16,10 @@ and the moment the sender holds the piece (the paper's FindMin leaves that impli
 Arrival-aware (Request.arrivals): a rank sends nothing before it arrives (its send port,
 and its own piece, become available at its arrival), but it may receive before: those
 receives are the leading part of its list and run in the background (ir.BACKGROUND).
+Where one flow fills a sender's port (a cluster: policy.serial_list_schedule), the plan
+is made for serial execution - a send holds its port until its message has arrived, a
+receive does not overlap the previous one - and the schedule is marked serial, so that
+an early rank's sends do not leave all at once and share its NIC.
 
 Ordering: every op gets the planned start time of its transfer as its sort key (ties:
 the order in which the greedy took the transfers). A forwarded piece leaves after it
@@ -57,6 +61,7 @@ import numpy as np
 
 from .. import pools as pooltree
 from ..links import port_bandwidth, shared_links
+from ..policy import serial_list_schedule
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
 from . import Request, register
 
@@ -98,6 +103,7 @@ class _Model:
         self.os = np.where(eye, 0.0, topo.send_overhead(m))
         self.g = np.where(eye, 0.0, topo.gap(m))
         self.full_duplex = bool(full_duplex)
+        self.serial = False  # plan_serial
         self.arrival = np.asarray(arrivals, np.float64)
         # Port state (Eq. 2/3). Full duplex: send and receive ports apart; half duplex:
         # both describe the one port, and a receive may overlap the previous receive only.
@@ -115,6 +121,13 @@ class _Model:
         self.wan_hold = np.where(shared.link_of >= 0,
                                  m / np.r_[shared.bandwidth, 1.0][shared.link_of], 0.0)
         self.wan_free = np.zeros(len(shared.bandwidth) + 1)  # last entry: "no link", 0 forever
+
+    def plan_serial(self):
+        """Plan for serial execution (docs/semantics.md): a send holds its port until the
+        message has arrived, and a receive may not overlap the previous one."""
+        self.serial = True
+        self.os = self.dur.copy()
+        self.early = np.zeros_like(self.early)
 
     def wan_ready(self, s, r):
         """When the shared link s -> r (if any) takes the next transfer (numpy broadcast)."""
@@ -1076,6 +1089,8 @@ def pool_schedule(req: Request):
     arrivals = arrivals - arrivals.min() if p else arrivals
     piece = -(-int(req.nbytes) // k)  # the largest piece: segment sizes differ by one byte
     model = _Model(topo, piece, req.full_duplex, arrivals)
+    if serial_list_schedule(topo, req.arrivals):
+        model.plan_serial()
     tree = pooltree.pool_tree(topo)
     plan = _Plan()
     n_items = p * k
@@ -1151,6 +1166,7 @@ def build(req: Request):
     sched = from_transfers(p, k, step, src, dst, item // k, item % k,
                            np.full(len(src), FOREGROUND, np.uint8), algorithm="min3",
                            recv_phase=recv_phase)
+    sched.serial = model.serial  # policy.serial_list_schedule
     end = np.asarray(plan.end, np.float64)
     sched.meta.update({
         "pool_partitions": pooltree.partitions(tree),

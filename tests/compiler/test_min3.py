@@ -18,7 +18,7 @@ from collsched.errors import InputError
 from collsched.ir import BACKGROUND, RECV, SEND
 from collsched.lab.arrivals import arrival_pattern
 from collsched.pipeline import compile_schedule
-from collsched.policy import mark_fifo_links
+from collsched.policy import mark_fifo_links, serial_list_schedule
 from collsched.simulate import simulate
 from collsched.topology import homogeneous, load_topology
 from collsched.verify import verify
@@ -108,8 +108,9 @@ def test_homogeneous_clusters_with_arrivals(p, nbytes, full, data, kind):
     a = np.array(data.draw(st.lists(st.floats(0, 1), min_size=p, max_size=p))) * 5 * tau
     with engine(kind):
         s = min3(topo, nbytes, a)
-    check_valid(s, topo)
+    check_valid(s, topo)  # progress proven under the schedule's own rules (serial here)
     check_background(s, a)
+    assert s.serial == (np.ptp(a) > 0)  # one flow fills a LAN port: serial where imbalanced
     _, m = simulate(s, topo, nbytes, a)
     # Nobody can finish before the last rank arrived and its block reached everyone.
     assert m.run_time_s >= np.ptp(a) + tau * (1 - 1e-9)
@@ -262,3 +263,31 @@ def test_ring_engine_only_where_it_fits(monkeypatch):
             s = min3(topo, 1 << 14, arrivals)
         assert calls == expected
         check_valid(s, topo)
+
+
+def test_serial_only_where_one_flow_fills_the_port():
+    """policy.serial_list_schedule: imbalanced arrivals on a cluster, not flat arrivals and
+    not window-capped WAN paths (where parallel flows fill the link)."""
+    a = np.linspace(0, 0.004, 12)
+    cluster = load_topology(TOPOLOGIES / "tryton-48.yaml", 12)
+    assert serial_list_schedule(cluster, a)
+    assert not serial_list_schedule(cluster, None)
+    assert not serial_list_schedule(cluster, np.zeros(12))
+    wan = load_topology(TOPOLOGIES / "wan-3x16.yaml", 48)  # three sites of 16
+    assert not serial_list_schedule(wan, np.linspace(0, 0.004, 48))
+    assert serial_list_schedule(load_topology(TOPOLOGIES / "wan-3x16.yaml", 12), a)  # one site
+    assert min3(cluster, 37448, a).serial
+    assert not min3(cluster, 37448).serial
+
+
+def test_serial_plan_is_what_serial_execution_times():
+    """Planned for serial execution, the plan and the simulator agree: the simulator times
+    the schedule serially because it is marked so, with the same port rules."""
+    p, m = 28, 37448
+    topo = load_topology(TOPOLOGIES / "tryton-48.yaml", p)
+    a = arrival_pattern(1, 1, p, 0.005)[0]
+    a = a - a.min()
+    s = min3(topo, m, a)
+    tl, mm = simulate(s, topo, m, a)
+    assert s.serial
+    assert mm.run_time_s == pytest.approx(s.meta["planned_run_time_s"], rel=1e-9)

@@ -105,7 +105,8 @@ static int run_pat(const cs_pat_job *job, cs_comm *st, const void *sendbuf, int 
 {
     int rank = cs_comm_rank(st);
     cs_layout lay = { .base = base, .block = bytes, .staging = job->staging, .slot = job->slot,
-                      .nstaged = job->nbg, .bg_posted = job->bg_posted, .unstaged = job->unstaged };
+                      .nstaged = job->nbg, .bg_posted = job->bg_posted,
+                      .bg_sent = job->bg_sent, .unstaged = job->unstaged };
     int rc = place_own(sendbuf, sendcount, sendtype, base + (uint64_t)rank * bytes, bytes,
                        job->comm, rank, &lay);
     if (rc == MPI_SUCCESS) {

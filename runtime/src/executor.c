@@ -122,8 +122,8 @@ int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
  * previous receive before posting the next held back the sends listed after it: BDR's
  * early ranks, whose pre-step sends interleave with receives, started the ring 1.6 ms
  * late at P = 48, 10,922 bytes per rank, maxDelay 5 ms under SMPI.) The receive chain
- * goes on from where the PAT engine left it: its receive in flight, if any, is the
- * current one. */
+ * and the send chain go on from where the PAT engine left them: its receive and its send
+ * in flight, if any, are the current ones. */
 static uint32_t next_of(const collsched_schedule *s, uint32_t i, uint8_t kind)
 {
     while (i < s->nops && s->ops[i].kind != kind) i++;
@@ -145,10 +145,12 @@ static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layou
                       MPI_Request *reqs, int copy_own)
 {
     uint32_t n = s->nops;
-    uint32_t ns = next_of(s, 0, COLLSCHED_SEND), nr = next_of(s, lay->bg_posted, COLLSCHED_RECV);
-    int32_t cur[2] = { -1, -1 }; /* the send and the receive in flight */
+    uint32_t ns = next_of(s, lay->bg_sent, COLLSCHED_SEND), nr = next_of(s, lay->bg_posted, COLLSCHED_RECV);
+    int32_t cur[2] = { -1, -1 }; /* the send and the receive in flight (maybe the engine's) */
     for (uint32_t i = 0; i < lay->bg_posted; i++)
         if (s->ops[i].kind == COLLSCHED_RECV && reqs[i] != MPI_REQUEST_NULL) cur[1] = (int32_t)i;
+    for (uint32_t i = 0; i < lay->bg_sent; i++)
+        if (s->ops[i].kind == COLLSCHED_SEND && reqs[i] != MPI_REQUEST_NULL) cur[0] = (int32_t)i;
     int rc = MPI_SUCCESS;
     while (rc == MPI_SUCCESS) {
         int moved = 0;
@@ -216,8 +218,8 @@ int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const
         trace_buf.done = calloc(s->nops + 1u, sizeof(double));
         if (trace_buf.issued && trace_buf.done) trace_on = &trace_buf;
     }
-    /* Requests before bg_posted are the engine's (its receives; NULL once complete). */
-    for (uint32_t i = lay->bg_posted; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
+    /* Requests of the background part are the engine's (NULL: not issued, or complete). */
+    for (uint32_t i = lay->nstaged; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
     /* A large own block is copied before the walk: copied while the first transfers run,
      * it competed with them for memory bandwidth (ring, P = 8, shared memory, 1 MiB: our
      * time / Open MPI's ring 1.07-1.11 with the copy overlapped, 1.05-1.07 before; below

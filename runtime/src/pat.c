@@ -57,7 +57,7 @@ enum pat_state {
     PAT_COMPUTING,  /* after ProcessingStart, estimate not sent yet */
     PAT_EXCHANGING, /* estimate sent, waiting for the others' */
     PAT_BACKGROUND, /* schedule known, background receives being posted */
-    PAT_READY,      /* background receives complete */
+    PAT_READY,      /* background part done (as far as the engine goes) */
     PAT_FAILED      /* no schedule this iteration: the call falls back (reason) */
 };
 
@@ -88,6 +88,9 @@ typedef struct pat_engine {
     uint32_t nbg, bg_next;         /* background part ops [0, nbg); the next receive to post */
     int bg_serial;                 /* serial schedule: one background receive at a time */
     int bg_posted_current;         /* serial: receive bg_next is posted */
+    uint32_t bs_next;              /* serial: the next background send to issue ... */
+    int32_t bs_cur;                /* ... the one in flight (-1: none) ... */
+    int bs_stopped;                /* ... and whether the chain reached an own-piece send */
     MPI_Request *reqs;
     uint32_t reqs_cap;
     char *staging;
@@ -255,6 +258,9 @@ static int post_background(void)
     E.nbg = nbg;
     E.bg_next = 0;
     E.bg_posted_current = 0;
+    E.bs_next = 0;
+    E.bs_cur = -1;
+    E.bs_stopped = 0;
     E.bg_serial = (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0;
     for (uint32_t i = 0; i < nbg; i++) E.reqs[i] = MPI_REQUEST_NULL;
     E.state = PAT_BACKGROUND;
@@ -316,20 +322,50 @@ static int advance(int blocking, int posted_will_do)
         else if (E.nbg) PMPI_Testall((int)E.nbg, E.reqs, &done, MPI_STATUSES_IGNORE);
         if (!done) return 1;
         E.bg_next = E.nbg;
+        E.state = PAT_READY;
+        return 0;
     }
-    while (E.state == PAT_BACKGROUND) {
-        while (E.bg_next < E.nbg && E.sched->ops[E.bg_next].kind != COLLSCHED_RECV) E.bg_next++;
-        if (E.bg_next == E.nbg) { E.state = PAT_READY; break; }
-        /* The call takes the chain over from here (executor.c, run_serial). */
+    /* Serial schedules: two chains, as the executor runs them (run_serial). The receives
+     * of the background part one at a time, in list order (Listing 2, lines 47-51). Its
+     * sends - pieces received in the background, relayed while the rank still computes
+     * (semantics rule 4; arrival-aware min3 plans them) - one at a time, synchronous, each
+     * once its piece is in. The send chain stops at a send of the rank's own piece: its
+     * data are the call's. The call takes both chains over where they are. */
+    if (E.state == PAT_BACKGROUND) {
         if (posted_will_do) return 0;
-        uint32_t i = E.bg_next;
-        if (!E.bg_posted_current) { post_bg(i); E.bg_posted_current = 1; }
-        int done = 1;
-        if (blocking) PMPI_Wait(&E.reqs[i], MPI_STATUS_IGNORE);
-        else PMPI_Test(&E.reqs[i], &done, MPI_STATUS_IGNORE);
-        if (!done) return 1;
-        E.bg_next++;
-        E.bg_posted_current = 0;
+        const collsched_op *ops = E.sched->ops;
+        for (int moved = 1; moved;) {
+            moved = 0;
+            while (E.bg_next < E.nbg && ops[E.bg_next].kind != COLLSCHED_RECV) E.bg_next++;
+            if (E.bg_next < E.nbg) {
+                if (!E.bg_posted_current) { post_bg(E.bg_next); E.bg_posted_current = 1; }
+                int done = 0;
+                PMPI_Test(&E.reqs[E.bg_next], &done, MPI_STATUS_IGNORE);
+                if (done) { E.bg_next++; E.bg_posted_current = 0; moved = 1; }
+            }
+            if (E.bs_cur >= 0) {
+                int done = 0;
+                PMPI_Test(&E.reqs[E.bs_cur], &done, MPI_STATUS_IGNORE);
+                if (done) { E.bs_cur = -1; moved = 1; }
+            }
+            while (E.bs_next < E.nbg && ops[E.bs_next].kind != COLLSCHED_SEND) E.bs_next++;
+            if (E.bs_cur < 0 && !E.bs_stopped && E.bs_next < E.nbg) {
+                const collsched_op *op = &ops[E.bs_next];
+                if (op->dep < 0 || op->origin == (uint32_t)E.rank) {
+                    E.bs_stopped = 1;
+                } else if ((uint32_t)op->dep < E.bg_next) { /* receives complete in list order */
+                    uint64_t nseg = E.sched->hdr.nseg;
+                    uint32_t g = op->segment;
+                    int len = (int)(cs_seg_lo(g + 1u, E.iter_bytes, nseg) - cs_seg_lo(g, E.iter_bytes, nseg));
+                    PMPI_Issend(E.staging + (uint64_t)op->dep * E.slot, len, MPI_BYTE, (int)op->peer,
+                                CS_TAG, E.comm, &E.reqs[E.bs_next]);
+                    E.bs_cur = (int32_t)E.bs_next++;
+                    moved = 1;
+                }
+            }
+        }
+        if (E.bg_next >= E.nbg && E.bs_cur < 0 && (E.bs_stopped || E.bs_next >= E.nbg)) E.state = PAT_READY;
+        return E.state == PAT_BACKGROUND;
     }
     return 0;
 }
@@ -382,10 +418,18 @@ static void abandon_iteration(void)
         PMPI_Waitall(2 * (E.size - 1), E.xreqs, MPI_STATUSES_IGNORE);
         E.state = PAT_FAILED;
     }
-    if (E.state == PAT_BACKGROUND) {
-        for (uint32_t i = 0; i < E.nbg; i++)
-            if (E.reqs[i] != MPI_REQUEST_NULL) PMPI_Cancel(&E.reqs[i]);
-        PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE); /* unposted ones are NULL */
+    if (E.state == PAT_BACKGROUND || E.state == PAT_READY) {
+        for (uint32_t i = 0; i < E.nbg; i++) {
+            if (E.reqs[i] == MPI_REQUEST_NULL) continue; /* unposted, or complete */
+            PMPI_Cancel(&E.reqs[i]);
+            if (E.sched->ops[i].kind == COLLSCHED_RECV) {
+                PMPI_Wait(&E.reqs[i], MPI_STATUS_IGNORE);
+            } else { /* a relayed send whose peer gave up too may never match: let it go */
+                int done = 0;
+                PMPI_Test(&E.reqs[i], &done, MPI_STATUS_IGNORE);
+                if (!done) PMPI_Request_free(&E.reqs[i]);
+            }
+        }
         E.state = PAT_FAILED;
     }
 }
@@ -565,11 +609,13 @@ int PAT_Sleep(double seconds)
     for (;;) {
         double left = end - PMPI_Wtime();
         if (left <= 0) return MPI_SUCCESS;
-        /* Slices only while the engine has background work (estimates, receives). */
+        /* Slices only while the engine has background work (estimates, receives, relays). */
         int pending = E.on && !E.threaded && (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND);
-        /* Background receives go one at a time: a slice well below tau keeps the next one
-         * from waiting long for its turn. */
-        double slice = E.state == PAT_BACKGROUND && E.tau > 0 && E.tau / 8 < E.slice_s ? E.tau / 8 : E.slice_s;
+        /* Background receives and relays go one at a time: a slice well below tau keeps
+         * the next one from waiting long for its turn (tau/8 cost arrival-aware min3, whose
+         * relays chain from rank to rank, 4-9% against the cost model at 11-20 KB blocks;
+         * tau/32 costs 0.4-1.6%). */
+        double slice = E.state == PAT_BACKGROUND && E.tau > 0 && E.tau / 32 < E.slice_s ? E.tau / 32 : E.slice_s;
         double nap = pending && left > slice ? slice : left;
         usleep((useconds_t)(nap * 1e6 + 0.5));
         if (pending) PAT_Progress();
@@ -641,6 +687,7 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
     /* Receives the engine posted: all of a dataflow schedule's; a serial one's up to the
      * one in flight (or all, once the chain is done). */
     job->bg_posted = E.state == PAT_BACKGROUND && E.bg_serial ? E.bg_next + (uint32_t)E.bg_posted_current : E.nbg;
+    job->bg_sent = E.bg_serial ? E.bs_next : 0; /* sends before it: issued by the engine */
     job->comm = E.comm;
     job->reqs = E.reqs;
     job->staging = E.staging;

@@ -21,13 +21,14 @@ typedef struct cs_layout {
                                copied to own_dst after the walk; NULL: already in place */
     char *own_dst;
     uint64_t own_bytes;
-    /* PAT: the ops before `nstaged` are the background part. The engine posted its
-     * receives before `bg_posted` (into staging, one slot per op): they sit there until
-     * the executor copies them in place, when a send forwards one, else at the end
-     * (unstaged[i] = 1 until then). The executor posts the rest and runs its sends. */
+    /* PAT: the ops before `nstaged` are the background part, whose requests are the
+     * engine's. It posted the receives before `bg_posted` (into staging, one slot per
+     * op): they sit there until the executor copies them in place, when a send forwards
+     * one, else at the end (unstaged[i] = 1 until then). It issued the sends before
+     * `bg_sent` (serial schedules: relays from staging). The executor does the rest. */
     const char *staging;
     uint64_t slot;
-    uint32_t nstaged, bg_posted;
+    uint32_t nstaged, bg_posted, bg_sent;
     uint8_t *unstaged;
 } cs_layout;
 
@@ -75,6 +76,7 @@ typedef struct cs_pat_job {
     const collsched_schedule *sched;  /* the iteration's schedule */
     uint32_t nbg;                     /* its background part: ops [0, nbg) */
     uint32_t bg_posted;               /* receives before this were posted by the engine */
+    uint32_t bg_sent;                 /* sends before this were issued by the engine */
     MPI_Comm comm;                    /* the engine's communicator */
     MPI_Request *reqs;
     const char *staging;              /* background pieces, one slot each */

@@ -60,17 +60,24 @@ def check_valid(s, topo):
 
 
 def check_background(s, arrivals):
-    """Background ops are receives, before the rank's first send, at ranks not first."""
+    """Background ops lead their rank's list, at ranks not first. They are receives, and in
+    serial plans also relays (sends of other ranks' pieces); dataflow plans send nothing
+    in the background, so their background receives come before the rank's first send."""
     rank = s.rank_of_op
     bg = s.phase == BACKGROUND
-    assert np.all(s.kind[bg] == RECV)
+    bg_send = bg & (s.kind == SEND)
+    assert np.all(s.origin[bg_send] != rank[bg_send])  # the own piece waits for the arrival
+    if not s.serial:
+        assert not bg_send.any()
     if bg.any():
         a = np.zeros(s.nranks) if arrivals is None else np.asarray(arrivals)
         assert np.all(a[rank[bg]] > a.min())
     for r in np.unique(rank[bg]):
         lo, hi = s.offsets[r], s.offsets[r + 1]
-        first_send = lo + int(np.argmax(s.kind[lo:hi] == SEND))
-        assert np.all(np.nonzero(bg[lo:hi])[0] + lo < first_send)
+        assert np.all(bg[lo:lo + int(bg[lo:hi].sum())])  # a prefix of the list
+        if not s.serial:
+            first_send = lo + int(np.argmax(s.kind[lo:hi] == SEND))
+            assert np.all(np.nonzero(bg[lo:hi])[0] + lo < first_send)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -163,7 +170,7 @@ def test_arrival_aware_beats_ring_and_bdr_on_tryton():
     p, m = 28, 37448
     topo = load_topology(TOPOLOGIES / "tryton-48.yaml", p)
     pattern = arrival_pattern(1, 3, p, 0.005)
-    results = {"min3": [], "ring": [], "bdr": []}
+    results = {"min3": [], "ring": [], "bdr": [], "spreading": []}
     for a in pattern:
         a = a - a.min()
         for alg in results:
@@ -172,6 +179,9 @@ def test_arrival_aware_beats_ring_and_bdr_on_tryton():
             results[alg].append(simulate(s, topo, m, a)[1].avg_elapsed_s)
     mean = {k: np.mean(v) for k, v in results.items()}
     assert mean["min3"] < mean["bdr"] < mean["ring"]
+    # Serial, with late ranks relaying in the background: clearly ahead of the best
+    # regular algorithm (8.5 against 10.35 ms over the lab's 8 iterations).
+    assert mean["min3"] < 0.9 * mean["spreading"]
     # Knowing the pattern pays: compiled for flat arrivals, min3 does worse on it.
     a = pattern[0] - pattern[0].min()
     flat = min3(topo, m)
@@ -291,3 +301,6 @@ def test_serial_plan_is_what_serial_execution_times():
     tl, mm = simulate(s, topo, m, a)
     assert s.serial
     assert mm.run_time_s == pytest.approx(s.meta["planned_run_time_s"], rel=1e-9)
+    # Late ranks relay early ranks' pieces before they arrive (background sends).
+    relay = (tl.start < a[tl.src]) & (tl.origin != tl.src)
+    assert relay.sum() > p

@@ -148,3 +148,29 @@ def test_pap_aware_runs_agree_with_the_cost_model(ranks, nbytes):
     for alg, r in res.items():
         assert r["data_ok"] and "fallback_reason" not in r, alg
         assert 0.95 <= r["model_ratio"] <= 1.05, (alg, r["model_ratio"])
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("p", [5, 8])
+def test_min3_relays_in_the_background_under_real_mpi(tmp_path, p):
+    """Arrival-aware min3 on a cluster is serial, and late ranks relay early ranks' pieces
+    from the staging buffer before they arrive: run through the progress thread under
+    Open MPI, compiled per iteration, every byte checked, no fallback."""
+    from collsched.ir import BACKGROUND, SEND
+    nbytes, iters = 30011, 3
+    pattern = arrival_pattern(7, iters, p, 0.005)
+    relays = 0
+    for k in range(iters):
+        pap = tmp_path / f"it{k}.yaml"
+        write_pap(pap, pattern[k:k + 1] - pattern[k].min(), unit="s")
+        res = compile_schedule("min3", p, nbytes, topology=TRYTON, pap=str(pap),
+                               output=tmp_path / f"min3-it{k}.sched")
+        s = res.schedule
+        assert s.serial
+        relays += int(((s.phase == BACKGROUND) & (s.kind == SEND)).sum())
+    assert relays > 0  # the relay path is exercised
+    out, err = minibench(p, "--bytes", nbytes, "--iterations", iters, "--flat-iterations", 0,
+                         "--max-delay-ms", 5, "--seed", 7, "--pat", "min3",
+                         "--pat-schedules", tmp_path / "min3-it%d.sched", env={"COLLSCHED_VERBOSE": "1"})
+    assert out["data_ok"] and out["errors"] == 0 and out["fallbacks"] == 0, out.get("fallback_reason")
+    assert "(thread driver)" in err and background_ops(err) > 0

@@ -19,7 +19,10 @@ receives are the leading part of its list and run in the background (ir.BACKGROU
 Where one flow fills a sender's port (a cluster: policy.serial_list_schedule), the plan
 is made for serial execution - a send holds its port until its message has arrived, a
 receive does not overlap the previous one - and the schedule is marked serial, so that
-an early rank's sends do not leave all at once and share its NIC.
+an early rank's sends do not leave all at once and share its NIC. In full duplex such a
+plan also lets a rank relay pieces it received in the background before it arrives
+(background sends, which the PAT engine runs for serial schedules); only its own piece
+waits for its arrival.
 
 Ordering: every op gets the planned start time of its transfer as its sort key (ties:
 the order in which the greedy took the transfers). A forwarded piece leaves after it
@@ -83,6 +86,8 @@ LIST_SEARCH_LIMIT = 64
 # Large pools of single ranks go to the ring engine where it fits (_ring_fits); False sends
 # them all to the round engine (tests compare the two).
 RING_ENGINE = True
+import os
+LAM = float(os.environ.get('LAM', '0'))
 
 
 class _Model:
@@ -124,10 +129,15 @@ class _Model:
 
     def plan_serial(self):
         """Plan for serial execution (docs/semantics.md): a send holds its port until the
-        message has arrived, and a receive may not overlap the previous one."""
+        message has arrived, and a receive may not overlap the previous one. Full duplex:
+        a rank may also relay pieces it received in the background before it arrives (the
+        PAT engine runs a serial schedule's background sends; its own piece still waits
+        for its arrival, through `holders`)."""
         self.serial = True
         self.os = self.dur.copy()
         self.early = np.zeros_like(self.early)
+        if self.full_duplex:
+            self.send_free = np.zeros_like(self.send_free)
 
     def wan_ready(self, s, r):
         """When the shared link s -> r (if any) takes the next transfer (numpy broadcast)."""
@@ -610,9 +620,12 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
         at_c[r] = np.inf  # r lacks the pieces it looks for
         low = min(at_c)
         floor = max(floor, low)
+        pen = LAM * dur_min[r]
         for d in lacking[r]:
-            for s, ready in held[d].items():
-                t = at_c[s] if ready <= c[s] else ready + dr[s]
+            hd = held[d]
+            extra = pen * len(hd)
+            for s, ready in hd.items():
+                t = (at_c[s] if ready <= c[s] else ready + dr[s]) + extra
                 if t < best:
                     best, bs, bd = t, s, d
             if best <= floor:
@@ -1160,12 +1173,13 @@ def build(req: Request):
     order = np.lexsort((taken, start))
     step = np.empty(len(src), np.int64)
     step[order] = taken
-    # A receive planned before the rank arrives runs in the background. Sends start no
-    # earlier than the sender's arrival, so these receives lead the rank's list.
+    # An op planned before its rank arrives runs in the background: receives, and in serial
+    # plans relays of pieces received so (their own piece waits for the arrival). Lists go
+    # by planned start, so these ops lead them.
     recv_phase = np.where(start < model.arrival[dst], BACKGROUND, FOREGROUND).astype(np.uint8)
-    sched = from_transfers(p, k, step, src, dst, item // k, item % k,
-                           np.full(len(src), FOREGROUND, np.uint8), algorithm="min3",
-                           recv_phase=recv_phase)
+    send_phase = np.where(start < model.arrival[src], BACKGROUND, FOREGROUND).astype(np.uint8)
+    sched = from_transfers(p, k, step, src, dst, item // k, item % k, send_phase,
+                           algorithm="min3", recv_phase=recv_phase)
     sched.serial = model.serial  # policy.serial_list_schedule
     end = np.asarray(plan.end, np.float64)
     sched.meta.update({

@@ -220,7 +220,7 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
             res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=cfg.topology, pap=str(pap),
                                    output=tmp / f"{name}-it{k}.sched")
             compiled[k] = res.schedule
-        # tau too: the explicit driver naps tau/8 between steps of a serial schedule's
+        # tau too: the explicit driver naps tau/32 between steps of a serial schedule's
         # background receives (200 us without it: each receive then waited up to that long).
         pat = ["--pat", name, "--pat-schedules", str(tmp / f"{name}-it%d.sched"), "--pat-tau", repr(t_block)]
     run = _launch(cfg, name, None, platform_files, tmp, pat=pat)

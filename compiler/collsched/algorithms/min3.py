@@ -86,8 +86,6 @@ LIST_SEARCH_LIMIT = 64
 # Large pools of single ranks go to the ring engine where it fits (_ring_fits); False sends
 # them all to the round engine (tests compare the two).
 RING_ENGINE = True
-import os
-LAM = float(os.environ.get('LAM', '0'))
 
 
 class _Model:
@@ -620,12 +618,9 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
         at_c[r] = np.inf  # r lacks the pieces it looks for
         low = min(at_c)
         floor = max(floor, low)
-        pen = LAM * dur_min[r]
         for d in lacking[r]:
-            hd = held[d]
-            extra = pen * len(hd)
-            for s, ready in hd.items():
-                t = (at_c[s] if ready <= c[s] else ready + dr[s]) + extra
+            for s, ready in held[d].items():
+                t = at_c[s] if ready <= c[s] else ready + dr[s]
                 if t < best:
                     best, bs, bd = t, s, d
             if best <= floor:

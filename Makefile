@@ -80,7 +80,7 @@ bench-bound: deps
 	  echo; $(PY) -m collsched.lowerbound; } > $(OUT)/bound.md
 	$(PY) -m collsched.benchdoc docs/benchmarks.md lower-bound-gaps $(OUT)/bound.md
 
-# The BDR paper's grid (Tables 3 and 4) under SMPI: about 30 min at 4 iterations.
+# The BDR paper's grid (Tables 3 and 4) under SMPI: about an hour at 4 iterations (docs/sweep.md).
 bench-sweep: deps runtime lab
 	$(CLI) sweep --iterations 4 --cache out/sweep-cache.json --json out/sweep.json \
 	    --plot docs/img/sweep.png --doc docs/benchmarks.md --section lab-sweep

@@ -231,9 +231,8 @@ int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const
         rc = run_serial(s, comm, lay, reqs, copy_later);
     } else {
         for (uint32_t i = 0; i < s->nops && rc == MPI_SUCCESS; i++) {
-            if (s->ops[i].kind == COLLSCHED_RECV && i < lay->bg_posted) continue; /* the engine's */
             if (s->ops[i].kind == COLLSCHED_RECV) {
-                rc = post_recv(s, i, comm, lay, reqs);
+                if (i >= lay->bg_posted) rc = post_recv(s, i, comm, lay, reqs); /* else the engine's */
                 continue;
             }
             rc = issue(s, i, comm, lay, reqs);

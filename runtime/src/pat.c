@@ -13,9 +13,11 @@
  * make, since its data are not ready before). Their data land in a staging buffer, since
  * the user's receive buffer is not known before the call.
  *
- * The allgather call (collsched_allgather on the served communicator) takes the receives
- * over where the engine is - in flight or done - and runs the whole schedule with the
- * executor, which copies the staged pieces into the receive buffer. Every rank builds the same schedule
+ * For a serial schedule it also relays, one at a time, the pieces its background part
+ * sends on before the rank arrives. The allgather call (collsched_allgather on the
+ * served communicator) takes the engine's requests over where it is - in flight or done -
+ * and runs the rest of the schedule with the executor, which copies the staged pieces
+ * into the receive buffer. Every rank builds the same schedule
  * from the same estimates, so no rank can disagree; if no schedule can be had (unknown
  * message size or tau, generator refusal, failed whole-schedule check) every rank sees
  * the same reason and the call falls back like any other.

@@ -269,15 +269,19 @@ static int post_background(void)
     return 1;
 }
 
+/* Bytes of the piece op i moves (its segment of a block). */
+static int piece_len(uint32_t i)
+{
+    uint64_t nseg = E.sched->hdr.nseg;
+    uint32_t g = E.sched->ops[i].segment;
+    return (int)(cs_seg_lo(g + 1u, E.iter_bytes, nseg) - cs_seg_lo(g, E.iter_bytes, nseg));
+}
+
 /* Posts background receive i into its staging slot. */
 static void post_bg(uint32_t i)
 {
-    const collsched_schedule *s = E.sched;
-    uint64_t nseg = s->hdr.nseg;
-    uint32_t g = s->ops[i].segment;
-    int len = (int)(cs_seg_lo(g + 1u, E.iter_bytes, nseg) - cs_seg_lo(g, E.iter_bytes, nseg));
-    PMPI_Irecv(E.staging + (uint64_t)i * E.slot, len, MPI_BYTE, (int)s->ops[i].peer, CS_TAG, E.comm,
-               &E.reqs[i]);
+    PMPI_Irecv(E.staging + (uint64_t)i * E.slot, piece_len(i), MPI_BYTE, (int)E.sched->ops[i].peer,
+               CS_TAG, E.comm, &E.reqs[i]);
 }
 
 /* One step; `blocking` waits instead of testing. Returns 1 while background work is
@@ -356,11 +360,8 @@ static int advance(int blocking, int posted_will_do)
                 if (op->dep < 0 || op->origin == (uint32_t)E.rank) {
                     E.bs_stopped = 1;
                 } else if ((uint32_t)op->dep < E.bg_next) { /* receives complete in list order */
-                    uint64_t nseg = E.sched->hdr.nseg;
-                    uint32_t g = op->segment;
-                    int len = (int)(cs_seg_lo(g + 1u, E.iter_bytes, nseg) - cs_seg_lo(g, E.iter_bytes, nseg));
-                    PMPI_Issend(E.staging + (uint64_t)op->dep * E.slot, len, MPI_BYTE, (int)op->peer,
-                                CS_TAG, E.comm, &E.reqs[E.bs_next]);
+                    PMPI_Issend(E.staging + (uint64_t)op->dep * E.slot, piece_len(E.bs_next), MPI_BYTE,
+                                (int)op->peer, CS_TAG, E.comm, &E.reqs[E.bs_next]);
                     E.bs_cur = (int32_t)E.bs_next++;
                     moved = 1;
                 }

@@ -12,6 +12,18 @@ all: runtime lab
 
 deps:
 	@bash tools/ensure-deps.sh
+	@$(MAKE) --no-print-directory kernels
+
+# The compiler's native kernels (compiler/collsched/native/, loaded with ctypes): built with
+# deps, so every target that installs the compiler has them. Without them the compiler runs
+# its Python reference paths (same results, slower); `collsched compile --json` says which.
+KERNELS    := compiler/collsched/native/libcollsched_kernels.so
+KERNEL_SRC := $(wildcard compiler/collsched/native/*.c compiler/collsched/native/*.h)
+.PHONY: kernels
+kernels: $(KERNELS)
+$(KERNELS): $(KERNEL_SRC)
+	cc -std=c11 -O2 -g -fPIC -shared -ffp-contract=off -Wall -Wextra -Werror \
+	    -o $@.tmp $(filter %.c,$^) -lm && mv $@.tmp $@
 
 include runtime/runtime.mk
 include runtime/lab/lab.mk

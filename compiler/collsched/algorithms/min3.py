@@ -62,7 +62,7 @@ import operator
 
 import numpy as np
 
-from .. import pools as pooltree
+from .. import native, pools as pooltree
 from ..links import port_bandwidth, shared_links
 from ..policy import serial_list_schedule
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
@@ -576,6 +576,8 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     invalidates one heap entry instead of one per piece. Runs on plain lists of the pool's
     own block of the cost matrices (single values from numpy arrays are slow).
     """
+    if native.kernels() is not None:
+        return _leaf_pool_native(model, plan, holders, ranks, n_items, nseg)
     members = [int(r) for r in ranks]
     n = len(members)
     loc = {g: i for i, g in enumerate(members)}
@@ -678,6 +680,37 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     model.recv_overlap[ranks], model.recv_after[ranks] = overlap, after
     for d in range(n_items):
         holders[d].update({members[i]: t for i, t in held[d].items()})
+
+
+def _leaf_pool_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
+                      n_items: int, nseg: int) -> None:
+    """_schedule_leaf_pool in C (native/leaf_pool.c): the same transfers, bit for bit."""
+    ranks = np.asarray(ranks, np.int64)
+    n = len(ranks)
+    loc = {g: i for i, g in enumerate(ranks.tolist())}
+    ix = np.ix_(ranks, ranks)
+    link = np.ascontiguousarray(model.link_free[ix])
+    send_free, recv_free = model.send_free[ranks], model.recv_free[ranks]
+    overlap, after = model.recv_overlap[ranks].astype(np.uint8), model.recv_after[ranks]
+    held = [(loc[g], t) for h in holders for g, t in h.items()]
+    held_off = np.r_[0, np.cumsum([len(h) for h in holders])].astype(np.int64)
+    held_rank = np.array([i for i, _ in held], np.int64)
+    held_time = np.array([t for _, t in held], np.float64)
+    cap = n * n_items - len(held)
+    out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
+    count = native.call("leaf_pool", n, n_items, len(model.dur), nseg, model.full_duplex, ranks,
+                        np.ascontiguousarray(model.dur[ix]), np.ascontiguousarray(model.early[ix]),
+                        link, np.ascontiguousarray(model.os[ix]), np.ascontiguousarray(model.g[ix]),
+                        model.fifo[ix].astype(np.uint8), send_free, recv_free, overlap, after,
+                        np.ascontiguousarray(model.arrival[ranks]), held_off, held_rank, held_time,
+                        *out)
+    src, dst, item, start, end = (a[:count] for a in out)
+    plan.extend(ranks[src].tolist(), ranks[dst].tolist(), item.tolist(), start.tolist(), end.tolist())
+    model.link_free[ix] = link
+    model.send_free[ranks], model.recv_free[ranks] = send_free, recv_free
+    model.recv_overlap[ranks], model.recv_after[ranks] = overlap.astype(bool), after
+    for r, d, t in zip(ranks[dst].tolist(), item.tolist(), end.tolist()):
+        holders[d][r] = t
 
 
 # --- large pools of single ranks: vectorized rounds ----------------------------------

@@ -1,0 +1,93 @@
+"""Compiled kernels for the compiler's hot loops (C, loaded with ctypes).
+
+Each kernel does exactly what one Python function of the compiler does - the same float
+operations in the same order, so the same bits (tests/compiler/test_native.py checks it)
+- only without the interpreter's cost per operation. The Python functions stay the
+reference: they are what the docs describe, and they run wherever the library is not
+built. `make deps` (so `make test` and `make demo`) builds it next to this file:
+
+    compiler/collsched/native/libcollsched_kernels.so   from   native/*.c
+
+Which kernels exist and what they mirror:
+
+    leaf_pool.c   min3._schedule_leaf_pool   (small pools of single ranks)
+
+A library older than its sources is not loaded (the results would be a stale build's);
+COLLSCHED_NATIVE=0 in the environment turns the kernels off. `status()` says which.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+LIBRARY = HERE / "libcollsched_kernels.so"
+# Tests switch the kernels off to compare with the Python reference (False: Python only).
+ENABLED = os.environ.get("COLLSCHED_NATIVE", "1") != "0"
+
+_lib = None
+_why = None
+
+
+def _load():
+    global _lib, _why
+    if _lib is not None or _why is not None:
+        return
+    if not LIBRARY.exists():
+        _why = f"{LIBRARY.name} is not built (make deps builds it)"
+        return
+    built = LIBRARY.stat().st_mtime
+    stale = [p.name for p in sorted(HERE.glob("*.[ch]")) if p.stat().st_mtime > built]
+    if stale:
+        _why = f"{LIBRARY.name} is older than {stale[0]} (make deps rebuilds it)"
+        return
+    try:
+        _lib = ctypes.CDLL(str(LIBRARY))
+    except OSError as exc:
+        _why = f"{LIBRARY.name} does not load: {exc}"
+
+
+def kernels():
+    """The loaded library, or None (Python reference paths then): disabled, missing, stale."""
+    if not ENABLED:
+        return None
+    _load()
+    return _lib
+
+
+def status() -> str:
+    """'native', or why the Python reference paths run instead."""
+    if not ENABLED:
+        return "python (COLLSCHED_NATIVE=0)"
+    _load()
+    return "native" if _lib is not None else f"python ({_why})"
+
+
+def call(name: str, *args) -> int:
+    """Call kernel `name`: numpy arrays pass as pointers (they must be C-contiguous and
+    of the kernel's dtype: float64, int64 or uint8), ints as int64, floats as double.
+    Kernels return the number of results written, or a negative error code."""
+    lib = kernels()
+    if lib is None:
+        raise RuntimeError(f"native kernel {name} called without the library: {status()}")
+    conv = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            if not a.flags.c_contiguous or a.dtype not in (np.float64, np.int64, np.uint8):
+                raise TypeError(f"{name}: array of {a.dtype} (contiguous: {a.flags.c_contiguous})")
+            conv.append(ctypes.c_void_p(a.ctypes.data))
+        elif isinstance(a, (bool, int, np.integer)):
+            conv.append(ctypes.c_int64(int(a)))
+        elif isinstance(a, (float, np.floating)):
+            conv.append(ctypes.c_double(float(a)))
+        else:
+            raise TypeError(f"{name}: cannot pass {type(a).__name__}")
+    fn = getattr(lib, "cs_" + name)
+    fn.restype = ctypes.c_int64
+    rc = fn(*conv)
+    if rc < 0:
+        raise MemoryError(f"native kernel {name} failed (code {rc}: out of memory)")
+    return rc

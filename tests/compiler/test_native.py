@@ -1,0 +1,85 @@
+"""The native kernels (compiler/collsched/native/) compute exactly what the Python reference
+computes: the same transfers and times to the bit, the same port state after, over random
+grids, clusters with and without imbalance, both duplex modes and segmented pieces."""
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+from collsched import native
+from collsched.algorithms import Request, min3 as min3_module
+from collsched.topology import homogeneous, load_topology
+
+from test_pools import grid_yaml, write_yaml
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+
+
+@contextmanager
+def kernels(on: bool):
+    saved = native.ENABLED
+    native.ENABLED = on
+    try:
+        yield
+    finally:
+        native.ENABLED = saved
+
+
+def test_kernels_are_built_and_loaded():
+    """`make test` builds them (make deps): CI must run the native paths it ships."""
+    assert native.status() == "native", native.status()
+
+
+def min3_plan(topo, nbytes, arrivals=None, nseg=1):
+    plan, _, model = min3_module.pool_schedule(
+        Request(topo.nranks, nbytes=nbytes, nseg=nseg, full_duplex=topo.full_duplex,
+                topology=topo, arrivals=arrivals))
+    state = [getattr(model, a).tobytes() for a in
+             ("send_free", "recv_free", "recv_after", "recv_overlap", "link_free", "wan_free")]
+    return (plan.src, plan.dst, plan.item, plan.start, plan.end), state
+
+
+def assert_min3_alike(topo, nbytes, arrivals=None, nseg=1):
+    with kernels(False):
+        ref = min3_plan(topo, nbytes, arrivals, nseg)
+    with kernels(True):
+        fast = min3_plan(topo, nbytes, arrivals, nseg)
+    assert len(fast[0][0]) == len(ref[0][0])
+    assert fast == ref
+
+
+@pytest.mark.parametrize("name,p", [("three-site-grid", 20), ("wan-3x16", 48), ("tryton-48", 28)])
+@pytest.mark.parametrize("duplex", ["full", "half"])
+def test_min3_on_bundled_topologies(name, p, duplex):
+    t = load_topology(TOPOLOGIES / f"{name}.yaml", p).with_duplex(duplex == "full")
+    rng = np.random.default_rng(p)
+    for arrivals in (None, rng.uniform(0, 0.005, p)):
+        for nseg in (1, 3):
+            assert_min3_alike(t, 1 << 18, arrivals, nseg)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=grid_yaml(max_sites=4, max_hosts=5), data=st.data(), nbytes=st.integers(0, 2 << 20),
+       nseg=st.integers(1, 3), imbalanced=st.booleans())
+def test_min3_on_random_grids(tmp_path, doc, data, nbytes, nseg, imbalanced):
+    hosts = sum(s["hosts"] for s in doc["sites"]) * doc.get("placement", {}).get("ranks_per_host", 1)
+    assume(hosts >= 2)
+    p = data.draw(st.integers(2, min(hosts, 24)), label="ranks")
+    topo = load_topology(write_yaml(tmp_path, doc), p)
+    arrivals = None
+    if imbalanced:
+        arrivals = np.array(data.draw(st.lists(st.floats(0, 0.02), min_size=p, max_size=p), label="a"))
+    assert_min3_alike(topo, nbytes, arrivals, nseg)
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.integers(2, 30), nbytes=st.integers(1, 1 << 20), full=st.booleans(), data=st.data())
+def test_min3_on_clusters(p, nbytes, full, data):
+    topo = homogeneous(p, full_duplex=full)
+    a = None
+    if data.draw(st.booleans(), label="imbalanced"):
+        tau = float(topo.transfer_time(nbytes)[0, 1])
+        a = np.array(data.draw(st.lists(st.floats(0, 1), min_size=p, max_size=p), label="a")) * 5 * tau
+    assert_min3_alike(topo, nbytes, a)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, schedfile
+from . import __version__, native, schedfile
 from .algorithms import Request, generate
 # Imported here, not where used: the input libraries' import time (jsonschema alone takes
 # ~70 ms) is process start-up, not part of a compile job's timings.
@@ -62,6 +62,8 @@ class CompileResult:
             "total_ops": s.total_ops,
             "compile_time_s": self.compile_time_s,
             "timings_s": self.timings_s,
+            # "native", or why the compiler ran its Python reference paths (native/)
+            "kernels": native.status(),
             "predicted_for_bytes": self.predicted_for_bytes,
             "predicted_avg_elapsed_s": self.metrics.avg_elapsed_s,
             "predicted_run_time_s": self.metrics.run_time_s,

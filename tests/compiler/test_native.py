@@ -32,6 +32,14 @@ def test_kernels_are_built_and_loaded():
     assert native.status() == "native", native.status()
 
 
+def test_compile_reports_which_paths_ran():
+    from collsched.pipeline import compile_schedule
+
+    assert compile_schedule("ring", 4, 1024).summary()["kernels"] == "native"
+    with kernels(False):
+        assert compile_schedule("ring", 4, 1024).summary()["kernels"] == "python (COLLSCHED_NATIVE=0)"
+
+
 def min3_plan(topo, nbytes, arrivals=None, nseg=1):
     plan, _, model = min3_module.pool_schedule(
         Request(topo.nranks, nbytes=nbytes, nseg=nseg, full_duplex=topo.full_duplex,

@@ -57,6 +57,7 @@ bench: deps bench-compiler bench-runtime bench-lab bench-bound bench-sweep
 
 bench-compiler: deps
 	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png
+	$(CLI) bench --suite compile-grid --doc docs/benchmarks.md
 
 # The performance lab on SimGrid SMPI: model check, a mini-benchmark, the P=256 scale run.
 # The scale run maps one shared region per piece and rank (P^2 maps): raise the limit.

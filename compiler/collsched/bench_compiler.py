@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,24 +25,96 @@ TARGET_S, TARGET_BYTES = 2.0, 1 << 30
 _CHILD = r"""
 import json, os, resource, sys, time
 from collsched.pipeline import compile_schedule
-alg, p, b, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+alg, p, b, out, topo = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] or None
 t = time.perf_counter()
-res = compile_schedule(alg, p, b, output=out)
+res = compile_schedule(alg, p, b, topology=topo, output=out)
 wall = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"ranks": p, "ops": res.schedule.total_ops, "file_bytes": res.file_bytes,
-                  "timings_s": res.timings_s, "wall_s": wall, "peak_rss_bytes": peak}))
+                  "timings_s": res.timings_s, "wall_s": wall, "peak_rss_bytes": peak,
+                  "compile_time_s": res.compile_time_s, "kernels": res.summary()["kernels"]}))
 """
 
 
-def measure(algorithm: str, nranks: int, nbytes: int) -> dict:
+def measure(algorithm: str, nranks: int, nbytes: int, topology: str | None = None,
+            native: bool = True) -> dict:
+    """One compile job in a fresh Python process (native=False: COLLSCHED_NATIVE=0)."""
+    env = dict(os.environ, COLLSCHED_NATIVE="1" if native else "0")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.sched"
-        proc = subprocess.run([sys.executable, "-c", _CHILD, algorithm, str(nranks), str(nbytes), str(out)],
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run([sys.executable, "-c", _CHILD, algorithm, str(nranks), str(nbytes), str(out),
+                               topology or ""], capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child failed for P={nranks}: {proc.stderr.strip().splitlines()[-1:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# Issue 6's compile-time targets for Min3 on the bundled grids: compile_time_s as
+# `compile --json` reports it (inputs + generate + verify + simulate + write).
+GRID_CASES = [("three-site-grid", 20, 1 << 20, 0.010), ("grid-8x128", 1024, 1 << 20, 2.0)]
+
+
+def run_grid_compile_bench(topologies: Path, runs: int = 9, *, doc=None, as_json=False,
+                           cases=GRID_CASES) -> int:
+    """Min3 on the bundled grids: median compile_time_s over `runs` fresh processes (fewer
+    for the 1024-rank case), with the native kernels and with the Python reference paths."""
+    rows = []
+    cases = [(name, p, b, target, native) for name, p, b, target in cases for native in (True, False)]
+    with Progress(transient=True) as prog:
+        task = prog.add_task("compiling min3 on the grids", total=len(cases))
+        for name, p, b, target, native in cases:
+            n = runs if p <= 64 else max(1, runs // 3)
+            got = [measure("min3", p, b, str(topologies / f"{name}.yaml"), native) for _ in range(n)]
+            med = lambda xs: float(statistics.median(xs))  # noqa: E731
+            rows.append({
+                "topology": name, "ranks": p, "bytes": b, "target_s": target, "runs": n,
+                "kernels": got[0]["kernels"],
+                "compile_time_s": med([g["compile_time_s"] for g in got]),
+                "min_s": min(g["compile_time_s"] for g in got), "max_s": max(g["compile_time_s"] for g in got),
+                "stages_s": {k: med([g["timings_s"][k] for g in got]) for k in got[0]["timings_s"]},
+                "peak_rss_bytes": max(g["peak_rss_bytes"] for g in got),
+            })
+            prog.advance(task)
+    md = _grid_markdown(rows)
+    if as_json:
+        print(json.dumps({"algorithm": "min3", "results": rows}))
+    else:
+        print(md)
+    if doc:
+        from .benchdoc import replace_section
+
+        replace_section(doc, "compiler-min3", md)
+    return 0  # the table says met or missed; a failed compile raised above
+
+
+def _grid_markdown(rows) -> str:
+    date = datetime.date.today().isoformat()
+    lines = [
+        "## Compiler: Min3 on the bundled grids (issue 6 targets)",
+        "",
+        f"Measured {date} by `collsched bench --suite compile-grid` (collsched {__version__}, "
+        f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores). Each run "
+        "is `compile_schedule(\"min3\", P, 1 MiB, topology=...)` in a fresh Python process; "
+        "*compile_time_s* is what `compile --json` reports: inputs + generate + verify + simulate "
+        "+ write. Median over the runs (min-max beside it); *kernels* says whether the C kernels "
+        "(compiler/collsched/native/) or the Python reference paths ran (same schedules).",
+        "",
+        "| topology | P | kernels | runs | compile_time_s | min-max | inputs | generate | verify | simulate | write | peak RSS MiB | target | |",
+        "|:--|--:|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|",
+    ]
+
+    def t(x):
+        return f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.2f} s"
+
+    for r in rows:
+        st = r["stages_s"]
+        ok = r["compile_time_s"] <= r["target_s"]
+        lines.append(
+            f"| {r['topology']} | {r['ranks']} | {r['kernels']} | {r['runs']} | **{t(r['compile_time_s'])}** | "
+            f"{t(r['min_s'])}-{t(r['max_s'])} | " + " | ".join(t(st.get(k, 0.0)) for k in
+                                                              ("inputs", "generate", "verify", "simulate", "write"))
+            + f" | {r['peak_rss_bytes'] / 2**20:.0f} | {t(r['target_s'])} | {'met' if ok else 'missed'} |")
+    return "\n".join(lines) + "\n"
 
 
 def run_compiler_bench(ranks: list[int], algorithm: str, nbytes: int, *, doc=None, plot=None,

@@ -76,8 +76,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        description="lab (default): the BDR paper's mini-benchmark for each algorithm in "
                                    "--algorithms, on SimGrid SMPI or real MPI, with measured and predicted "
                                    "times. compiler: compile+verify+simulate+write time and memory.")
-    b.add_argument("--suite", choices=("lab", "compiler", "model", "scale"), default="lab",
-                   help="lab: the mini-benchmark; compiler: compile time and memory; model: every "
+    b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale"), default="lab",
+                   help="lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
+                        "compile time on the bundled grids, fresh processes, native kernels and "
+                        "Python (records --doc; --iterations runs, default 9); model: every "
                         "baseline on every bundled topology, predicted vs SMPI (records --doc); scale: "
                         "P=256 x 1 MiB under SMPI, wall time and memory (records --doc)")
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi")
@@ -89,7 +91,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="comma-separated: compiled algorithms, native, native:NAME")
     b.add_argument("--algorithm", default="ring", help="compiler suite: the algorithm to compile")
     b.add_argument("--max-delay-ms", type=float, default=0.0, help="maxDelay of the arrival pattern")
-    b.add_argument("--iterations", type=int, default=4)
+    b.add_argument("--iterations", type=int, default=None,
+                   help="lab: iterations (default 4); compile-grid: fresh-process runs per case (default 9)")
     b.add_argument("--flat-iterations", type=int, default=2,
                    help="extra iterations without delay, for the absorption time")
     b.add_argument("--seed", type=int, default=1)
@@ -249,6 +252,13 @@ def cmd_plot(a) -> int:
 
 
 def cmd_bench(a) -> int:
+    if a.suite == "compile-grid":
+        from .bench_compiler import run_grid_compile_bench
+
+        if a.iterations is not None and a.iterations < 1:
+            raise InputError("--iterations", str(a.iterations), "expected at least 1 run")
+        return run_grid_compile_bench(Path(__file__).resolve().parents[2] / "topologies",
+                                      a.iterations or 9, doc=a.doc, as_json=a.json)
     if a.suite == "compiler":
         from .bench_compiler import run_compiler_bench
 
@@ -283,6 +293,7 @@ def cmd_bench(a) -> int:
     ranks = _int_list(a.ranks or "8", "--ranks")
     if len(ranks) != 1 or ranks[0] < 2:
         raise InputError("--ranks", a.ranks, "expected one rank count of at least 2")
+    a.iterations = 4 if a.iterations is None else a.iterations
     if a.iterations < 1 or a.flat_iterations < 0 or a.max_delay_ms < 0:
         raise InputError("--iterations", str(a.iterations), "expected iterations >= 1 and delays >= 0")
     cfg = LabConfig(backend=a.backend, topology=a.topology, ranks=ranks[0],

@@ -91,3 +91,18 @@ def test_min3_on_clusters(p, nbytes, full, data):
         tau = float(topo.transfer_time(nbytes)[0, 1])
         a = np.array(data.draw(st.lists(st.floats(0, 1), min_size=p, max_size=p), label="a")) * 5 * tau
     assert_min3_alike(topo, nbytes, a)
+
+
+def test_grid_compile_benchmark_records_both_paths(tmp_path, capsys):
+    from collsched.bench_compiler import run_grid_compile_bench
+
+    doc = tmp_path / "bench.md"
+    assert run_grid_compile_bench(TOPOLOGIES, 1, doc=doc, as_json=True,
+                                  cases=[("three-site-grid", 20, 1 << 16, 0.010)]) == 0
+    import json
+
+    rows = json.loads(capsys.readouterr().out)["results"]
+    assert [r["kernels"] for r in rows] == ["native", "python (COLLSCHED_NATIVE=0)"]
+    assert all(0 < r["compile_time_s"] < 5 and r["runs"] == 1 for r in rows)
+    text = doc.read_text()
+    assert "<!-- BEGIN compiler-min3 -->" in text and "| three-site-grid | 20 | native |" in text

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import native
 from .ir import BACKGROUND, RECV, SEND, Schedule
 
 MAX_REPORTED = 10  # per pass: enough to see a pattern, few enough to read
@@ -251,7 +252,12 @@ def check_progress(c: _Ctx) -> list[Violation]:
     blocking = np.nonzero((fwd_dep >= 0) | (fifo_dep >= 0) | (bar_dep >= 0))[0]  # rank-major, list order
     first = np.searchsorted(blocking, s.offsets[:-1])
     last = np.searchsorted(blocking, s.offsets[1:])
-    if len(blocking) <= PROGRESS_LIST_MAX and _progress_completes(
+    if native.kernels() is not None:
+        if native.call("progress_completes", s.nranks, c.rank.astype(np.int64), s.offsets.astype(np.int64),
+                       blocking.astype(np.int64), first.astype(np.int64), last.astype(np.int64),
+                       fwd_dep, fifo_dep, bar_dep):
+            return []
+    elif len(blocking) <= PROGRESS_LIST_MAX and _progress_completes(
             c.rank, s.offsets, blocking, first, last, fwd_dep, fifo_dep, bar_dep):
         return []  # (a deadlock is reported by the waves below, with their messages)
     cur = first.copy()

@@ -10,7 +10,8 @@ built. `make deps` (so `make test` and `make demo`) builds it next to this file:
 
 Which kernels exist and what they mirror:
 
-    leaf_pool.c   min3._schedule_leaf_pool   (small pools of single ranks)
+    leaf_pool.c   min3._schedule_leaf_pool       (small pools of single ranks)
+    progress.c    verify._progress_completes     (the deadlock-freedom walk, any size)
 
 A library older than its sources is not loaded (the results would be a stale build's);
 COLLSCHED_NATIVE=0 in the environment turns the kernels off. `status()` says which.

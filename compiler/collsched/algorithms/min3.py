@@ -989,6 +989,8 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     before the op after it needs it (sends: start + os(m); receives: the bytes land after
     the previous message's and before the next one's).
     """
+    if native.kernels() is not None:
+        return _ring_native(model, plan, holders, ranks, n_items, above)
     m = [int(r) for r in ranks]
     n = len(m)
     loc = {g: i for i, g in enumerate(m)}
@@ -1115,6 +1117,60 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     if start:
         last = np.full(len(model.arrival), -np.inf)
         np.maximum.at(last, np.asarray(dst, np.int64), np.asarray(start))
+        model.recv_after[ranks] = np.maximum(model.recv_after[ranks], last[ranks])
+
+
+def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
+                 n_items: int, above: int) -> None:
+    """_schedule_ring in C (native/ring.c): the same transfers, bit for bit."""
+    ranks = np.asarray(ranks, np.int64)
+    n = len(ranks)
+    nxt = np.roll(ranks, -1)
+    link = model.link_free[ranks, nxt]
+    loc = np.full(len(model.dur), -1, np.int64)
+    loc[ranks] = np.arange(n)
+    # The timelines above per rank, sorted as the Python sorts its tuples (both sorts are
+    # stable, so even equal tuples keep their order).
+    s, r = np.asarray(plan.src[:above], np.int64), np.asarray(plan.dst[:above], np.int64)
+    st, en = np.asarray(plan.start[:above], np.float64), np.asarray(plan.end[:above], np.float64)
+    i = loc[s]
+    k = i >= 0
+    i, s_st, freed = i[k], st[k], st[k] + model.os[s[k], r[k]]
+    order = np.lexsort((freed, s_st, i))
+    send_off = np.r_[0, np.cumsum(np.bincount(i, minlength=n))].astype(np.int64)
+    send_start, send_freed = s_st[order], freed[order]
+    j = loc[r]
+    k = j >= 0
+    j, r_st, r_en, land = j[k], st[k], en[k], st[k] + model.early[s[k], r[k]]
+    order = np.lexsort((land, r_en, r_st, j))
+    recv_off = np.r_[0, np.cumsum(np.bincount(j, minlength=n))].astype(np.int64)
+    recv_start, recv_end, recv_land = r_st[order], r_en[order], land[order]
+    # The holders of each piece, in insertion order; every other rank gets it exactly once.
+    held_rank = loc[np.array([g for h in holders for g in h], np.int64)]
+    if (held_rank < 0).any():  # the Python function fails on it too (loc[g])
+        raise KeyError("a holder outside the ring's pool")
+    held_time = np.array([t for h in holders for t in h.values()], np.float64)
+    nheld = np.array([len(h) for h in holders], np.int64)
+    held_off = np.r_[0, np.cumsum(nheld)].astype(np.int64)
+    cap = int(((n - nheld) * (nheld > 0)).sum())
+    out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
+    send_free, recv_free = np.empty(n), np.empty(n)
+    count = native.call("ring", n, n_items, float(model.arrival[ranks[0]]),
+                        model.dur[ranks, nxt], model.early[ranks, nxt], model.os[ranks, nxt],
+                        model.g[ranks, nxt], model.fifo[ranks, nxt].astype(np.uint8), link,
+                        send_off, send_start, send_freed, recv_off, recv_start, recv_end,
+                        recv_land, held_off, held_rank, held_time, cap, *out,
+                        send_free, recv_free)
+    src, dst, item, start, end = (a[:count] for a in out)
+    dst = ranks[dst]
+    plan.extend(ranks[src].tolist(), dst.tolist(), item.tolist(), start.tolist(), end.tolist())
+    # The model's ports, as the Python function leaves them.
+    model.link_free[ranks, nxt] = link
+    model.send_free[ranks] = np.maximum(model.send_free[ranks], send_free)
+    model.recv_free[ranks] = np.maximum(model.recv_free[ranks], recv_free)
+    if count:
+        last = np.full(len(model.arrival), -np.inf)
+        np.maximum.at(last, dst, start)
         model.recv_after[ranks] = np.maximum(model.recv_after[ranks], last[ranks])
 
 

@@ -251,6 +251,8 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
     use_relays = (len(model.wan_free) > 1 and len(groups) > 1
                   and len(pool) * max(len(g) for g in groups) <= RELAY_SEARCH_LIMIT
                   and bool((model.wan_of[np.ix_(pool, pool)] >= 0).any()))
+    if native.kernels() is not None:  # the same search in C; use_relays decided above
+        return _input_pool_native(model, plan, holders, groups, items, use_relays)
     pending = {}
     heap = []
     # The same search on plain lists for small pools (numpy's per-call cost dominates there).
@@ -563,6 +565,47 @@ class _ListSearch:
         for h, held in zip(self.holders, self.held):
             h.clear()
             h.update((members[i], t) for i, t in held.items())
+
+
+def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, items,
+                       use_relays: bool) -> None:
+    """_schedule_input_pool in C (native/input_pool.c, the search of _ListSearch at every
+    pool size): the same transfers, model state and holders, bit for bit."""
+    pool = np.concatenate([np.asarray(g, np.int64) for g in groups])
+    n, ng = len(pool), len(groups)
+    loc = {g: i for i, g in enumerate(pool.tolist())}
+    goff = np.r_[0, np.cumsum([len(g) for g in groups])].astype(np.int64)
+    group = np.repeat(np.arange(ng, dtype=np.int64), np.diff(goff))
+    ix = np.ix_(pool, pool)
+    link = np.ascontiguousarray(model.link_free[ix])
+    send_free, recv_free = model.send_free[pool], model.recv_free[pool]
+    overlap, after = model.recv_overlap[pool].astype(np.uint8), model.recv_after[pool]
+    wan_free = model.wan_free.copy()
+    held = [(loc[g], t) for h in holders for g, t in h.items()]
+    held_off = np.r_[0, np.cumsum([len(h) for h in holders])].astype(np.int64)
+    held_rank = np.array([i for i, _ in held], np.int64)
+    held_time = np.array([t for _, t in held], np.float64)
+    items = np.fromiter(items, np.int64)
+    cap = 2 * len(items) * ng  # each (piece, sub-pool) once, in at most two hops
+    out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
+    count = native.call("input_pool", n, ng, len(wan_free), len(holders), len(items),
+                        model.full_duplex, use_relays, goff, group,
+                        np.ascontiguousarray(model.dur[ix]), np.ascontiguousarray(model.early[ix]),
+                        link, np.ascontiguousarray(model.os[ix]), np.ascontiguousarray(model.g[ix]),
+                        model.fifo[ix].astype(np.uint8), np.ascontiguousarray(model.wan_of[ix], np.int64),
+                        np.ascontiguousarray(model.wan_hold[ix]), wan_free, send_free, recv_free,
+                        overlap, after, np.ascontiguousarray(model.arrival[pool]),
+                        held_off, held_rank, held_time, items, *out)
+    src, dst, item, start, end = (a[:count] for a in out)
+    dst = pool[dst].tolist()
+    item, end = item.tolist(), end.tolist()
+    plan.extend(pool[src].tolist(), dst, item, start.tolist(), end)
+    model.link_free[ix] = link
+    model.send_free[pool], model.recv_free[pool] = send_free, recv_free
+    model.recv_overlap[pool], model.recv_after[pool] = overlap.astype(bool), after
+    model.wan_free[:] = wan_free
+    for r, d, t in zip(dst, item, end):  # new holders append, in the order taken
+        holders[d][r] = t
 
 
 # --- small pools of single ranks: exact greedy, one heap entry per receiver -------------

@@ -11,6 +11,7 @@ built. `make deps` (so `make test` and `make demo`) builds it next to this file:
 Which kernels exist and what they mirror:
 
     leaf_pool.c   min3._schedule_leaf_pool       (small pools of single ranks)
+    input_pool.c  min3._schedule_input_pool      (pools of pools, with _ListSearch's relays)
     ring.c        min3._schedule_ring            (large sites of grids: the pipelined ring)
     progress.c    verify._progress_completes     (the deadlock-freedom walk, any size)
 

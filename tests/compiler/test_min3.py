@@ -16,6 +16,7 @@ from collsched.algorithms.min3 import pool_schedule
 from collsched.arrivals import write_pap
 from collsched.errors import InputError
 from collsched.ir import BACKGROUND, RECV, SEND
+from collsched.links import shared_links
 from collsched.lab.arrivals import arrival_pattern
 from collsched.pipeline import compile_schedule
 from collsched.policy import mark_fifo_links, serial_list_schedule
@@ -97,13 +98,38 @@ def test_random_grids_verify_and_match_the_simulator(tmp_path, doc, data, nbytes
         s = min3(topo, nbytes, arrivals, nseg)
     check_valid(s, topo)
     check_background(s, arrivals)
-    # The greedy plans with the simulator's cost model and each rank's list in its port
-    # order, and only adds constraints (receive starts in order; every piece at the largest
-    # piece's size): the prediction is never later than the plan.
+    check_prediction_against_plan(s, topo, nbytes, arrivals)
+
+
+def check_prediction_against_plan(s, topo, nbytes, arrivals=None):
+    """The greedy plans with the simulator's cost model and each rank's list in its port
+    order, and only adds constraints (receive starts in order; every piece at the largest
+    piece's size): the prediction is never later than the plan. Except on shared WAN links:
+    the simulator serves one in the order its transfers become ready, and a transfer the
+    greedy took late may be ready early and go first (the min3 module docstring); rare, and
+    at most 5.6 % seen (test_shared_link_taken_early)."""
     tl, m = simulate(s, topo, nbytes, arrivals)
     planned = s.meta["planned_run_time_s"]
-    assert m.run_time_s <= planned * (1 + 1e-9) + 1e-12
+    slack = 1.10 if shared_links(topo).any else 1 + 1e-9
+    assert m.run_time_s <= planned * slack + 1e-12
     assert m.run_time_s >= planned * 0.5
+    return m.run_time_s / planned if planned else 1.0
+
+
+def test_shared_link_taken_early(tmp_path):
+    """The one case hypothesis found where the simulator runs after the plan: rank 2's own
+    piece to rank 1 is planned after rank 4's and 3's pieces on the shared link s1 -> s0 but
+    is ready first, as in the runtime, and delays them by one transfer."""
+    doc = {"name": "random-grid", "duplex": "full",
+           "sites": [{"name": "s0", "hosts": 1, "lan": {"latency": "1us", "bandwidth": "100Mbit/s"}},
+                     {"name": "s1", "hosts": 2, "lan": {"latency": "1us", "bandwidth": "208Mbit/s"}}],
+           "wan": [{"between": ["s0", "s1"], "latency": "2ms", "bandwidth": "189Mbit/s"}],
+           "placement": {"ranks_per_host": 2}}
+    topo = load_topology(write_yaml(tmp_path, doc), 5)
+    with engine("exact"):
+        s = min3(topo, 66658, None, 3)
+    check_valid(s, topo)
+    assert 1.05 < check_prediction_against_plan(s, topo, 66658) < 1.06
 
 
 @settings(max_examples=40, deadline=None)

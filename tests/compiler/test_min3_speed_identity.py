@@ -41,7 +41,7 @@ def plan_of(t, nbytes, arrivals, nseg=1):
     plan, _, model = min3_module.pool_schedule(
         Request(t.nranks, nbytes=nbytes, nseg=nseg, full_duplex=t.full_duplex, topology=t,
                 arrivals=arrivals))
-    return ((plan.src, plan.dst, plan.item, plan.start, plan.end),
+    return (tuple(c.tobytes() for c in plan.columns()),
             [getattr(model, a).tobytes() for a in ("send_free", "recv_free", "recv_after", "link_free")])
 
 

@@ -46,7 +46,7 @@ def min3_plan(topo, nbytes, arrivals=None, nseg=1):
                 topology=topo, arrivals=arrivals))
     state = [getattr(model, a).tobytes() for a in
              ("send_free", "recv_free", "recv_after", "recv_overlap", "link_free", "wan_free")]
-    return (plan.src, plan.dst, plan.item, plan.start, plan.end), state
+    return tuple(c.tobytes() for c in plan.columns()), state
 
 
 def assert_min3_alike(topo, nbytes, arrivals=None, nseg=1):

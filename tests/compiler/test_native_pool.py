@@ -81,8 +81,7 @@ def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
         min3_module._ListSearch.take = saved_take
     state = [getattr(model, a).tobytes() for a in
              ("send_free", "recv_free", "recv_after", "recv_overlap", "link_free", "wan_free")]
-    times = [np.asarray(x, np.float64).tobytes() for x in (plan.start, plan.end)]  # to the bit
-    return (plan.src, plan.dst, plan.item, *times), state, seen
+    return tuple(c.tobytes() for c in plan.columns()), state, seen  # times to the bit
 
 
 def new_stats():

@@ -56,7 +56,7 @@ def min3_plan(topo, nbytes, arrivals=None, nseg=1):
                 topology=topo, arrivals=arrivals))
     state = [getattr(model, a).tobytes() for a in
              ("send_free", "recv_free", "recv_after", "recv_overlap", "link_free", "wan_free")]
-    return (plan.src, plan.dst, plan.item, plan.start, plan.end), state
+    return tuple(c.tobytes() for c in plan.columns()), state
 
 
 def assert_ring_alike(topo, nbytes, arrivals=None, nseg=1) -> int:
@@ -158,7 +158,7 @@ def test_ring_kernel_on_tied_timelines(inputs):
         with ring_engine() as calls, kernels(on):
             min3_module._schedule_ring(model, plan, holders, ranks, n_items, len(plan.src))
         assert len(calls) == on
-        results.append(((plan.src, plan.dst, plan.item, plan.start, plan.end), holders,
+        results.append((tuple(c.tobytes() for c in plan.columns()), holders,
                         [getattr(model, a).tobytes() for a in
                          ("send_free", "recv_free", "recv_after", "link_free")]))
     assert results[1] == results[0]

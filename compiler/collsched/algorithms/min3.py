@@ -166,18 +166,48 @@ class _Model:
 
 
 class _Plan:
-    """Transfers in the order the greedy takes them (global ranks, piece index)."""
+    """Transfers in the order the greedy takes them (global ranks, piece index, times).
+
+    The Python engines add them one at a time, the native ones as arrays; the columns
+    src, dst, item, start and end are numpy arrays, joined from the parts when read."""
+
+    _TYPES = (np.int64, np.int64, np.int64, np.float64, np.float64)
 
     def __init__(self):
-        self.src, self.dst, self.item, self.start, self.end = [], [], [], [], []
+        self._parts = []  # (src, dst, item, start, end) arrays
+        self._open = ([], [], [], [], [])  # added one at a time since the last part
+        self._joined = None
 
     def add(self, s, r, d, start, end):
-        self.src.append(s), self.dst.append(r), self.item.append(d)
-        self.start.append(start), self.end.append(end)
+        o = self._open
+        o[0].append(s), o[1].append(r), o[2].append(d), o[3].append(start), o[4].append(end)
+        self._joined = None
 
     def extend(self, s, r, d, start, end):
-        self.src.extend(s), self.dst.extend(r), self.item.extend(d)
-        self.start.extend(start), self.end.extend(end)
+        self._close()
+        self._parts.append(tuple(np.asarray(x, t) for x, t in zip((s, r, d, start, end), self._TYPES)))
+        self._joined = None
+
+    def _close(self):
+        if self._open[0]:
+            self._parts.append(tuple(np.array(x, t) for x, t in zip(self._open, self._TYPES)))
+            self._open = ([], [], [], [], [])
+
+    def columns(self) -> tuple:
+        if self._joined is None:
+            self._close()
+            self._joined = tuple(np.concatenate([p[k] for p in self._parts]) if self._parts
+                                 else np.empty(0, t) for k, t in enumerate(self._TYPES))
+        return self._joined
+
+    def __len__(self):
+        return sum(len(p[0]) for p in self._parts) + len(self._open[0])
+
+    src = property(lambda self: self.columns()[0])
+    dst = property(lambda self: self.columns()[1])
+    item = property(lambda self: self.columns()[2])
+    start = property(lambda self: self.columns()[3])
+    end = property(lambda self: self.columns()[4])
 
 
 def _preference(nranks: int, nseg: int, rank: int, d: int) -> tuple[int, int]:
@@ -601,9 +631,9 @@ def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, 
                         overlap, after, np.ascontiguousarray(model.arrival[pool]),
                         held_off, held_rank, held_time, items, *out)
     src, dst, item, start, end = (a[:count] for a in out)
-    dst = pool[dst].tolist()
-    item, end = item.tolist(), end.tolist()
-    plan.extend(pool[src].tolist(), dst, item, start.tolist(), end)
+    dst = pool[dst]
+    plan.extend(pool[src], dst, item, start, end)
+    dst, item, end = dst.tolist(), item.tolist(), end.tolist()
     model.link_free[ix] = link
     model.send_free[pool], model.recv_free[pool] = send_free, recv_free
     model.recv_overlap[pool], model.recv_after[pool] = overlap.astype(bool), after
@@ -752,7 +782,7 @@ def _leaf_pool_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarr
                         np.ascontiguousarray(model.arrival[ranks]), held_off, held_rank, held_time,
                         *out)
     src, dst, item, start, end = (a[:count] for a in out)
-    plan.extend(ranks[src].tolist(), ranks[dst].tolist(), item.tolist(), start.tolist(), end.tolist())
+    plan.extend(ranks[src], ranks[dst], item, start, end)
     model.link_free[ix] = link
     model.send_free[ranks], model.recv_free[ranks] = send_free, recv_free
     model.recv_overlap[ranks], model.recv_after[ranks] = overlap.astype(bool), after
@@ -1002,7 +1032,7 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
         set_bits(held, r, d)
         need[r] -= 1
         pend_r, pend_d, pend_t = np.r_[pend_r, r], np.r_[pend_d, d], np.r_[pend_t, en]
-        plan.extend(ranks[s].tolist(), ranks[r].tolist(), d.tolist(), st.tolist(), en.tolist())
+        plan.extend(ranks[s], ranks[r], d, st, en)
     else:
         raise RuntimeError("min3 round scheduler did not finish (a bug)")
     model.link_free[ix] = np.where(same_pool, link, model.link_free[ix])
@@ -1021,7 +1051,7 @@ def _ring_fits(model: _Model, plan: _Plan, above: int, ranks: np.ndarray) -> boo
         return False
     inside = np.zeros(len(model.arrival), bool)
     inside[ranks] = True
-    src, dst = np.asarray(plan.src[:above], np.int64), np.asarray(plan.dst[:above], np.int64)
+    src, dst = plan.src[:above], plan.dst[:above]
     return bool(inside[dst].any()) and not (inside[src] & inside[dst]).any()
 
 
@@ -1051,7 +1081,7 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     # free again) and receives (start, end, start + early: its bytes begin to land).
     sends = [[] for _ in range(n)]
     recvs = [[] for _ in range(n)]
-    for s, r, st, en in zip(plan.src[:above], plan.dst[:above], plan.start[:above], plan.end[:above]):
+    for s, r, _, st, en in zip(*(c[:above].tolist() for c in plan.columns())):
         if s in loc:
             sends[loc[s]].append((st, st + float(model.os[s, r])))
         if r in loc:
@@ -1178,8 +1208,7 @@ def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     loc[ranks] = np.arange(n)
     # The timelines above per rank, sorted as the Python sorts its tuples (both sorts are
     # stable, so even equal tuples keep their order).
-    s, r = np.asarray(plan.src[:above], np.int64), np.asarray(plan.dst[:above], np.int64)
-    st, en = np.asarray(plan.start[:above], np.float64), np.asarray(plan.end[:above], np.float64)
+    s, r, _, st, en = (c[:above] for c in plan.columns())
     i = loc[s]
     k = i >= 0
     i, s_st, freed = i[k], st[k], st[k] + model.os[s[k], r[k]]
@@ -1210,7 +1239,7 @@ def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
                         send_free, recv_free)
     src, dst, item, start, end = (a[:count] for a in out)
     dst = ranks[dst]
-    plan.extend(ranks[src].tolist(), dst.tolist(), item.tolist(), start.tolist(), end.tolist())
+    plan.extend(ranks[src], dst, item, start, end)
     # The model's ports, as the Python function leaves them.
     model.link_free[ranks, nxt] = link
     model.send_free[ranks] = np.maximum(model.send_free[ranks], send_free)
@@ -1268,7 +1297,7 @@ def pool_schedule(req: Request):
         if len(ranks) * n_items <= EXACT_LEAF_LIMIT:
             local = _local_holders(holders, ranks)
             _schedule_leaf_pool(model, plan, local, ranks, n_items, k)
-    above = len(plan.src)  # the transfers the pools of pools planned
+    above = len(plan)  # the transfers the pools of pools planned
     fits = [RING_ENGINE and _ring_fits(model, plan, above, r) for r in large]
     for ranks in (r for r, f in zip(large, fits) if f):
         _schedule_ring(model, plan, _local_holders(holders, ranks), ranks, n_items, above)
@@ -1296,10 +1325,7 @@ def _refuse(req: Request):
 def build(req: Request):
     p, k = req.nranks, max(req.nseg, 1)
     plan, tree, model = pool_schedule(req)
-    src = np.asarray(plan.src, np.int64)
-    dst = np.asarray(plan.dst, np.int64)
-    item = np.asarray(plan.item, np.int64)
-    start = np.asarray(plan.start, np.float64)
+    src, dst, item, start, end = plan.columns()
     taken = np.arange(len(src))
     order = np.lexsort((taken, start))
     step = np.empty(len(src), np.int64)
@@ -1312,7 +1338,6 @@ def build(req: Request):
     sched = from_transfers(p, k, step, src, dst, item // k, item % k, send_phase,
                            algorithm="min3", recv_phase=recv_phase)
     sched.serial = model.serial  # policy.serial_list_schedule
-    end = np.asarray(plan.end, np.float64)
     sched.meta.update({
         "pool_partitions": pooltree.partitions(tree),
         "planned_run_time_s": float(end.max() - model.arrival.min()) if len(end) else 0.0,

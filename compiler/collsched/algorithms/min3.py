@@ -177,6 +177,7 @@ class _Plan:
         self._parts = []  # (src, dst, item, start, end) arrays
         self._open = ([], [], [], [], [])  # added one at a time since the last part
         self._joined = None
+        self._heads = {}
 
     def add(self, s, r, d, start, end):
         o = self._open
@@ -199,6 +200,20 @@ class _Plan:
             self._joined = tuple(np.concatenate([p[k] for p in self._parts]) if self._parts
                                  else np.empty(0, t) for k, t in enumerate(self._TYPES))
         return self._joined
+
+    def head(self, n: int) -> tuple:
+        """The columns of the first n transfers (they never change: kept once joined)."""
+        if self._heads.get(n) is None:
+            self._close()
+            parts, rows = [], 0
+            for p in self._parts:
+                if rows >= n:
+                    break
+                parts.append(p)
+                rows += len(p[0])
+            self._heads[n] = tuple(np.concatenate([p[k] for p in parts])[:n] if parts else np.empty(0, t)
+                                   for k, t in enumerate(self._TYPES))
+        return self._heads[n]
 
     def __len__(self):
         return sum(len(p[0]) for p in self._parts) + len(self._open[0])
@@ -611,7 +626,12 @@ def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, 
     goff = np.r_[0, np.cumsum([len(g) for g in groups])].astype(np.int64)
     group = np.repeat(np.arange(ng, dtype=np.int64), np.diff(goff))
     ix = np.ix_(pool, pool)
-    link = np.ascontiguousarray(model.link_free[ix])
+    # The pool's block of each matrix; the matrices themselves for a pool of every rank in
+    # order (the top pool: no copies of P x P blocks; link_free is then updated in place).
+    whole = n == len(model.dur) and bool((pool == np.arange(n)).all())
+    block = (lambda a, t=None: np.ascontiguousarray(a, t)) if whole else \
+        (lambda a, t=None: np.ascontiguousarray(a[ix], t))
+    link = model.link_free if whole else block(model.link_free)
     send_free, recv_free = model.send_free[pool], model.recv_free[pool]
     overlap, after = model.recv_overlap[pool].astype(np.uint8), model.recv_after[pool]
     wan_free = model.wan_free.copy()
@@ -624,17 +644,17 @@ def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, 
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
     count = native.call("input_pool", n, ng, len(wan_free), len(holders), len(items),
                         model.full_duplex, use_relays, goff, group,
-                        np.ascontiguousarray(model.dur[ix]), np.ascontiguousarray(model.early[ix]),
-                        link, np.ascontiguousarray(model.os[ix]), np.ascontiguousarray(model.g[ix]),
-                        model.fifo[ix].astype(np.uint8), np.ascontiguousarray(model.wan_of[ix], np.int64),
-                        np.ascontiguousarray(model.wan_hold[ix]), wan_free, send_free, recv_free,
+                        block(model.dur), block(model.early), link, block(model.os), block(model.g),
+                        block(model.fifo).view(np.uint8), block(model.wan_of, np.int64),
+                        block(model.wan_hold), wan_free, send_free, recv_free,
                         overlap, after, np.ascontiguousarray(model.arrival[pool]),
                         held_off, held_rank, held_time, items, *out)
     src, dst, item, start, end = (a[:count] for a in out)
     dst = pool[dst]
     plan.extend(pool[src], dst, item, start, end)
     dst, item, end = dst.tolist(), item.tolist(), end.tolist()
-    model.link_free[ix] = link
+    if not whole:
+        model.link_free[ix] = link
     model.send_free[pool], model.recv_free[pool] = send_free, recv_free
     model.recv_overlap[pool], model.recv_after[pool] = overlap.astype(bool), after
     model.wan_free[:] = wan_free
@@ -1051,7 +1071,7 @@ def _ring_fits(model: _Model, plan: _Plan, above: int, ranks: np.ndarray) -> boo
         return False
     inside = np.zeros(len(model.arrival), bool)
     inside[ranks] = True
-    src, dst = plan.src[:above], plan.dst[:above]
+    src, dst = plan.head(above)[:2]
     return bool(inside[dst].any()) and not (inside[src] & inside[dst]).any()
 
 
@@ -1081,7 +1101,7 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     # free again) and receives (start, end, start + early: its bytes begin to land).
     sends = [[] for _ in range(n)]
     recvs = [[] for _ in range(n)]
-    for s, r, _, st, en in zip(*(c[:above].tolist() for c in plan.columns())):
+    for s, r, _, st, en in zip(*(c.tolist() for c in plan.head(above))):
         if s in loc:
             sends[loc[s]].append((st, st + float(model.os[s, r])))
         if r in loc:
@@ -1208,7 +1228,7 @@ def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     loc[ranks] = np.arange(n)
     # The timelines above per rank, sorted as the Python sorts its tuples (both sorts are
     # stable, so even equal tuples keep their order).
-    s, r, _, st, en = (c[:above] for c in plan.columns())
+    s, r, _, st, en = plan.head(above)
     i = loc[s]
     k = i >= 0
     i, s_st, freed = i[k], st[k], st[k] + model.os[s[k], r[k]]

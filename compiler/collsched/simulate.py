@@ -12,6 +12,8 @@ that link. That is a DAG; its longest paths are computed in waves (all transfers
 predecessors are known, at once), so a 1024-rank ring with a million transfers takes a
 fraction of a second. Small plans with shared links are timed transfer by transfer in
 plain Python instead (_PyGraph), with the same float operations and so the same results.
+Where the native kernels are built, _PyGraph's C twin (native/dag.c) times every plan,
+with the same results.
 
 Shared WAN links: every flow from site A to site B crosses one A -> B link, and the lab's
 SimGrid platform shares its bandwidth among them. The model serves a link's transfers one
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it lazily (~15 ms): at start-up, not in a timed stage
 
+from . import native
 from .ir import BACKGROUND, FOREGROUND, RECV, SEND, Schedule
 from .links import port_bandwidth, shared_links
 from .verify import match
@@ -209,14 +212,19 @@ class _Plan:
         # os(m) and g(m) of every transfer: the same for every arrival pattern timed.
         self.os_all = self._per_transfer(self.os)
         self.g_all = self._per_transfer(self.g)
-        # Small plans with shared links are timed in plain Python (_PyGraph): each link pass
+        # With the native kernels every plan is timed as _PyGraph times it, in C. Without,
+        # small plans with shared links are timed in plain Python (_PyGraph): each link pass
         # adds long chains, and numpy costs microseconds per call, a dozen calls per wave.
-        self._py = self._order = self._csr = None
-        if len(self.on_wan) and n <= PY_MAX_TRANSFERS:
+        self._py = self._order = self._csr = self._native = None
+        if native.kernels() is not None:
+            self._native = _NativeGraph(self)
+            if not self._native.acyclic:  # a cycle: _topological_waves reports it
+                self._native = None
+        elif len(self.on_wan) and n <= PY_MAX_TRANSFERS:
             self._py = _PyGraph(self)
             if self._py.levels is None:  # a cycle: _topological_waves reports it
                 self._py = None
-        if self._py is None:
+        if self._py is None and self._native is None:
             self._order = self._topological_waves(self.pred)
 
     @staticmethod
@@ -295,7 +303,9 @@ class _Plan:
         base = np.maximum(np.where(self.send_waits_arrival, a[self.src], -np.inf),
                           np.where(self.recv_waits_arrival, a[self.dst], -np.inf))
         base = np.where(np.isfinite(base), base, a.min() if len(a) else 0.0)
-        if self._py is not None:
+        if self._native is not None:
+            start, end = self._native.time(base)
+        elif self._py is not None:
             start, end = self._py.time(base)
         else:
             start, end = self._time_waves(base)
@@ -474,6 +484,45 @@ class _PyGraph:
             rel[j + 3] = st + wan_time[v]
             rel[j + 4] = ready + dur[v]
         return start, end, key, level
+
+
+class _NativeGraph:
+    """_PyGraph in C (native/dag.c): the same timing, bit for bit, on the plan's arrays
+    renumbered in wave order; fast enough for any size, so it replaces the waves too."""
+
+    def __init__(self, plan: _Plan):
+        n, k = self.n, self.k = plan.n, plan.pred.shape[1]
+        self.plan = plan
+        offset = np.ascontiguousarray(plan.offset, np.float64)
+        # Columns whose offsets are all +0.0 are added as the constant (same bits), not read.
+        self.zero_col = np.all((offset == 0) & ~np.signbit(offset), 0).astype(np.uint8)
+        self.perm, self.edge = np.empty(n, np.int64), np.empty(n * k, np.int64)
+        self.eoff = np.empty(n * int(k - self.zero_col.sum()))
+        self.node = np.empty(4 * n)
+        self.on_wan = np.empty(len(plan.on_wan), np.int64)
+        self.link_of = np.ascontiguousarray(plan.wan[plan.on_wan], np.int64)
+        done = native.call("dag_order", n, k, np.ascontiguousarray(plan.pred, np.int64),
+                           np.ascontiguousarray(plan.kind).view(np.uint8), offset, self.zero_col,
+                           *(np.ascontiguousarray(a, np.float64) for a in (
+                               plan.duration, plan.os_all, plan.g_all, plan.wan_time)),
+                           len(plan.on_wan), np.ascontiguousarray(plan.on_wan, np.int64),
+                           self.perm, self.edge, self.eoff, self.node, self.on_wan)
+        self.acyclic = done == n
+        self.work = None  # the C timing's scratch, kept: its pages are mapped once
+
+    def time(self, base: np.ndarray):
+        """(start, end) arrays, as _PyGraph.time computes them."""
+        p, n = self.plan, self.n
+        if self.work is None:
+            self.work = (np.empty(4 * n), np.empty(3 * n, np.int64))
+        start, end = np.empty(n), np.empty(n)
+        done = native.call("dag_time", n, self.k, self.edge, self.eoff, self.zero_col, self.node,
+                           self.perm, len(self.on_wan), self.on_wan, self.link_of, LINK_PASSES,
+                           np.ascontiguousarray(base, np.float64), *self.work, start, end)
+        if done != n:  # cannot happen (see dag.c); the reference then says what went wrong
+            p._order = p._topological_waves(p.pred)
+            return p._time_waves(base)
+        return start, end
 
 
 def simulate(sched: Schedule, topo, nbytes: int, arrivals=None,

@@ -193,6 +193,7 @@ class _Plan:
         offsets.append(no_offset)
         self.pred = np.stack(preds, 1)
         self.offset = np.stack(offsets, 1)
+        self._zero_offset = np.array([o is no_offset for o in offsets], np.uint8)  # all +0.0
         self.kind = np.stack([np.broadcast_to(np.asarray(k, np.int8), n) for k in kinds], 1)
         # Shared WAN links: which one each transfer crosses, and how long it holds it.
         self.wan = np.full(n, -1, np.int64)
@@ -488,14 +489,13 @@ class _PyGraph:
 
 class _NativeGraph:
     """_PyGraph in C (native/dag.c): the same timing, bit for bit, on the plan's arrays
-    renumbered in wave order; fast enough for any size, so it replaces the waves too."""
+    renumbered depth first; fast enough for any size, so it replaces the waves too."""
 
     def __init__(self, plan: _Plan):
         n, k = self.n, self.k = plan.n, plan.pred.shape[1]
         self.plan = plan
         offset = np.ascontiguousarray(plan.offset, np.float64)
-        # Columns whose offsets are all +0.0 are added as the constant (same bits), not read.
-        self.zero_col = np.all((offset == 0) & ~np.signbit(offset), 0).astype(np.uint8)
+        self.zero_col = plan._zero_offset  # added as the constant +0.0 (same bits), not read
         self.perm, self.edge = np.empty(n, np.int64), np.empty(n * k, np.int64)
         self.eoff = np.empty(n * int(k - self.zero_col.sum()))
         self.node = np.empty(4 * n)

@@ -2,11 +2,12 @@
  * the shared-link iteration of _PyGraph.time. Read the Python class first: the step that
  * times one transfer is the same statement for statement, so the same floats.
  *
- * The plan numbers transfers in sender list order, so an edge of the DAG joins transfers
- * far apart in memory, and a million of them timed in that numbering cost cache misses on
- * every edge. cs_dag_order renumbers them in wave order (by level, then index: the order
- * of _Plan._topological_waves), in which a transfer's predecessors were timed a wave or so
- * before it and are still in cache, and lays out what the timing reads in that order:
+ * A transfer's times depend only on its predecessors' times, so any topological order
+ * gives the same bits. The plan numbers transfers in sender list order, where an edge
+ * joins transfers far apart in memory: timed in that numbering, a million transfers cost
+ * a cache miss per edge. cs_dag_order renumbers them depth first (each right after its
+ * last unnumbered predecessor: chains of dependent transfers side by side, the previous
+ * one still in cache) and lays out what the timing reads in that order:
  *
  *   perm[i]            the plan's index of transfer i
  *   edge[i * k + c]    the plan's pred[][c] renumbered, with its kind: NK * pred + kind (the
@@ -16,8 +17,7 @@
  *   node[i * NODE ..]  duration, os, g and wan_time
  *
  * On a shared link, chain[i] is the transfer before i (< 0: none), an extra edge of kind
- * _LINK and offset 0. Times depend only on the predecessors' times, so any topological
- * order gives the same bits: the wave order without the chain, a depth-first one with it.
+ * _LINK and offset 0; passes with the chain time depth first again.
  */
 #include <math.h>
 #include <string.h>
@@ -26,98 +26,93 @@
 
 enum { OS, G, END, LINK, PORT_END, NK }; /* simulate._OS .. _PORT_END */
 enum { DUR, OS_M, G_M, WAN_TIME, NODE };  /* node[i * NODE + ...] */
-enum { UNSEEN = -1, OPEN = -2 };          /* level[] of a transfer not timed yet */
+enum { UNSEEN = -1, OPEN = -2 };          /* not numbered (timed) yet; waiting on its preds */
 
 static void *cs_alloc(int64_t count, size_t size)
 {
     return malloc((size_t)(count > 0 ? count : 1) * size); /* malloc(0) may be NULL */
 }
 
-/* Levels (1 + the largest level of the predecessors: the wave of _topological_waves) of
- * every transfer, depth first over the in-edges, pred[v * k + c] < 0 meaning none. Returns
- * n, or how many were levelled when a cycle showed (level[] OPEN on it). */
-static int64_t levels(int64_t n, int64_t k, const int64_t *pred, int64_t *level,
-                      int64_t *stack)
+typedef struct {
+    int64_t k, nz;
+    const int64_t *pred;
+    const uint8_t *kind, *zero_col;
+    const double *offset, *dur, *os, *g, *wan_time;
+    int64_t *perm, *edge;
+    double *eoff, *node;
+} layout;
+
+/* Numbers transfer v as i, its predecessors numbered (inv) before it. */
+static void place(const layout *L, const int32_t *inv, int64_t v, int64_t i)
 {
-    int64_t done = 0;
-    for (int64_t v = 0; v < n; v++)
-        level[v] = UNSEEN;
-    for (int64_t r = 0; r < n; r++) {
-        if (level[r] != UNSEEN)
-            continue;
-        int64_t sp = 0;
-        stack[sp++] = r, level[r] = OPEN;
-        while (sp) {
-            int64_t v = stack[sp - 1], lv = 0, next = -1;
-            for (int64_t c = 0; c < k && next < 0; c++) {
-                int64_t q = pred[v * k + c];
-                if (q < 0)
-                    continue;
-                if (level[q] == OPEN)
-                    return done; /* q waits on itself through v */
-                if (level[q] == UNSEEN)
-                    next = q;
-                else if (level[q] >= lv)
-                    lv = level[q] + 1;
-            }
-            if (next >= 0) {
-                stack[sp++] = next, level[next] = OPEN;
-                continue;
-            }
-            level[v] = lv, sp--, done++;
-        }
+    const int64_t k = L->k;
+    for (int64_t c = 0, j = 0; c < k; c++) {
+        int64_t q = L->pred[v * k + c];
+        L->edge[i * k + c] = q < 0 ? -1 : NK * (int64_t)inv[q] + L->kind[v * k + c];
+        if (!L->zero_col[c])
+            L->eoff[i * L->nz + j++] = L->offset[v * k + c];
     }
-    return done;
+    double *x = L->node + i * NODE;
+    x[DUR] = L->dur[v], x[OS_M] = L->os[v], x[G_M] = L->g[v], x[WAN_TIME] = L->wan_time[v];
+    L->perm[i] = v;
 }
 
-/* Checks the DAG of pred[v * k + c] (< 0: none), kind[] and offset[] beside it for a cycle
- * and lays it out in wave order (see the top); on_wan_out: on_wan renumbered. Returns n,
- * or fewer on a cycle (the caller lets _Plan._topological_waves name the stuck transfer). */
+/* Lays out the DAG of pred[v * k + c] (< 0: none), kind[] and offset[] beside it (see the
+ * top); on_wan_out: on_wan renumbered. Returns n, or fewer if the graph has a cycle (the
+ * caller lets _Plan._topological_waves name the stuck transfer). */
 int64_t cs_dag_order(int64_t n, int64_t k, const int64_t *pred, const uint8_t *kind,
                      const double *offset, const uint8_t *zero_col, const double *dur,
                      const double *os, const double *g, const double *wan_time,
                      int64_t n_on_wan, const int64_t *on_wan, int64_t *perm, int64_t *edge,
                      double *eoff, double *node, int64_t *on_wan_out)
 {
-    int64_t nz = 0;
+    layout L = {.k = k, .pred = pred, .kind = kind, .zero_col = zero_col, .offset = offset,
+                .dur = dur, .os = os, .g = g, .wan_time = wan_time, .perm = perm,
+                .edge = edge, .eoff = eoff, .node = node};
     for (int64_t c = 0; c < k; c++)
-        nz += !zero_col[c];
-    int64_t *level = cs_alloc(n, sizeof *level), *at = cs_alloc(n + 1, sizeof *at);
-    if (!level || !at) {
-        free(level), free(at);
+        L.nz += !zero_col[c];
+    /* 32-bit scratch: half the cache misses of its random lookups. (2^31 transfers would
+     * have taken hundreds of GB before this point.) */
+    if (n >= INT32_MAX)
+        return CS_ENOMEM;
+    int32_t *inv = cs_alloc(n, sizeof *inv), *stack = cs_alloc(n, sizeof *stack);
+    if (!inv || !stack) {
+        free(inv), free(stack);
         return CS_ENOMEM;
     }
-    int64_t rc = levels(n, k, pred, level, at);
-    if (rc != n)
-        goto out;
-    /* perm: by level, then index (a counting sort); then level becomes its inverse. */
-    memset(at, 0, (size_t)(n + 1) * sizeof *at);
+    int64_t done = 0;
     for (int64_t v = 0; v < n; v++)
-        at[level[v] + 1]++;
-    for (int64_t l = 0; l < n; l++)
-        at[l + 1] += at[l];
-    for (int64_t v = 0; v < n; v++)
-        perm[at[level[v]]++] = v;
-    int64_t *inv = level;
-    for (int64_t i = 0; i < n; i++)
-        inv[perm[i]] = i;
-    /* In the plan's order: its rows are read in sequence, the layout's written where they go. */
-    for (int64_t v = 0; v < n; v++) {
-        int64_t i = inv[v];
-        for (int64_t c = 0, j = 0; c < k; c++) {
-            int64_t q = pred[v * k + c];
-            edge[i * k + c] = q < 0 ? -1 : NK * inv[q] + kind[v * k + c];
-            if (!zero_col[c])
-                eoff[i * nz + j++] = offset[v * k + c];
+        inv[v] = UNSEEN;
+    for (int64_t r = 0; r < n; r++) {
+        if (inv[r] != UNSEEN)
+            continue;
+        int64_t sp = 0;
+        stack[sp++] = (int32_t)r, inv[r] = OPEN;
+        while (sp) {
+            int64_t v = stack[sp - 1], next = -1;
+            for (int64_t c = 0; c < k && next < 0; c++) {
+                int64_t q = pred[v * k + c];
+                if (q < 0)
+                    continue;
+                if (inv[q] == OPEN)
+                    goto out; /* q waits on itself through v */
+                if (inv[q] == UNSEEN)
+                    next = q;
+            }
+            if (next >= 0) {
+                stack[sp++] = (int32_t)next, inv[next] = OPEN;
+                continue;
+            }
+            inv[v] = (int32_t)done;
+            place(&L, inv, v, done++);
+            sp--;
         }
-        double *x = node + i * NODE;
-        x[DUR] = dur[v], x[OS_M] = os[v], x[G_M] = g[v], x[WAN_TIME] = wan_time[v];
     }
     for (int64_t j = 0; j < n_on_wan; j++)
         on_wan_out[j] = inv[on_wan[j]];
 out:
-    free(level), free(at);
-    return rc;
+    free(inv), free(stack);
+    return done;
 }
 
 /* What the timing keeps per transfer. _PyGraph keeps the release times rel[]; each is one
@@ -242,7 +237,7 @@ static int by_link_order(const void *a, const void *b)
 }
 
 /* _PyGraph.time on cs_dag_order's layout: (start, end) in the plan's numbering, for the
- * transfers' earliest starts `base` (also the plan's). on_wan[j] (wave numbering) crosses
+ * transfers' earliest starts `base` (also the plan's). on_wan[j] (renumbered) crosses
  * shared link link_of[j]. work_f (4 n) and work_i (3 n): scratch the caller keeps, so
  * that its pages are mapped once. Returns n, or fewer if a shared-link order made a cycle
  * (it cannot: keys and ranks grow along every edge; the caller then runs the Python
@@ -266,23 +261,23 @@ int64_t cs_dag_time(int64_t n, int64_t k, const int64_t *edge, const double *eof
     for (int64_t i = 0; i < n; i++)
         D.base[i] = base[perm[i]];
     for (int64_t i = 0; i < n; i++)
-        time_one(&D, i, NULL); /* the wave order is topological */
+        time_one(&D, i, NULL); /* the numbering is topological */
     int have_chain = 0;
     for (int64_t pass = 0; pass < (n_on_wan ? passes : 0); pass++) {
+        /* Each link's transfers one after the other, by (key, rank). The levels are those
+         * of the last pass: the first pass's are Kahn's, as _PyGraph takes them. */
         for (int64_t j = 0; j < n_on_wan; j++) {
             int64_t v = on_wan[j];
             t[j] = (link_entry){link_of[j], D.key[v], D.level[v], perm[v], v};
         }
         qsort(t, (size_t)n_on_wan, sizeof *t, by_link_order);
-        /* Each link's transfers one after the other; stop once the order stays. prev is
-         * kept in stack[] (free until time_chained). */
-        int64_t *prev = stack;
+        int64_t *prev = stack; /* free until time_chained */
         for (int64_t j = 0; j < n_on_wan; j++)
             prev[on_wan[j]] = -1;
         for (int64_t j = 1; j < n_on_wan; j++)
             if (t[j].link == t[j - 1].link)
                 prev[t[j].v] = t[j - 1].v;
-        int same = have_chain;
+        int same = have_chain; /* the order the timing was made with is the order it produced */
         for (int64_t j = 0; same && j < n_on_wan; j++)
             same = prev[on_wan[j]] == chain[on_wan[j]];
         if (same)

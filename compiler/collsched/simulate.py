@@ -107,7 +107,8 @@ class _Plan:
         self.origin, self.segment = s.origin[so], s.segment[so]
         self.phase = s.phase[ro]  # the receiving end's phase (BDR: a late rank receives in the background)
         send_phase = s.phase[so]
-        self.nbytes = s.piece_bytes(nbytes)[self.segment]
+        self._sizes = s.piece_bytes(nbytes)  # per segment index
+        self.nbytes = self._sizes[self.segment]
         self.nranks = s.nranks
 
         tr_of_op = np.full(s.total_ops, -1, np.int64)
@@ -375,6 +376,9 @@ class _Plan:
 
     def _per_transfer(self, fn) -> np.ndarray:
         """os(m) or g(m) of every transfer; pieces take only a few distinct sizes."""
+        if self.n and np.all(self._sizes == self._sizes[0]):
+            # One size (nseg divides the bytes): the loop below would copy fn's values whole.
+            return np.asarray(fn(int(self._sizes[0])), np.float64)
         out = np.empty(self.n)
         for size in np.unique(self.nbytes):
             sel = self.nbytes == size

@@ -174,9 +174,7 @@ class _Plan:
         if len(fwd):
             rkey = (dst.astype(np.int64) * s.nranks + self.origin) * s.nseg + self.segment
             fkey = (src[fwd].astype(np.int64) * s.nranks + self.origin[fwd]) * s.nseg + self.segment[fwd]
-            srt = np.argsort(rkey, kind="stable")
-            pos = np.searchsorted(rkey[srt], fkey)
-            feed[fwd] = srt[pos]
+            feed[fwd] = self._receipt(rkey, fkey, s.nranks * s.nranks * s.nseg)
         preds.append(feed)
         kinds.append(_END)
         offsets.append(no_offset)
@@ -247,6 +245,21 @@ class _Plan:
         has &= rank[cand] == rank[ops]
         prev[has] = tr_of_op[cand[has]]
         return prev
+
+    @staticmethod
+    def _receipt(rkey, fkey, nkeys):
+        """For each of fkey: the first transfer whose rkey it is (the next key's if none)."""
+        n = len(rkey)
+        if nkeys <= 2 * n + 1024:
+            # A table by key: a receipt per piece and rank, as every valid schedule has, is
+            # found without sorting; anything else takes the general way below.
+            table = np.full(nkeys, -1, np.int64)
+            table[rkey] = np.arange(n)
+            found = table[fkey]
+            if (found >= 0).all() and np.array_equal(table[rkey], np.arange(n)):
+                return found
+        srt = np.argsort(rkey, kind="stable")
+        return srt[np.searchsorted(rkey[srt], fkey)]
 
     @staticmethod
     def _previous_op(ops, rank, s):

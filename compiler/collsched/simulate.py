@@ -237,12 +237,12 @@ class _Plan:
     @staticmethod
     def _previous_in_list(ops, rank, tr_of_op, eligible, total):
         """For each op in `ops`: transfer of the previous eligible op in the same rank's list."""
-        idx = np.nonzero(eligible)[0]  # eligible ops in global (rank-major) order
-        pos = np.searchsorted(idx, ops)
+        # The last eligible op before each op in global (rank-major) order, by a running max.
+        last = np.maximum.accumulate(np.where(eligible, np.arange(total), -1))
+        cand = np.r_[-1, last[:-1]][ops]
         prev = np.full(len(ops), -1, np.int64)
-        has = pos > 0
-        cand = idx[np.maximum(pos - 1, 0)]
-        has &= rank[cand] == rank[ops]
+        has = cand >= 0
+        has &= rank[np.maximum(cand, 0)] == rank[ops]
         prev[has] = tr_of_op[cand[has]]
         return prev
 

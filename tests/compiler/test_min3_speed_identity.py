@@ -137,3 +137,23 @@ def test_os_and_gap_per_transfer_agree_with_the_loop(nseg):
             sel = plan.nbytes == size
             loop[sel] = fn(int(size))[sel]
         assert got.tobytes() == loop.tobytes()
+
+
+def test_previous_in_list_agrees_with_binary_search():
+    """_Plan._previous_in_list by a running max against its searchsorted form."""
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        total = int(rng.integers(1, 80))
+        rank = np.sort(rng.integers(0, 5, total))
+        eligible = rng.random(total) < rng.random()
+        ops = np.sort(rng.choice(total, int(rng.integers(0, total + 1)), replace=False))
+        tr_of_op = rng.permutation(total)
+        idx = np.nonzero(eligible)[0]
+        pos = np.searchsorted(idx, ops)
+        want = np.full(len(ops), -1, np.int64)
+        has = pos > 0
+        cand = idx[np.maximum(pos - 1, 0)] if len(idx) else np.zeros(len(ops), np.int64)
+        has &= rank[cand] == rank[ops]
+        want[has] = tr_of_op[cand[has]]
+        got = simulate_module._Plan._previous_in_list(ops, rank, tr_of_op, eligible, total)
+        assert np.array_equal(got, want)

@@ -318,8 +318,12 @@ class _Plan:
         base = np.maximum(np.where(self.send_waits_arrival, a[self.src], -np.inf),
                           np.where(self.recv_waits_arrival, a[self.dst], -np.inf))
         base = np.where(np.isfinite(base), base, a.min() if len(a) else 0.0)
-        if self._native is not None:
-            start, end = self._native.time(base)
+        timed = self._native.time(base) if self._native is not None else None
+        if timed is not None:
+            start, end = timed
+        elif self._native is not None:  # cannot happen (native/dag.c): the reference says why
+            self._order = self._topological_waves(self.pred)
+            start, end = self._time_waves(base)
         elif self._py is not None:
             start, end = self._py.time(base)
         else:
@@ -510,7 +514,6 @@ class _NativeGraph:
 
     def __init__(self, plan: _Plan):
         n, k = self.n, self.k = plan.n, plan.pred.shape[1]
-        self.plan = plan
         offset = np.ascontiguousarray(plan.offset, np.float64)
         self.zero_col = plan._zero_offset  # added as the constant +0.0 (same bits), not read
         self.perm, self.edge = np.empty(n, np.int64), np.empty(n * k, np.int64)
@@ -528,18 +531,16 @@ class _NativeGraph:
         self.work = None  # the C timing's scratch, kept: its pages are mapped once
 
     def time(self, base: np.ndarray):
-        """(start, end) arrays, as _PyGraph.time computes them."""
-        p, n = self.plan, self.n
+        """(start, end) arrays, as _PyGraph.time computes them; None if a shared-link order
+        made a cycle (it cannot)."""
+        n = self.n
         if self.work is None:
             self.work = (np.empty(4 * n), np.empty(3 * n, np.int64))
         start, end = np.empty(n), np.empty(n)
         done = native.call("dag_time", n, self.k, self.edge, self.eoff, self.zero_col, self.node,
                            self.perm, len(self.on_wan), self.on_wan, self.link_of, LINK_PASSES,
                            np.ascontiguousarray(base, np.float64), *self.work, start, end)
-        if done != n:  # cannot happen (see dag.c); the reference then says what went wrong
-            p._order = p._topological_waves(p.pred)
-            return p._time_waves(base)
-        return start, end
+        return (start, end) if done == n else None
 
 
 def simulate(sched: Schedule, topo, nbytes: int, arrivals=None,

@@ -190,10 +190,11 @@ class _Plan:
         preds.append(posting)
         kinds.append(_END)
         offsets.append(no_offset)
-        self.pred = np.stack(preds, 1)
-        self.offset = np.stack(offsets, 1)
+        # The columns, stacked into pred, kind and offset when first asked for (the Python
+        # paths); the native path reads them as they are (stacking costs ~85 MB at 1M).
+        self._columns = preds, kinds, offsets
+        self._stacked = None
         self._zero_offset = np.array([o is no_offset for o in offsets], np.uint8)  # all +0.0
-        self.kind = np.stack([np.broadcast_to(np.asarray(k, np.int8), n) for k in kinds], 1)
         # Shared WAN links: which one each transfer crosses, and how long it holds it.
         self.wan = np.full(n, -1, np.int64)
         self.wan_time = np.zeros(n)
@@ -226,6 +227,31 @@ class _Plan:
                 self._py = None
         if self._py is None and self._native is None:
             self._order = self._topological_waves(self.pred)
+
+    @property
+    def pred(self) -> np.ndarray:
+        """(n, k) int64: the transfers each waits for (-1: none), one column per rule."""
+        return self._stack()[0]
+
+    @property
+    def kind(self) -> np.ndarray:
+        """(n, k) int8: which release time of pred counts (_OS .. _PORT_END)."""
+        return self._stack()[1]
+
+    @property
+    def offset(self) -> np.ndarray:
+        """(n, k): added to that release time."""
+        return self._stack()[2]
+
+    def _stack(self):
+        if self._stacked is None:
+            preds, kinds, offsets = self._columns
+            n = self.n
+            self._stacked = (np.stack(preds, 1),
+                             np.stack([np.broadcast_to(np.asarray(k, np.int8), n) for k in kinds], 1),
+                             np.stack(offsets, 1))
+            self._columns = None  # only _NativeGraph reads them, when the plan is built
+        return self._stacked
 
     @staticmethod
     def _pairwise(fn, src, dst):
@@ -513,19 +539,24 @@ class _NativeGraph:
     renumbered depth first; fast enough for any size, so it replaces the waves too."""
 
     def __init__(self, plan: _Plan):
-        n, k = self.n, self.k = plan.n, plan.pred.shape[1]
-        offset = np.ascontiguousarray(plan.offset, np.float64)
+        n = self.n = plan.n
+        preds, kinds, offsets = plan._columns
+        if len(preds) != 5:
+            raise AssertionError("native/dag.c reads five dependency columns (enum K)")
         self.zero_col = plan._zero_offset  # added as the constant +0.0 (same bits), not read
-        self.perm, self.edge = np.empty(n, np.int64), np.empty(n * k, np.int64)
-        self.eoff = np.empty(n * int(k - self.zero_col.sum()))
+        self.perm, self.edge = np.empty(n, np.int64), np.empty(n * 5, np.int64)
+        self.eoff = np.empty(n * int(5 - self.zero_col.sum()))
         self.node = np.empty(4 * n)
         self.on_wan = np.empty(len(plan.on_wan), np.int64)
         self.link_of = np.ascontiguousarray(plan.wan[plan.on_wan], np.int64)
-        done = native.call("dag_order", n, k, np.ascontiguousarray(plan.pred, np.int64),
-                           np.ascontiguousarray(plan.kind).view(np.uint8), offset, self.zero_col,
-                           *(np.ascontiguousarray(a, np.float64) for a in (
-                               plan.duration, plan.os_all, plan.g_all, plan.wan_time)),
-                           len(plan.on_wan), np.ascontiguousarray(plan.on_wan, np.int64),
+        kind = np.empty((5, n), np.uint8)
+        for row, k in zip(kind, kinds):
+            row[:] = k  # a scalar or one per transfer
+        floats = [np.ascontiguousarray(a, np.float64) for a in
+                  (*offsets, plan.duration, plan.os_all, plan.g_all, plan.wan_time)]
+        done = native.call("dag_order", n, *(np.ascontiguousarray(p, np.int64) for p in preds),
+                           kind, *floats[:5], self.zero_col, *floats[5:], len(plan.on_wan),
+                           np.ascontiguousarray(plan.on_wan, np.int64),
                            self.perm, self.edge, self.eoff, self.node, self.on_wan)
         self.acyclic = done == n
         self.work = None  # the C timing's scratch, kept: its pages are mapped once
@@ -537,7 +568,7 @@ class _NativeGraph:
         if self.work is None:
             self.work = (np.empty(4 * n), np.empty(3 * n, np.int64))
         start, end = np.empty(n), np.empty(n)
-        done = native.call("dag_time", n, self.k, self.edge, self.eoff, self.zero_col, self.node,
+        done = native.call("dag_time", n, self.edge, self.eoff, self.zero_col, self.node,
                            self.perm, len(self.on_wan), self.on_wan, self.link_of, LINK_PASSES,
                            np.ascontiguousarray(base, np.float64), *self.work, start, end)
         return (start, end) if done == n else None

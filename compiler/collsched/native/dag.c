@@ -10,8 +10,9 @@
  * one still in cache) and lays out what the timing reads in that order:
  *
  *   perm[i]            the plan's index of transfer i
- *   edge[i * k + c]    the plan's pred[][c] renumbered, with its kind: NK * pred + kind (the
- *                      index of _PyGraph.rel); < 0: none
+ *   edge[i * K + c]    its predecessor in the plan's column c (preds in _Plan.__init__)
+ *                      renumbered, with its kind: NK * pred + kind (the index of
+ *                      _PyGraph.rel); < 0: none
  *   eoff[i * nz + j]   the offsets of the nz columns whose offsets are not all +0.0
  *                      (zero_col[c]: every offset of column c is +0.0, added as a constant)
  *   node[i * NODE ..]  duration, os, g and wan_time
@@ -25,6 +26,7 @@
 #include "kernels.h"
 
 enum { OS, G, END, LINK, PORT_END, NK }; /* simulate._OS .. _PORT_END */
+enum { K = 5 };                           /* dependency columns of a _Plan */
 enum { DUR, OS_M, G_M, WAN_TIME, NODE };  /* node[i * NODE + ...] */
 enum { UNSEEN = -1, OPEN = -2 };          /* not numbered (timed) yet; waiting on its preds */
 
@@ -34,10 +36,10 @@ static void *cs_alloc(int64_t count, size_t size)
 }
 
 typedef struct {
-    int64_t k, nz;
-    const int64_t *pred;
+    int64_t n, nz;
+    const int64_t *pred[K];
     const uint8_t *kind, *zero_col;
-    const double *offset, *dur, *os, *g, *wan_time;
+    const double *offset[K], *dur, *os, *g, *wan_time;
     int64_t *perm, *edge;
     double *eoff, *node;
 } layout;
@@ -45,31 +47,35 @@ typedef struct {
 /* Numbers transfer v as i, its predecessors numbered (inv) before it. */
 static void place(const layout *L, const int32_t *inv, int64_t v, int64_t i)
 {
-    const int64_t k = L->k;
-    for (int64_t c = 0, j = 0; c < k; c++) {
-        int64_t q = L->pred[v * k + c];
-        L->edge[i * k + c] = q < 0 ? -1 : NK * (int64_t)inv[q] + L->kind[v * k + c];
+    for (int64_t c = 0, j = 0; c < K; c++) {
+        int64_t q = L->pred[c][v];
+        L->edge[i * K + c] = q < 0 ? -1 : NK * (int64_t)inv[q] + L->kind[c * L->n + v];
         if (!L->zero_col[c])
-            L->eoff[i * L->nz + j++] = L->offset[v * k + c];
+            L->eoff[i * L->nz + j++] = L->offset[c][v];
     }
     double *x = L->node + i * NODE;
     x[DUR] = L->dur[v], x[OS_M] = L->os[v], x[G_M] = L->g[v], x[WAN_TIME] = L->wan_time[v];
     L->perm[i] = v;
 }
 
-/* Lays out the DAG of pred[v * k + c] (< 0: none), kind[] and offset[] beside it (see the
- * top); on_wan_out: on_wan renumbered. Returns n, or fewer if the graph has a cycle (the
- * caller lets _Plan._topological_waves name the stuck transfer). */
-int64_t cs_dag_order(int64_t n, int64_t k, const int64_t *pred, const uint8_t *kind,
-                     const double *offset, const uint8_t *zero_col, const double *dur,
-                     const double *os, const double *g, const double *wan_time,
-                     int64_t n_on_wan, const int64_t *on_wan, int64_t *perm, int64_t *edge,
-                     double *eoff, double *node, int64_t *on_wan_out)
+/* Lays out the DAG of a _Plan (see the top): its K dependency columns pred0..pred4 (< 0:
+ * none), their kinds kind[c * n + v] and offsets off0..off4 (those of zero_col columns are
+ * not read); on_wan_out: on_wan renumbered. Returns n, or fewer if the graph has a cycle
+ * (the caller lets _Plan._topological_waves name the stuck transfer). */
+int64_t cs_dag_order(int64_t n, const int64_t *pred0, const int64_t *pred1,
+                     const int64_t *pred2, const int64_t *pred3, const int64_t *pred4,
+                     const uint8_t *kind, const double *off0, const double *off1,
+                     const double *off2, const double *off3, const double *off4,
+                     const uint8_t *zero_col, const double *dur, const double *os,
+                     const double *g, const double *wan_time, int64_t n_on_wan,
+                     const int64_t *on_wan, int64_t *perm, int64_t *edge, double *eoff,
+                     double *node, int64_t *on_wan_out)
 {
-    layout L = {.k = k, .pred = pred, .kind = kind, .zero_col = zero_col, .offset = offset,
-                .dur = dur, .os = os, .g = g, .wan_time = wan_time, .perm = perm,
-                .edge = edge, .eoff = eoff, .node = node};
-    for (int64_t c = 0; c < k; c++)
+    layout L = {.n = n, .pred = {pred0, pred1, pred2, pred3, pred4}, .kind = kind,
+                .zero_col = zero_col, .offset = {off0, off1, off2, off3, off4}, .dur = dur,
+                .os = os, .g = g, .wan_time = wan_time, .perm = perm, .edge = edge,
+                .eoff = eoff, .node = node};
+    for (int64_t c = 0; c < K; c++)
         L.nz += !zero_col[c];
     /* 32-bit scratch: half the cache misses of its random lookups. (2^31 transfers would
      * have taken hundreds of GB before this point.) */
@@ -90,8 +96,8 @@ int64_t cs_dag_order(int64_t n, int64_t k, const int64_t *pred, const uint8_t *k
         stack[sp++] = (int32_t)r, inv[r] = OPEN;
         while (sp) {
             int64_t v = stack[sp - 1], next = -1;
-            for (int64_t c = 0; c < k && next < 0; c++) {
-                int64_t q = pred[v * k + c];
+            for (int64_t c = 0; c < K && next < 0; c++) {
+                int64_t q = L.pred[c][v];
                 if (q < 0)
                     continue;
                 if (inv[q] == OPEN)
@@ -119,7 +125,7 @@ out:
  * sum of start or ready and a constant of the transfer, so it is summed where read
  * instead (the same sum, the same bits, and a fifth of the memory). */
 typedef struct {
-    int64_t n, k, nz;
+    int64_t n, nz;
     const int64_t *edge;
     const double *eoff, *node;
     const uint8_t *zero_col;
@@ -151,9 +157,9 @@ static inline void time_one(graph *D, int64_t v, const int64_t *chain)
 {
     double st = D->base[v], km = -INFINITY;
     int64_t lv = 0;
-    const int64_t *e = D->edge + v * D->k;
+    const int64_t *e = D->edge + v * K;
     const double *off = D->eoff + v * D->nz;
-    for (int64_t c = 0; c < D->k; c++) {
+    for (int64_t c = 0; c < K; c++) {
         if (e[c] < 0) {
             off += !D->zero_col[c];
             continue;
@@ -188,7 +194,7 @@ static inline void time_one(graph *D, int64_t v, const int64_t *chain)
  * are (level[] UNSEEN before, OPEN while waiting). Returns n, or fewer on a cycle. */
 static int64_t time_chained(graph *D, const int64_t *chain, int64_t *stack)
 {
-    const int64_t n = D->n, k = D->k;
+    const int64_t n = D->n;
     int64_t *level = D->level, done = 0;
     memset(level, 0xff, (size_t)n * sizeof *level); /* UNSEEN */
     for (int64_t r = 0; r < n; r++) {
@@ -200,9 +206,9 @@ static int64_t time_chained(graph *D, const int64_t *chain, int64_t *stack)
             int64_t v = stack[sp - 1], next = chain[v];
             if (next >= 0 && level[next] >= 0)
                 next = -1;
-            for (int64_t c = 0; c < k && next < 0; c++)
-                if (D->edge[v * k + c] >= 0 && level[D->edge[v * k + c] / NK] < 0)
-                    next = D->edge[v * k + c] / NK;
+            for (int64_t c = 0; c < K && next < 0; c++)
+                if (D->edge[v * K + c] >= 0 && level[D->edge[v * K + c] / NK] < 0)
+                    next = D->edge[v * K + c] / NK;
             if (next >= 0) {
                 if (level[next] == OPEN)
                     return done;
@@ -242,16 +248,16 @@ static int by_link_order(const void *a, const void *b)
  * that its pages are mapped once. Returns n, or fewer if a shared-link order made a cycle
  * (it cannot: keys and ranks grow along every edge; the caller then runs the Python
  * reference, which reports it). */
-int64_t cs_dag_time(int64_t n, int64_t k, const int64_t *edge, const double *eoff,
+int64_t cs_dag_time(int64_t n, const int64_t *edge, const double *eoff,
                     const uint8_t *zero_col, const double *node, const int64_t *perm,
                     int64_t n_on_wan, const int64_t *on_wan, const int64_t *link_of,
                     int64_t passes, const double *base, double *work_f, int64_t *work_i,
                     double *start, double *end)
 {
-    graph D = {.n = n, .k = k, .edge = edge, .eoff = eoff, .node = node, .zero_col = zero_col,
+    graph D = {.n = n, .edge = edge, .eoff = eoff, .node = node, .zero_col = zero_col,
                .base = work_f, .start = work_f + n, .ready = work_f + 2 * n,
                .key = work_f + 3 * n, .level = work_i};
-    for (int64_t c = 0; c < k; c++)
+    for (int64_t c = 0; c < K; c++)
         D.nz += !zero_col[c];
     int64_t *chain = work_i + n, *stack = work_i + 2 * n;
     link_entry *t = cs_alloc(n_on_wan, sizeof *t);

@@ -13,7 +13,8 @@ predecessors are known, at once), so a 1024-rank ring with a million transfers t
 fraction of a second. Small plans with shared links are timed transfer by transfer in
 plain Python instead (_PyGraph), with the same float operations and so the same results.
 Where the native kernels are built, _PyGraph's C twin (native/dag.c) times every plan,
-with the same results.
+with the same results: grid-8x128's million transfers (min3, shared links) in ~0.2 s
+where the waves take ~1.8 s.
 
 Shared WAN links: every flow from site A to site B crosses one A -> B link, and the lab's
 SimGrid platform shares its bandwidth among them. The model serves a link's transfers one

@@ -104,3 +104,56 @@ def test_flat_iteration_is_timed_once_and_alike():
     for x in tls:
         assert x.end.tobytes() == tl.end.tobytes() and x.exits.tobytes() == tl.exits.tobytes()
     assert per_iter[0] == per_iter[1] == m
+
+
+def test_receipt_by_table_and_by_sorting_agree():
+    """_Plan._receipt: the table for distinct keys, sorting otherwise (duplicates, misses)."""
+    rng = np.random.default_rng(7)
+    receipt = simulate_module._Plan._receipt
+    for trial in range(300):
+        n, nkeys = int(rng.integers(1, 60)), int(rng.integers(1, 200))
+        distinct = trial % 2 == 0 and n <= nkeys
+        rkey = rng.permutation(nkeys)[:n] if distinct else rng.integers(0, nkeys, n)
+        pool = rkey if trial % 3 else np.r_[rkey, rng.integers(0, nkeys, 3)]
+        fkey = rng.choice(pool, int(rng.integers(1, 40)))
+        srt = np.argsort(rkey, kind="stable")
+        pos = np.searchsorted(rkey[srt], fkey)
+        if (pos >= n).any():
+            with pytest.raises(IndexError):
+                receipt(rkey, fkey, nkeys)
+            continue
+        assert np.array_equal(receipt(rkey, fkey, nkeys), srt[pos])
+
+
+@pytest.mark.parametrize("nseg", [1, 3, 4])
+def test_os_and_gap_per_transfer_agree_with_the_loop(nseg):
+    t = topo("three-site-grid", 20)
+    s = compile_schedule("ring", 20, 1 << 20, topology=str(TOPOLOGIES / "three-site-grid.yaml"),
+                         segments=nseg).schedule
+    plan = simulate_module._Plan(s, t, (1 << 20) + 1 - (nseg == 4))  # 4 divides, 3 does not
+    for fn, got in ((plan.os, plan.os_all), (plan.g, plan.g_all)):
+        loop = np.empty(plan.n)
+        for size in np.unique(plan.nbytes):
+            sel = plan.nbytes == size
+            loop[sel] = fn(int(size))[sel]
+        assert got.tobytes() == loop.tobytes()
+
+
+def test_previous_in_list_agrees_with_binary_search():
+    """_Plan._previous_in_list by a running max against its searchsorted form."""
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        total = int(rng.integers(1, 80))
+        rank = np.sort(rng.integers(0, 5, total))
+        eligible = rng.random(total) < rng.random()
+        ops = np.sort(rng.choice(total, int(rng.integers(0, total + 1)), replace=False))
+        tr_of_op = rng.permutation(total)
+        idx = np.nonzero(eligible)[0]
+        pos = np.searchsorted(idx, ops)
+        want = np.full(len(ops), -1, np.int64)
+        has = pos > 0
+        cand = idx[np.maximum(pos - 1, 0)] if len(idx) else np.zeros(len(ops), np.int64)
+        has &= rank[cand] == rank[ops]
+        want[has] = tr_of_op[cand[has]]
+        got = simulate_module._Plan._previous_in_list(ops, rank, tr_of_op, eligible, total)
+        assert np.array_equal(got, want)

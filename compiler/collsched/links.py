@@ -75,11 +75,19 @@ def _cache(topo, name: str, value) -> None:
 def _site_classes(topo, lat, bw):
     sites = list(dict.fromkeys(topo.host_site))
     members = {s: [i for i, x in enumerate(topo.host_site) if x == s] for s in sites}
+    # A site's hosts as a slice where they are consecutive (the usual case: cheaper blocks).
+    index = {s: slice(hs[0], hs[-1] + 1) if hs[-1] - hs[0] + 1 == len(hs) else hs
+             for s, hs in members.items()}
+
+    def block(m, a, b):
+        ia, ib = index[a], index[b]
+        return m[ia, ib] if isinstance(ia, slice) and isinstance(ib, slice) else m[np.ix_(members[a], members[b])]
+
     lan = {}
     for s, hs in members.items():
         off = ~np.eye(len(hs), dtype=bool)
-        L = _uniform(lat[np.ix_(hs, hs)][off])
-        B = _uniform(bw[np.ix_(hs, hs)][off])
+        L = _uniform(block(lat, s, s)[off])
+        B = _uniform(block(bw, s, s)[off])
         if len(hs) > 1 and (L is None or B is None):
             return None
         lan[s] = (L, B)
@@ -88,8 +96,8 @@ def _site_classes(topo, lat, bw):
         for b in sites:
             if a == b:
                 continue
-            L = _uniform(lat[np.ix_(members[a], members[b])])
-            B = _uniform(bw[np.ix_(members[a], members[b])])
+            L = _uniform(block(lat, a, b))
+            B = _uniform(block(bw, a, b))
             if L is None or B is None:
                 return None
             wan[a, b] = (L, B)

@@ -34,6 +34,9 @@ import numpy as np
 from .errors import InputError
 
 BAND_WIDTH = 0.10  # a band holds values up to 10% above its smallest (paper, section 5.1)
+# Pools of at most this many ranks find their components on Python lists, larger ones with
+# numpy (same labels).
+SMALL_POOL = 64
 
 
 @dataclass
@@ -95,6 +98,8 @@ def _distinct(a: np.ndarray) -> np.ndarray:
 def _components(adjacent: np.ndarray) -> np.ndarray:
     """Connected-component label per node of a boolean adjacency matrix (labels 0..C-1)."""
     n = len(adjacent)
+    if n <= SMALL_POOL:
+        return _components_small(adjacent)
     label = np.full(n, -1, np.int64)
     count = 0
     for start in range(n):
@@ -108,6 +113,29 @@ def _components(adjacent: np.ndarray) -> np.ndarray:
             label[frontier] = count
         count += 1
     return label
+
+
+def _components_small(adjacent: np.ndarray) -> np.ndarray:
+    """_components by a walk on Python lists (numpy's per-call cost dominates small pools);
+    the same labels: components numbered in order of their smallest node."""
+    n = len(adjacent)
+    nbrs = [[] for _ in range(n)]
+    for i, j in zip(*(x.tolist() for x in np.nonzero(adjacent))):
+        nbrs[i].append(j)
+    label = [-1] * n
+    count = 0
+    for start in range(n):
+        if label[start] >= 0:
+            continue
+        label[start] = count
+        stack = [start]
+        while stack:
+            for j in nbrs[stack.pop()]:
+                if label[j] < 0:
+                    label[j] = count
+                    stack.append(j)
+        count += 1
+    return np.array(label, np.int64)
 
 
 def _split(band: np.ndarray) -> tuple[int, np.ndarray]:

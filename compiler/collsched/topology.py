@@ -368,7 +368,7 @@ class _Reader:
         site_idx = np.array([index[lab] for lab in host_site], dtype=np.int64)
         ix = np.ix_(site_idx, site_idx)
         hlat, hbw = lat[ix], bw[ix]
-        hov = {k: (a[ix], b[ix]) for k, (a, b) in ov.items()}
+        hov = {k: (a[ix], b[ix]) if any_overhead[k] else None for k, (a, b) in ov.items()}
         return self.finish(hlat, hbw, hov, any_overhead)
 
     def read_matrix(self, hosts):
@@ -413,12 +413,12 @@ class _Reader:
                     a[i, j] = parse(v, ["matrix", key, i, j])
             out.append(a)
         hlat, hbw = out
-        nan = np.full((H, H), np.nan)
-        return self.finish(hlat, hbw, {"os": (nan, nan.copy()), "g": (nan.copy(), nan.copy())},
-                           {"os": False, "g": False})
+        return self.finish(hlat, hbw, {"os": None, "g": None}, {"os": False, "g": False})
 
     def finish(self, hlat, hbw, hov, any_overhead):
-        """Fill the diagonal (intra-host) and the os/g defaults; returns host matrices."""
+        """Fill the diagonal (intra-host) and the os/g defaults; returns host matrices.
+
+        hov[k]: (os or g) host matrices of per-link values, NaN where unset; None: none set."""
         d = self.d
         if "intra_host" in d:
             il, ib, ios, ig = self.link_class(d["intra_host"], ["intra_host"])
@@ -432,13 +432,16 @@ class _Reader:
         intra = {"os": ios, "g": ig}
         result = []
         for k in ("os", "g"):
-            a, pb = hov[k][0].copy(), hov[k][1].copy()
-            if intra[k] is not None:
-                np.fill_diagonal(a, intra[k][0])
-                np.fill_diagonal(pb, intra[k][1])
             if glob[k] is None and intra[k] is None and not any_overhead[k]:
                 result.append(None)
                 continue
+            if hov[k] is None:
+                a, pb = np.full_like(hlat, np.nan), np.full_like(hlat, np.nan)
+            else:
+                a, pb = hov[k][0].copy(), hov[k][1].copy()
+            if intra[k] is not None:
+                np.fill_diagonal(a, intra[k][0])
+                np.fill_diagonal(pb, intra[k][1])
             if glob[k] is not None:
                 a[np.isnan(a)], pb[np.isnan(pb)] = glob[k]
             unset = np.isnan(a)

@@ -361,8 +361,13 @@ def check_wide_area(c: _Ctx, partitions: list[np.ndarray]) -> list[Violation]:
     s = c.s
     out: list[Violation] = []
     recvs = np.nonzero(c.is_recv)[0]
-    for level, pool in enumerate(partitions):
-        pool = np.asarray(pool, np.int64)
+    levels = [np.asarray(pool, np.int64) for pool in partitions]
+    if levels and _nested(levels):
+        # A transfer that crosses a level crosses every finer one: look only at the few
+        # that cross the finest (a grid's WAN transfers), not at every receive per level.
+        finest = levels[-1]
+        recvs = recvs[finest[c.rank[recvs]] != finest[s.peer[recvs]]]
+    for level, pool in enumerate(levels):
         cross = recvs[pool[c.rank[recvs]] != pool[s.peer[recvs]]]
         key = ((pool[c.rank[cross]] * s.nranks + s.origin[cross]) * s.nseg + s.segment[cross])
         order = np.lexsort((cross, key))
@@ -373,6 +378,18 @@ def check_wide_area(c: _Ctx, partitions: list[np.ndarray]) -> list[Violation]:
                            f"piece ({int(s.origin[op])},{int(s.segment[op])}) enters pool "
                            f"{int(pool[c.rank[op]])} (level {level}) a second time from rank {int(s.peer[op])}"))
     return out
+
+
+def _nested(levels: list[np.ndarray]) -> bool:
+    """Whether each level's pools split those of the level before (pools.partitions' are)."""
+    for coarse, fine in zip(levels, levels[1:]):
+        if len(fine) and fine.min() < 0:
+            return False
+        parent = np.zeros(int(fine.max()) + 1 if len(fine) else 0, np.int64)
+        parent[fine] = coarse  # some coarse pool of each fine one
+        if not np.array_equal(parent[fine], coarse):  # a fine pool in two coarse ones
+            return False
+    return True
 
 
 PASSES = (("shape", check_shape), ("matching", check_matching), ("holding", check_holding),

@@ -206,3 +206,18 @@ def test_cli_pools_bad_input_is_one_line(tmp_path, capsys):
     assert "99 ranks" in capsys.readouterr().err
     assert main(["pools", str(TOPOLOGIES / "three-site-grid.yaml"), "--plot",
                  str(tmp_path / "no" / "dir.png")]) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 30), data=st.data())
+def test_components_on_lists_and_in_numpy_agree(n, data):
+    bits = np.array(data.draw(st.lists(st.booleans(), min_size=n * n, max_size=n * n)), bool).reshape(n, n)
+    adjacent = bits | bits.T
+    small = pools._components_small(adjacent)
+    saved = pools.SMALL_POOL
+    pools.SMALL_POOL = -1
+    try:
+        big = pools._components(adjacent)
+    finally:
+        pools.SMALL_POOL = saved
+    assert small.tolist() == big.tolist()

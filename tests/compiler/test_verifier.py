@@ -156,3 +156,21 @@ def test_receiving_first_makes_fifo_progress():
 def test_fifo_flag_on_a_recv_is_a_shape_error():
     lists = [[("send", 1, 0, 0), ("recv", 1, 1, 0, "fg", 1)], [("recv", 0, 0, 0), ("send", 0, 1, 0)]]
     assert "FIFO flag on a recv" in one(verify(from_op_lists(2, 1, lists)), "shape").reason
+
+
+@pytest.mark.parametrize("levels", [
+    [np.array([0, 0, 1, 1]), np.array([0, 1, 2, 3])],  # nested: the finest level filters
+    [np.array([0, 0, 0, 0]), np.array([0, 0, 1, 1])],
+    [np.array([0, 0, 1, 1]), np.array([0, 1, 1, 0])],  # not nested: every level in full
+    [np.array([0, 1, 1, 0]), np.array([0, 0, 1, 1])],
+])
+def test_wide_area_levels_nested_or_not(levels):
+    """A second crossing at a coarse level is found whether or not the levels are nested
+    (nested ones are checked on the transfers that cross the finest level only)."""
+    s = generate("spreading", Request(4))
+    found = {v.reason for v in check_wide_area(_Ctx(s), levels)}
+    assert found
+    for level, pool in enumerate(levels):
+        alone = {v.reason.replace("(level 0)", f"(level {level})")
+                 for v in check_wide_area(_Ctx(s), [pool])}
+        assert alone <= found

@@ -128,7 +128,8 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
     both_phases = np.concatenate([phase, rphase])
     fg = both_phases == FOREGROUND
     # Sort by (rank, background first, step, sub-step, recv before send, transfer index).
-    order = _sort_ops(rank, fg, np.concatenate([step, step]), np.concatenate([substep, substep]),
+    order = _sort_ops(rank, fg, np.concatenate([step, step]),
+                      np.concatenate([substep, substep]) if half_duplex_order else None,
                       1 - kind, np.concatenate([tid, tid]))
     counts = np.bincount(rank, minlength=nranks)
     offsets = np.zeros(nranks + 1, np.int64)
@@ -144,20 +145,22 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
 
 
 def _sort_ops(*keys) -> np.ndarray:
-    """Order of ops sorted by `keys` (most significant first).
+    """Order of ops sorted by `keys` (most significant first; None: a key that is 0 for all).
 
     Packing the keys into one int64 and running a single argsort is about three times
-    faster than lexsort on millions of ops; lexsort remains for keys that do not fit.
+    faster than lexsort on millions of ops; lexsort remains for keys that do not fit. The
+    keys are added in place, without int64 copies of each (at a million transfers those
+    copies cost more than the sort).
     """
-    keys = [np.asarray(k).astype(np.int64) for k in keys]
+    keys = [np.asarray(k) for k in keys if k is not None]
     spans = [int(k.max()) + 1 if len(k) else 1 for k in keys]
     if all(int(k.min()) >= 0 for k in keys if len(k)) and np.prod([float(x) for x in spans]) < 2.0 ** 62:
-        packed = np.zeros(len(keys[0]), np.int64)
-        for k, span in zip(keys, spans):
+        packed = keys[0].astype(np.int64)
+        for k, span in zip(keys[1:], spans[1:]):
             packed *= span
             packed += k
         return np.argsort(packed)  # keys end in a unique index: stability is moot
-    return np.lexsort(tuple(reversed(keys)))
+    return np.lexsort(tuple(k.astype(np.int64) for k in reversed(keys)))
 
 
 def _half_duplex_substeps(step, src, dst) -> np.ndarray:

@@ -54,7 +54,7 @@ def measure(algorithm: str, nranks: int, nbytes: int, topology: str | None = Non
 GRID_CASES = [("three-site-grid", 20, 1 << 20, 0.010), ("grid-8x128", 1024, 1 << 20, 2.0)]
 
 
-def run_grid_compile_bench(topologies: Path, runs: int = 9, *, doc=None, as_json=False,
+def run_grid_compile_bench(topologies: Path, runs: int = 15, *, doc=None, as_json=False,
                            cases=GRID_CASES) -> int:
     """Min3 on the bundled grids: median compile_time_s over `runs` fresh processes (fewer
     for the 1024-rank case), with the native kernels and with the Python reference paths."""
@@ -63,7 +63,7 @@ def run_grid_compile_bench(topologies: Path, runs: int = 9, *, doc=None, as_json
     with Progress(transient=True) as prog:
         task = prog.add_task("compiling min3 on the grids", total=len(cases))
         for name, p, b, target, native in cases:
-            n = runs if p <= 64 else max(1, runs // 3)
+            n = runs if p <= 64 else max(1, runs // 3)  # default: 15 and 5 runs
             got = [measure("min3", p, b, str(topologies / f"{name}.yaml"), native) for _ in range(n)]
             med = lambda xs: float(statistics.median(xs))  # noqa: E731
             rows.append({

@@ -79,7 +79,7 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale"), default="lab",
                    help="lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
                         "compile time on the bundled grids, fresh processes, native kernels and "
-                        "Python (records --doc; --iterations runs, default 9); model: every "
+                        "Python (records --doc; --iterations runs, default 15); model: every "
                         "baseline on every bundled topology, predicted vs SMPI (records --doc); scale: "
                         "P=256 x 1 MiB under SMPI, wall time and memory (records --doc)")
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi")
@@ -92,7 +92,7 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--algorithm", default="ring", help="compiler suite: the algorithm to compile")
     b.add_argument("--max-delay-ms", type=float, default=0.0, help="maxDelay of the arrival pattern")
     b.add_argument("--iterations", type=int, default=None,
-                   help="lab: iterations (default 4); compile-grid: fresh-process runs per case (default 9)")
+                   help="lab: iterations (default 4); compile-grid: fresh-process runs per case (default 15; a third of it at 1024 ranks)")
     b.add_argument("--flat-iterations", type=int, default=2,
                    help="extra iterations without delay, for the absorption time")
     b.add_argument("--seed", type=int, default=1)
@@ -258,7 +258,7 @@ def cmd_bench(a) -> int:
         if a.iterations is not None and a.iterations < 1:
             raise InputError("--iterations", str(a.iterations), "expected at least 1 run")
         return run_grid_compile_bench(Path(__file__).resolve().parents[2] / "topologies",
-                                      a.iterations or 9, doc=a.doc, as_json=a.json)
+                                      a.iterations or 15, doc=a.doc, as_json=a.json)
     if a.suite == "compiler":
         from .bench_compiler import run_compiler_bench
 

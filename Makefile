@@ -25,6 +25,22 @@ $(KERNELS): $(KERNEL_SRC)
 	cc -std=c11 -O2 -g -fPIC -shared -ffp-contract=off -Wall -Wextra -Werror \
 	    -o $@.tmp $(filter %.c,$^) -lm && mv $@.tmp $@
 
+# The kernels' parity tests against an ASan+UBSan build (COLLSCHED_NATIVE_LIB points the
+# loader at it). Python is not instrumented: the sanitizer runtimes are preloaded, and leak
+# checking is off (the interpreter's own allocations would drown it).
+KERNELS_ASAN := build/asan/libcollsched_kernels.so
+.PHONY: check-kernels-asan
+$(KERNELS_ASAN): $(KERNEL_SRC)
+	@mkdir -p $(@D)
+	cc -std=c11 -O1 -g -fPIC -shared -ffp-contract=off -fsanitize=address,undefined \
+	    -fno-omit-frame-pointer -Wall -Wextra -Werror -o $@ $(filter %.c,$^) -lm
+check-kernels-asan: deps $(KERNELS_ASAN)
+	COLLSCHED_NATIVE_LIB=$(abspath $(KERNELS_ASAN)) \
+	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	$(PY) -m pytest -q -p no:cacheprovider tests/compiler/test_native.py tests/compiler/test_native_pool.py \
+	    tests/compiler/test_native_ring.py tests/compiler/test_native_dag.py
+
 include runtime/runtime.mk
 include runtime/lab/lab.mk
 include runtime/measure/measure.mk

@@ -18,7 +18,9 @@ Which kernels exist and what they mirror:
                                                   any size; replaces the numpy waves too)
 
 A library older than its sources is not loaded (the results would be a stale build's);
-COLLSCHED_NATIVE=0 in the environment turns the kernels off. `status()` says which.
+COLLSCHED_NATIVE=0 in the environment turns the kernels off, COLLSCHED_NATIVE_LIB loads
+another build (`make check-kernels-asan`: the parity tests under ASan and UBSan).
+`status()` says which.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-LIBRARY = HERE / "libcollsched_kernels.so"
+# COLLSCHED_NATIVE_LIB: another build of the same sources (make check-kernels-asan).
+LIBRARY = Path(os.environ.get("COLLSCHED_NATIVE_LIB") or HERE / "libcollsched_kernels.so")
 # Tests switch the kernels off to compare with the Python reference (False: Python only).
 ENABLED = os.environ.get("COLLSCHED_NATIVE", "1") != "0"
 

@@ -82,28 +82,45 @@ def status() -> str:
     return "native" if _lib is not None else f"python ({_why})"
 
 
+_ARRAY_DTYPES = {np.dtype(t).num for t in (np.float64, np.int64, np.uint8)}
+# What a negative return means (native/*.c): -1 is the machine's, the others are bugs.
+_ERRORS = {-1: "out of memory", -2: "a piece that no rank of the pool holds (a bug)",
+           -3: "more results than the caller made room for (a bug)"}
+_functions: dict = {}  # name -> (ctypes function with its argtypes, those argtypes)
+
+
 def call(name: str, *args) -> int:
     """Call kernel `name`: numpy arrays pass as pointers (they must be C-contiguous and
     of the kernel's dtype: float64, int64 or uint8), ints as int64, floats as double.
-    Kernels return the number of results written, or a negative error code."""
+    Kernels return the number of results written, or a negative error code.
+
+    The argument types are set on the function once (ctypes then converts plain Python
+    values in C): a kernel takes some 30 arguments, and wrapping each in a ctypes object
+    cost more than small kernels' work."""
     lib = kernels()
     if lib is None:
         raise RuntimeError(f"native kernel {name} called without the library: {status()}")
-    conv = []
+    values, types = [], []
     for a in args:
         if isinstance(a, np.ndarray):
-            if not a.flags.c_contiguous or a.dtype not in (np.float64, np.int64, np.uint8):
+            if not a.flags.c_contiguous or a.dtype.num not in _ARRAY_DTYPES:
                 raise TypeError(f"{name}: array of {a.dtype} (contiguous: {a.flags.c_contiguous})")
-            conv.append(ctypes.c_void_p(a.ctypes.data))
+            values.append(a.ctypes.data), types.append(ctypes.c_void_p)
         elif isinstance(a, (bool, int, np.integer)):
-            conv.append(ctypes.c_int64(int(a)))
+            values.append(int(a)), types.append(ctypes.c_int64)
         elif isinstance(a, (float, np.floating)):
-            conv.append(ctypes.c_double(float(a)))
+            values.append(float(a)), types.append(ctypes.c_double)
         else:
             raise TypeError(f"{name}: cannot pass {type(a).__name__}")
-    fn = getattr(lib, "cs_" + name)
-    fn.restype = ctypes.c_int64
-    rc = fn(*conv)
+    got = _functions.get(name)
+    if got is None:
+        fn = getattr(lib, "cs_" + name)
+        fn.restype, fn.argtypes = ctypes.c_int64, types
+        got = _functions[name] = (fn, types)
+    elif got[1] != types:
+        raise TypeError(f"{name}: argument types {types} differ from the first call's {got[1]}")
+    rc = got[0](*values)
     if rc < 0:
-        raise MemoryError(f"native kernel {name} failed (code {rc}: out of memory)")
+        what = f"native kernel {name} failed: {_ERRORS.get(rc, f'code {rc}')}"
+        raise MemoryError(what) if rc == -1 else RuntimeError(what)
     return rc

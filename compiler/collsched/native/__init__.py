@@ -89,6 +89,15 @@ _ERRORS = {-1: "out of memory", -2: "a piece that no rank of the pool holds (a b
 _functions: dict = {}  # name -> (ctypes function with its argtypes, those argtypes)
 
 
+def _address(a: np.ndarray) -> int:
+    """The address of an array's data: through the buffer protocol (a sixth of the cost of
+    a.ctypes.data, which builds a helper object), or a.ctypes for read-only or empty ones."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError):
+        return a.ctypes.data
+
+
 def call(name: str, *args) -> int:
     """Call kernel `name`: numpy arrays pass as pointers (they must be C-contiguous and
     of the kernel's dtype: float64, int64 or uint8), ints as int64, floats as double.
@@ -105,7 +114,7 @@ def call(name: str, *args) -> int:
         if isinstance(a, np.ndarray):
             if not a.flags.c_contiguous or a.dtype.num not in _ARRAY_DTYPES:
                 raise TypeError(f"{name}: array of {a.dtype} (contiguous: {a.flags.c_contiguous})")
-            values.append(a.ctypes.data), types.append(ctypes.c_void_p)
+            values.append(_address(a)), types.append(ctypes.c_void_p)
         elif isinstance(a, (bool, int, np.integer)):
             values.append(int(a)), types.append(ctypes.c_int64)
         elif isinstance(a, (float, np.floating)):

@@ -77,12 +77,21 @@ class Topology:
         return list(dict.fromkeys(self.host_site))
 
     def flow_bandwidth(self) -> np.ndarray:
-        """(P, P) bytes/s one flow gets: b, capped by the TCP window at window / (2 L)."""
+        """(P, P) bytes/s one flow gets: b, capped by the TCP window at window / (2 L).
+
+        Kept on the topology once computed (treat it as read-only), as links.py keeps what
+        it derives: the scheduler, the pool tree, the policy and the simulator all ask."""
+        cached = self.__dict__.get("_flow_bandwidth")
+        if cached is not None:
+            return cached
         if self.tcp_window is None:
             return self.bandwidth
         with np.errstate(divide="ignore"):
             cap = np.where(self.latency > 0, self.tcp_window / (2.0 * self.latency), np.inf)
-        return np.minimum(self.bandwidth, cap)
+        out = np.minimum(self.bandwidth, cap)
+        out.setflags(write=False)
+        self.__dict__["_flow_bandwidth"] = out
+        return out
 
     def transfer_time(self, nbytes) -> np.ndarray:
         """(P, P) seconds to move nbytes from row rank to column rank: L + m / b(flow)."""

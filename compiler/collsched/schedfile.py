@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
+import itertools
 import zlib
 from pathlib import Path
 
@@ -67,8 +67,16 @@ def write(sched: Schedule, path: str | os.PathLike) -> int:
     """Write atomically; returns the number of bytes written."""
     data = encode(sched)
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
-                               prefix=f".{path.name}.", suffix=".tmp")
+    # A temporary name of this process beside the target, created exclusively, with mode
+    # 0666 less the umask as any new file (mkstemp's 0600 would leave the schedule
+    # unreadable to other users' jobs, and its random names cost more than the write).
+    for attempt in itertools.count():
+        tmp = str(path.with_name(f".{path.name}.{os.getpid()}.{attempt}.tmp"))
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue  # another thread's, or a crashed run's: take the next name
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

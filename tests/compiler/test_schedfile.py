@@ -50,6 +50,24 @@ def test_write_is_atomic_and_leaves_no_temp(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.sched"]
 
 
+def test_write_takes_the_next_temporary_name_and_a_normal_mode(tmp_path):
+    """A temporary file of the same name left by a crashed run is not touched; the schedule
+    gets 0666 less the umask, as any new file (readable by other users' jobs)."""
+    s = generate("ring", Request(4))
+    out = tmp_path / "x.sched"
+    stale = tmp_path / f".x.sched.{os.getpid()}.0.tmp"
+    stale.write_bytes(b"left over")
+    mask = os.umask(0o022)
+    try:
+        schedfile.write(s, out)
+    finally:
+        os.umask(mask)
+    assert schedfile.read(out).same_ops(s)
+    assert stale.read_bytes() == b"left over"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([stale.name, "x.sched"])
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
 def test_failed_write_keeps_old_file(tmp_path, monkeypatch):
     out = tmp_path / "x.sched"
     out.write_bytes(b"old content")

@@ -139,15 +139,10 @@ def check_holding(c: _Ctx) -> list[Violation]:
             for i in own_recv[:MAX_REPORTED]]
     recvs = np.nonzero(c.is_recv)[0]
     rkey = c.piece_key(recvs)
-    order = np.lexsort((recvs, rkey))  # first recv of each piece first
-    rkey, recvs = rkey[order], recvs[order]
     fwd = np.nonzero(c.is_send & (s.origin != c.rank))[0]
     fkey = c.piece_key(fwd)
-    pos = np.searchsorted(rkey, fkey)
-    found = pos < len(rkey)
-    found[found] &= rkey[pos[found]] == fkey[found]
-    feed = np.full(len(fwd), -1, np.int64)
-    feed[found] = recvs[pos[found]]
+    feed = _first_receipt(recvs, rkey, fkey, s.nranks * s.nranks * s.nseg)
+    found = feed >= 0
     bad = np.nonzero(~found | (feed > fwd))[0]
     for i in bad[:MAX_REPORTED]:
         op = int(fwd[i])
@@ -160,11 +155,40 @@ def check_holding(c: _Ctx) -> list[Violation]:
     return out
 
 
+def _first_receipt(recvs, rkey, fkey, nkeys) -> np.ndarray:
+    """For each key of fkey: the first of `recvs` (ascending) with that key, or -1.
+
+    By a table over the keys when each is received at most once (every valid schedule; no
+    sort), else by sorting."""
+    if nkeys <= 4 * len(rkey) + 1024:
+        table = np.full(nkeys, -1, np.int64)
+        table[rkey] = recvs
+        if np.array_equal(table[rkey], recvs):  # no key twice
+            return table[fkey]
+    order = np.lexsort((recvs, rkey))  # first recv of each piece first
+    rkey, recvs = rkey[order], recvs[order]
+    pos = np.searchsorted(rkey, fkey)
+    found = pos < len(rkey)
+    found[found] &= rkey[pos[found]] == fkey[found]
+    feed = np.full(len(fkey), -1, np.int64)
+    feed[found] = recvs[pos[found]]
+    return feed
+
+
 def check_delivery(c: _Ctx) -> list[Violation]:
     s = c.s
     out: list[Violation] = []
     recvs = np.nonzero(c.is_recv & (s.origin != c.rank))[0]
     key = c.piece_key(recvs)
+    want = (s.nranks - 1) * s.nseg
+    nkeys = s.nranks * s.nranks * s.nseg
+    if nkeys <= 4 * len(key) + 1024:
+        # Every piece at most once and every rank all it needs: counted, without a sort.
+        # Anything else takes the sorted way below, which names the ops.
+        per_key = np.bincount(key, minlength=nkeys)
+        if per_key.max(initial=0) <= 1 and np.all(np.bincount(key // (s.nranks * s.nseg),
+                                                              minlength=s.nranks) == want):
+            return out
     order = np.lexsort((recvs, key))
     key, recvs = key[order], recvs[order]
     dup = np.nonzero(np.diff(key) == 0)[0] + 1
@@ -174,7 +198,6 @@ def check_delivery(c: _Ctx) -> list[Violation]:
                                        f"time (first at op {int(c.local[recvs[i - 1]])})"))
     unique_per_rank = np.bincount(key[np.r_[True, np.diff(key) != 0]] // (s.nranks * s.nseg)
                                   if len(key) else np.zeros(0, np.int64), minlength=s.nranks)
-    want = (s.nranks - 1) * s.nseg
     for r in np.nonzero(unique_per_rank < want)[0][:MAX_REPORTED]:
         r = int(r)
         lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])

@@ -1,6 +1,7 @@
 """Mutation tests: each kind of broken schedule is rejected with the right reason."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from collsched.algorithms import Request, generate
 from collsched.ir import from_op_lists, to_op_lists
@@ -174,3 +175,18 @@ def test_wide_area_levels_nested_or_not(levels):
         alone = {v.reason.replace("(level 0)", f"(level {level})")
                  for v in check_wide_area(_Ctx(s), [pool])}
         assert alone <= found
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.integers(0, 40), max_size=30), queries=st.lists(st.integers(0, 40), max_size=20))
+def test_first_receipt_by_table_and_by_sort_agree(keys, queries):
+    from collsched.verify import _first_receipt
+
+    recvs = np.arange(0, 3 * len(keys), 3, dtype=np.int64)  # ascending op indices
+    rkey, fkey = np.array(keys, np.int64), np.array(queries, np.int64)
+    table = _first_receipt(recvs, rkey, fkey, 41)  # small key space: the table (if no key twice)
+    by_sort = _first_receipt(recvs, rkey, fkey, 10**9)  # too many keys for a table: sorted
+    first = {}
+    for op, k in zip(recvs.tolist(), keys):
+        first.setdefault(k, op)
+    assert table.tolist() == by_sort.tolist() == [first.get(q, -1) for q in queries]

@@ -1,7 +1,7 @@
 """Compiled kernels for the compiler's hot loops (C, loaded with ctypes).
 
 Each kernel does exactly what one Python function of the compiler does - the same float
-operations in the same order, so the same bits (tests/compiler/test_native.py checks it)
+operations in the same order, so the same bits (tests/compiler/test_native*.py check it)
 - only without the interpreter's cost per operation. The Python functions stay the
 reference: they are what the docs describe, and they run wherever the library is not
 built. `make deps` (so `make test` and `make demo`) builds it next to this file:

@@ -57,6 +57,10 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pap")
     s.add_argument("--bytes", help="bytes per rank (default: the largest the file serves)")
     s.add_argument("--duplex", choices=("half", "full"))
+    s.add_argument("--model", choices=("dag", "fluid"), default="dag",
+                   help="dag (default): ports serve one transfer after another, what compile "
+                        "reports; fluid: the execution replayed with flows sharing ports and links "
+                        "max-min fairly, as SimGrid does (slower; docs/lab.md)")
     s.add_argument("--json", action="store_true")
 
     sh = sub.add_parser("show", help="print a schedule file's header and operations")
@@ -191,7 +195,7 @@ def _simulate(a):
 
     try:
         return simulate_file(a.file, topology=a.topology, pap=a.pap, nbytes=_size_arg(a.bytes),
-                             duplex=a.duplex)
+                             duplex=a.duplex, model=getattr(a, "model", "dag"))
     except VerificationFailed as e:
         print(f"{a.file}: invalid: {e}", file=sys.stderr)
         raise SystemExit(EXIT_INVALID)

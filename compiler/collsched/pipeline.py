@@ -239,8 +239,13 @@ def verify_file(path: str | Path) -> tuple[Schedule, list[Violation]]:
 
 
 def simulate_file(path: str | Path, *, topology: str | None = None, pap: str | None = None,
-                  nbytes: int | None = None, duplex: str | None = None):
-    """Read, verify and simulate a schedule file; returns (schedule, per-iteration, mean, timelines)."""
+                  nbytes: int | None = None, duplex: str | None = None, model: str = "dag"):
+    """Read, verify and simulate a schedule file; returns (schedule, per-iteration, mean, timelines).
+
+    model: "dag" (simulate.py, what compile reports) or "fluid" (fluid.py: flows sharing
+    ports and links, as SimGrid has them; docs/lab.md compares both with SMPI)."""
+    if model not in ("dag", "fluid"):
+        raise InputError("--model", model, "expected dag or fluid")
     sched, violations = verify_file(path)
     if violations:
         raise VerificationFailed(violations)
@@ -252,5 +257,8 @@ def simulate_file(path: str | Path, *, topology: str | None = None, pap: str | N
         duplex = "full" if sched.full_duplex else "half"
     topo = resolve_topology(sched.nranks, topology, duplex)
     pattern = resolve_pattern(sched.nranks, pap)
-    timelines, per_iter, mean = simulate_pattern(sched, topo, size, pattern)
+    timing = simulate_pattern
+    if model == "fluid":
+        from .fluid import fluid_pattern as timing  # the same arguments and results
+    timelines, per_iter, mean = timing(sched, topo, size, pattern)
     return sched, per_iter, mean, timelines

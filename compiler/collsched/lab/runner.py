@@ -72,9 +72,10 @@ class LabConfig:
     shared_data: str = "auto"  # auto | yes | no (SMPI partial shared malloc for big buffers)
     workdir: str | None = None
     extra: dict = field(default_factory=dict)
+    fluid: bool = False  # also predict with the fluid model (fluid.py; the model check does)
 
     def inputs(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("workdir", "extra")}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("workdir", "extra", "fluid")}
         d["collective"] = "allgather"
         return d
 
@@ -311,6 +312,11 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
                 _, _, pred = simulate_pattern(res.schedule, topo, cfg.nbytes, measured)
                 row["predicted_avg_elapsed_s"] = pred.avg_elapsed_s
                 row["predicted_run_time_s"] = pred.run_time_s
+                if cfg.fluid:
+                    from ..fluid import fluid_pattern
+
+                    row["fluid_avg_elapsed_s"] = fluid_pattern(res.schedule, topo, cfg.nbytes,
+                                                               measured)[2].avg_elapsed_s
             if t_piece is None:
                 t_piece = piece_time(topo, cfg.nbytes)
             row.update(_measured_metrics(run, cfg, t_piece))
@@ -321,6 +327,8 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
             row["wall_s"] = run["wall_s"]
             if "predicted_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
                 row["model_ratio"] = row["predicted_avg_elapsed_s"] / row["avg_elapsed_s"]
+            if "fluid_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
+                row["fluid_ratio"] = row["fluid_avg_elapsed_s"] / row["avg_elapsed_s"]
             results.append(row)
     finally:
         if not keep:

@@ -1,0 +1,354 @@
+"""Fluid cost model: the runtime's execution rules, with flows sharing links fairly.
+
+The simulator (simulate.py) times a schedule as a DAG: each host port serves one
+transfer after another, in list order. That is what the Min3 planner needs (a plan is
+timed as it is built) and it is exact where a port carries one flow at a time. Where the
+runtime lets several flows through one port at once, SimGrid (and TCP) share the port
+between them instead: lnbc's root feeds its binomial children side by side, bruck's
+pieces of one step overtake each other on a shared WAN link. The DAG model cannot
+express that (docs/lab.md: it predicted lnbc on tryton-48 20% too fast).
+
+This model replays the execution instead (docs/semantics.md):
+- each rank walks its list in order: a receive is posted at once; a send is issued once
+  the rank holds the piece and, when it is marked FIFO, once the previous message to
+  the same peer has completed - and until then the walk waits, holding back everything
+  listed after it (the executor's PMPI_Wait);
+- serial schedules instead run a send chain and a receive chain per rank, each one
+  operation at a time;
+- background operations may go before the rank's arrival, foreground ones not, and a
+  rank holds its own piece from its arrival;
+- a message of at least the eager limit moves once its receive is posted (rendezvous).
+A transfer then waits its latency and moves its bytes as a flow. The flows in progress
+share every resource they cross max-min fairly (progressive filling): the sender's and
+the receiver's NIC, each a split-duplex port at the site's LAN rate, the shared WAN link
+between two sites, and on matrix topologies the pair's own link; a flow also never
+exceeds what one TCP window allows (Topology.flow_bandwidth). These are the platform
+and the network model the lab gives SimGrid (lab/platform.py, CM02): the model check
+compares the two (docs/lab.md).
+
+It is an event simulation, about a microsecond per flow and resource at each event: fine
+for the lab's schedules (thousands of transfers), not for a million; `compile` and the
+planners keep the DAG model.
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from .ir import BACKGROUND, RECV, SEND, Schedule
+from .links import host_matrices, shared_links, site_classes
+from .simulate import Metrics, Timeline, _metrics
+from .verify import match
+
+_EPS = 1e-12  # relative: rates and remainders this close count as equal
+
+
+class _Network:
+    """Resources per transfer and their capacities, as the lab's platform has them."""
+
+    def __init__(self, topo, src, dst):
+        rank_host = np.asarray(topo.rank_host)
+        hs, hd = rank_host[src], rank_host[dst]
+        nh = len(topo.hosts)
+        lat, bw = host_matrices(topo)
+        classes = site_classes(topo, lat, bw)
+        if classes is not None:  # sites: NICs at the site's LAN rate, shared WAN links
+            sites, members, lan, _ = classes
+            nic = np.empty(nh)
+            for s in sites:
+                nic[members[s]] = lan[s][1]
+            wan = shared_links(topo).link_of[src, dst]
+            wan_bw = shared_links(topo).bandwidth
+            pair = None
+        else:  # pairs: NICs as fast as the host's fastest pair, one link per host pair
+            off = np.where(np.eye(nh, dtype=bool), -np.inf, np.maximum(bw, bw.T))
+            off = np.where(np.isfinite(off), off, -np.inf)
+            nic = off.max(1)
+            wan, wan_bw = np.full(len(src), -1), np.zeros(0)
+            pair = hs * nh + hd
+        self.capacity = [float(x) for x in np.r_[nic, nic, wan_bw]]
+        self.resources = []
+        pair_ids: dict[int, int] = {}
+
+        def pair_link(x, y):
+            k = int(x) * nh + int(y)
+            if k not in pair_ids:
+                pair_ids[k] = len(self.capacity)
+                self.capacity.append(float(bw[x, y]))
+            return pair_ids[k]
+
+        for t in range(len(src)):
+            if hs[t] == hd[t]:
+                self.resources.append(())  # the host's loopback: the flow's own rate only
+                continue
+            # The route: sender's NIC up, WAN link or pair link, receiver's NIC down. (No
+            # cross traffic: SMPI's runs show none - ring on tryton-48 moves at the full NIC
+            # rate, where SimGrid's 5% for the ACKs would slow it by 5%.)
+            res = [(int(hs[t]), 1.0), (nh + int(hd[t]), 1.0)]
+            if wan[t] >= 0:
+                res.append((2 * nh + int(wan[t]), 1.0))
+            if pair is not None:
+                res.append((pair_link(hs[t], hd[t]), 1.0))
+            self.resources.append(tuple(res))
+
+
+def _max_min(flows, resources, cap, weight, capacity) -> dict:
+    """Weighted max-min fair rates of `flows` (progressive filling, as SimGrid's solver):
+    a common level rises, each flow moving at level x its weight, until a resource it
+    crosses is full (each flow counts on it with its coefficient) or the flow reaches its
+    own cap."""
+    rate = {}
+    left = {}
+    users: dict[int, list] = {}
+    for f in flows:
+        for r, c in resources[f]:
+            users.setdefault(r, []).append((f, c))
+            left[r] = capacity[r]
+    load = {r: sum(c * weight[f] for f, c in u) for r, u in users.items()}
+    count = {r: len(u) for r, u in users.items()}  # open flows per resource (load can keep
+    open_flows = set(flows)                          # a rounding residue once they are gone)
+    while open_flows:
+        level = min((max(left[r], 0.0) / load[r] for r in load if count[r]), default=np.inf)
+        level = min(level, min(cap[f] / weight[f] for f in open_flows))
+        limit = level * (1 + _EPS)
+        done = {f for f in open_flows if cap[f] / weight[f] <= limit}
+        for r, u in users.items():
+            if count[r] and max(left[r], 0.0) / load[r] <= limit:
+                done.update(f for f, _ in u if f in open_flows)
+        for f in done:
+            rate[f] = level * weight[f]
+            for r, c in resources[f]:
+                left[r] -= c * rate[f]
+                load[r] -= c * weight[f]
+                count[r] -= 1
+        open_flows -= done
+    return rate
+
+
+def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=None) -> Timeline:
+    """Time one call of `sched` under the fluid model (module docstring)."""
+    s = sched
+    p = s.nranks
+    a = np.zeros(p) if arrivals is None else np.asarray(arrivals, np.float64)
+    m = matching if matching is not None else match(s)
+    rank = s.rank_of_op
+    order = np.argsort(m.send_op, kind="stable")
+    so, ro = m.send_op[order], m.recv_op[order]
+    n = len(so)
+    src, dst = rank[so], rank[ro]
+    tr_of_op = np.full(s.total_ops, -1, np.int64)
+    tr_of_op[so], tr_of_op[ro] = np.arange(n), np.arange(n)
+    size = s.piece_bytes(nbytes)[s.segment[so]].astype(np.float64)
+    flow_bw = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth
+    cap = flow_bw[src, dst].tolist()
+    lat = topo.latency[src, dst].tolist()
+    # SimGrid's CM02 shares by RTT, as TCP does: a flow's weight is 1 / its latency.
+    weight = [1.0 / x if x > 0 else 1.0 for x in lat]
+    net = _Network(topo, src, dst)
+    eager = (size < getattr(topo, "eager_limit", 65536)).tolist()
+    fifo = (s.fifo[so] == 1).tolist()
+    size = size.tolist()
+    src_l, dst_l = src.tolist(), dst.tolist()
+    piece = list(zip(dst_l, s.origin[so].tolist(), s.segment[so].tolist()))  # what a transfer delivers
+    # Previous transfer on the same pair (sender list order): a FIFO send waits for it.
+    prev_pair = [-1] * n
+    last: dict = {}
+    for t in range(n):
+        k = (src_l[t], dst_l[t])
+        prev_pair[t], last[k] = last.get(k, -1), t
+    kind, origin, segment = s.kind.tolist(), s.origin.tolist(), s.segment.tolist()
+    gate = np.where(s.phase == BACKGROUND, 0.0, a[rank]).tolist()  # foreground: after arrival
+    arrival = a.tolist()
+    offsets = s.offsets.tolist()
+    serial = bool(s.serial)
+
+    inf = float("inf")
+    posted, issued, start, finish = [inf] * n, [inf] * n, [inf] * n, [inf] * n
+    held: dict = {}  # (rank, origin, segment) -> when the rank holds the piece
+    waiting: dict = {}  # a condition's key -> ranks (or chains) to resume when it is met
+    ptr = offsets[:-1]  # dataflow: the walk's next op; serial: unused
+    send_at = [offsets[r] for r in range(p)]  # serial: next op of each chain
+    recv_at = [offsets[r] for r in range(p)]
+    recv_busy = [-1] * p  # serial: the receive in flight of each rank's chain
+    send_busy = [-1] * p
+    starts: list = []  # heap of (time the bytes begin to move, transfer)
+
+    def holds(r, o, g):
+        return arrival[r] if o == r else held.get((r, o, g), inf)
+
+    def try_start(t):
+        if start[t] < inf or issued[t] == inf or (not eager[t] and posted[t] == inf):
+            return
+        start[t] = issued[t] if eager[t] else max(issued[t], posted[t])
+        heapq.heappush(starts, (start[t] + lat[t], t))
+
+    def wait(key, who):
+        waiting.setdefault(key, []).append(who)
+
+    def walk(r, now):
+        """Dataflow: advance rank r's walk as far as its waits allow."""
+        i, end = ptr[r], offsets[r + 1]
+        while i < end:
+            t = tr_of_op[i]
+            if kind[i] == RECV:
+                posted[t] = max(now, gate[i])
+                try_start(t)
+                if finish[t] < inf:
+                    deliver(t)  # an eager message that came first
+                i += 1
+                continue
+            h = holds(r, origin[i], segment[i])
+            if h == inf:
+                wait(("piece", r, origin[i], segment[i]), r)
+                break
+            ready = max(now, h, gate[i])
+            q = prev_pair[t]
+            if fifo[t] and q >= 0:
+                if finish[q] == inf:
+                    wait(("done", q), r)
+                    break
+                ready = max(ready, finish[q])
+            issued[t] = ready
+            try_start(t)
+            i += 1
+        ptr[r] = i
+
+    def next_of(r, i, k):
+        end = offsets[r + 1]
+        while i < end and kind[i] != k:
+            i += 1
+        return i
+
+    def chain_send(r, now):
+        """Serial: issue rank r's next send once the previous one has completed."""
+        if send_busy[r] >= 0 and finish[send_busy[r]] == inf:
+            return
+        i = next_of(r, send_at[r], SEND)
+        if i >= offsets[r + 1]:
+            send_busy[r] = -1
+            return
+        t = tr_of_op[i]
+        h = holds(r, origin[i], segment[i])
+        if h == inf:
+            wait(("piece", r, origin[i], segment[i]), ("send", r))
+            return
+        issued[t] = max(now, h, gate[i])
+        send_busy[r], send_at[r] = t, i + 1
+        try_start(t)
+
+    def chain_recv(r, now):
+        """Serial: post rank r's next receive once the previous one has completed."""
+        if recv_busy[r] >= 0 and piece[recv_busy[r]] not in held:
+            return
+        i = next_of(r, recv_at[r], RECV)
+        if i >= offsets[r + 1]:
+            recv_busy[r] = -1
+            return
+        t = tr_of_op[i]
+        posted[t] = max(now, gate[i])
+        recv_busy[r], recv_at[r] = t, i + 1
+        try_start(t)
+        if finish[t] < inf:
+            deliver(t)
+
+    todo: list = []  # walks and chains to advance, in order; never re-entered
+
+    def resume(key, now):
+        for who in waiting.pop(key, ()):
+            todo.append((who, now))
+
+    def advance():
+        while todo:
+            who, now = todo.pop(0)
+            if isinstance(who, tuple):
+                (chain_send if who[0] == "send" else chain_recv)(who[1], now)
+            else:
+                walk(who, now)
+
+    def deliver(t):
+        """Transfer t's piece is the receiver's once the bytes are in and it was posted."""
+        if piece[t] in held or posted[t] == inf:
+            return
+        when = max(finish[t], posted[t])
+        held[piece[t]] = when
+        resume(("piece",) + piece[t], when)
+        if serial:
+            todo.append((("recv", dst_l[t]), when))
+
+    for r in range(p):
+        todo += [((("recv", r), 0.0)), ((("send", r), 0.0))] if serial else [(r, 0.0)]
+    advance()
+
+    resources, capacity = net.resources, net.capacity
+    active: dict = {}  # transfer -> bytes still to move
+    rate: dict = {}
+    now = 0.0
+    while starts or active:
+        t_end, ending = inf, []
+        for f, rem in active.items():
+            te = now + rem / rate[f] if rate[f] > 0 else inf
+            if te < t_end * (1 - _EPS):
+                t_end, ending = te, [f]
+            elif te <= t_end * (1 + _EPS):
+                ending.append(f)
+        t_start = starts[0][0] if starts else inf
+        if t_start == inf and t_end == inf:
+            break  # nothing can move: the verifier would have refused the schedule
+        t_next = min(t_start, t_end)
+        for f in active:
+            active[f] -= rate[f] * (t_next - now)
+        now = t_next
+        if t_start <= t_end:
+            while starts and starts[0][0] <= now:
+                _, f = heapq.heappop(starts)
+                active[f] = size[f]
+            ending = [f for f, rem in active.items() if rem <= _EPS * max(size[f], 1.0)]
+        for f in ending:
+            del active[f]
+            finish[f] = now
+        for f in ending:
+            deliver(f)
+            resume(("done", f), now)
+            if serial and send_busy[src_l[f]] == f:
+                todo.append((("send", src_l[f]), now))
+        advance()
+        rate = _max_min(list(active), resources, cap, weight, capacity) if active else {}
+        for f in active:
+            if not resources[f]:
+                rate[f] = cap[f]
+
+    start_a, end_a = np.array(start), np.array(finish)
+    if not np.isfinite(end_a).all():
+        raise ValueError("the fluid model could not complete the schedule (does it verify?)")
+    exits = a.copy()
+    np.maximum.at(exits, src, end_a)
+    np.maximum.at(exits, dst, end_a)
+    return Timeline(src, dst, s.origin[so], s.segment[so], s.phase[ro], np.asarray(size),
+                    start_a, end_a, a, exits)
+
+
+def simulate_fluid(sched: Schedule, topo, nbytes: int, arrivals=None,
+                   matching=None) -> tuple[Timeline, Metrics]:
+    """simulate.simulate under the fluid model: (timeline, the BDR paper's metrics)."""
+    m = matching if matching is not None else match(sched)
+    a = np.zeros(sched.nranks) if arrivals is None else np.asarray(arrivals, np.float64)
+    tl = fluid_timeline(sched, topo, nbytes, a, m)
+    flat = fluid_timeline(sched, topo, nbytes, None, m) if np.ptp(a) > 0 else tl
+    return tl, _metrics(tl, flat, topo, sched, nbytes)
+
+
+def fluid_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, matching=None):
+    """simulate.simulate_pattern under the fluid model: (timelines, per-iteration metrics,
+    their mean) for every iteration of an arrival pattern (iterations x P seconds)."""
+    m = matching if matching is not None else match(sched)
+    flat = fluid_timeline(sched, topo, nbytes, None, m)
+    timelines = []
+    for a in np.atleast_2d(pattern):
+        a = a - a.min()
+        timelines.append(flat if not a.any() else fluid_timeline(sched, topo, nbytes, a, m))
+    per_iter = [_metrics(tl, flat, topo, sched, nbytes) for tl in timelines]
+    mean = {k: float(np.mean([getattr(x, k) for x in per_iter]))
+            for k in ("avg_elapsed_s", "run_time_s", "absorption_s", "imbalance_s", "imbalance_factor")}
+    return timelines, per_iter, Metrics(tau_s=per_iter[0].tau_s, **mean,
+                                        exit_times_s=np.mean([x.exit_times_s for x in per_iter], 0).tolist())

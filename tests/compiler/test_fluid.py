@@ -1,0 +1,123 @@
+"""The fluid cost model (fluid.py): it agrees with the DAG model where one flow at a time
+crosses every port, shares ports and links max-min fairly (weighted by 1 / latency) where
+flows overlap, follows the executor's walk, and completes every schedule the compiler
+emits, serial and dataflow, with and without arrivals."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+from collsched.algorithms import REGISTRY, Request
+from collsched.errors import InputError
+from collsched.fluid import _max_min, fluid_pattern, fluid_timeline, simulate_fluid
+from collsched.ir import from_op_lists
+from collsched.pipeline import compile_schedule, simulate_file
+from collsched.simulate import simulate
+from collsched.topology import homogeneous, load_topology
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+
+
+def test_weighted_max_min_by_hand():
+    # Two flows through one resource of 12: weights 1 and 2 get 4 and 8.
+    assert _max_min([0, 1], [((0, 1.0),), ((0, 1.0),)], [np.inf, np.inf], [1.0, 2.0], [12.0]) == {0: 4.0, 1: 8.0}
+    # A capped flow leaves the rest to the other: caps 3 and inf on 12 -> 3 and 9.
+    assert _max_min([0, 1], [((0, 1.0),), ((0, 1.0),)], [3.0, np.inf], [1.0, 1.0], [12.0]) == {0: 3.0, 1: 9.0}
+    # Flow 1 crosses two resources; the tighter one (6, shared with flow 2) decides it.
+    rates = _max_min([0, 1, 2], [((0, 1.0),), ((0, 1.0), (1, 1.0)), ((1, 1.0),)],
+                     [np.inf] * 3, [1.0] * 3, [10.0, 6.0])
+    assert rates == {0: 7.0, 1: 3.0, 2: 3.0}
+
+
+def test_two_sends_at_once_share_the_port():
+    """One rank sends its piece to two others at once: both end at L + 2m/b (the DAG model
+    ends the first at L + m/b)."""
+    topo = homogeneous(3)
+    lists = [[("send", 1, 0, 0), ("send", 2, 0, 0), ("recv", 1, 1, 0), ("recv", 2, 2, 0)],
+             [("recv", 0, 0, 0), ("send", 0, 1, 0), ("send", 2, 1, 0), ("recv", 2, 2, 0)],
+             [("recv", 0, 0, 0), ("recv", 1, 1, 0), ("send", 0, 2, 0), ("send", 1, 2, 0)]]
+    s = from_op_lists(3, 1, lists)
+    m = 1 << 20
+    L, b = float(topo.latency[0, 1]), float(topo.bandwidth[0, 1])
+    tl = fluid_timeline(s, topo, m)
+    from0 = tl.src == 0
+    assert np.allclose(tl.end[from0], L + 2 * m / b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("alg", ["ring", "nex"])
+@pytest.mark.parametrize("p", [7, 8, 16])
+def test_one_flow_per_port_agrees_with_the_dag_model(alg, p):
+    """Ring and neighbor exchange keep one flow in each port at a time, one message per peer
+    and step: both models time them alike. (Not rd: there a FIFO send holds back the walk,
+    and so the posting of the next step's receives, which only the fluid model replays.)"""
+    if REGISTRY[alg].check(Request(p)) is not None:
+        pytest.skip(f"{alg} does not serve {p} ranks")
+    topo = homogeneous(p)
+    s = compile_schedule(alg, p, 1 << 18).schedule
+    rng = np.random.default_rng(p)
+    for a in (np.zeros(p), rng.uniform(0, 0.002, p)):
+        _, dag = simulate(s, topo, 1 << 18, a)
+        _, fl = simulate_fluid(s, topo, 1 << 18, a)
+        assert fl.avg_elapsed_s == pytest.approx(dag.avg_elapsed_s, rel=1e-9)
+        assert fl.run_time_s == pytest.approx(dag.run_time_s, rel=1e-9)
+
+
+def test_binomial_root_shares_its_port_and_is_slower_than_the_dag_model():
+    """lnbc's root feeds its children side by side (the DAG model serves them in turn): the
+    case the model check found 20% off (docs/lab.md)."""
+    topo = load_topology(TOPOLOGIES / "tryton-48.yaml", 16)
+    s = compile_schedule("lnbc", 16, 1 << 20, topology=str(TOPOLOGIES / "tryton-48.yaml")).schedule
+    _, dag = simulate(s, topo, 1 << 20)
+    _, fl = simulate_fluid(s, topo, 1 << 20)
+    assert fl.avg_elapsed_s > 1.2 * dag.avg_elapsed_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(alg=st.sampled_from(["ring", "nex", "lnbc", "bruck", "spreading", "bdr", "bslb", "min3", "magpie"]),
+       p=st.integers(2, 12), nbytes=st.sampled_from([0, 1, 4099, 65536, 1 << 20]),
+       imbalanced=st.booleans(), topo_name=st.sampled_from(["tryton-48", "wan-3x16", "three-site-grid"]),
+       seed=st.integers(0, 10**6))
+def test_every_schedule_completes_and_flows_obey_their_bounds(alg, p, nbytes, imbalanced, topo_name, seed):
+    path = str(TOPOLOGIES / f"{topo_name}.yaml")
+    topo = load_topology(path, p)
+    try:
+        s = compile_schedule(alg, p, nbytes, topology=path).schedule
+    except InputError:  # an algorithm that does not serve this request (nex at odd P)
+        assume(False)
+    a = np.random.default_rng(seed).uniform(0, 0.01, p) if imbalanced else np.zeros(p)
+    tl = fluid_timeline(s, topo, nbytes, a)
+    assert np.isfinite(tl.end).all()
+    # No transfer beats its latency plus its bytes at its own cap, or starts before its
+    # sender arrived (a foreground send) - nor does anything run backwards.
+    cap = topo.flow_bandwidth()[tl.src, tl.dst]
+    lat = topo.latency[tl.src, tl.dst]
+    assert np.all(tl.end >= tl.start + lat + tl.nbytes / cap - 1e-12)
+    assert np.all(tl.exits >= a)
+    again = fluid_timeline(s, topo, nbytes, a)
+    assert again.end.tobytes() == tl.end.tobytes()  # deterministic
+
+
+def test_simulate_file_and_pattern_take_the_fluid_model(tmp_path):
+    out = tmp_path / "l.sched"
+    compile_schedule("lnbc", 8, 1 << 20, topology=str(TOPOLOGIES / "tryton-48.yaml"), output=out)
+    topo = load_topology(TOPOLOGIES / "tryton-48.yaml", 8)
+    _, per_iter, mean, _ = simulate_file(out, topology=str(TOPOLOGIES / "tryton-48.yaml"), model="fluid")
+    _, direct = simulate_fluid(compile_schedule("lnbc", 8, 1 << 20, topology=str(TOPOLOGIES / "tryton-48.yaml")).schedule,
+                               topo, 1 << 20)
+    assert mean.avg_elapsed_s == direct.avg_elapsed_s
+    pattern = np.array([np.zeros(8), np.linspace(0, 0.01, 8)])
+    _, iters, avg = fluid_pattern(compile_schedule("ring", 8, 1 << 16).schedule, homogeneous(8), 1 << 16, pattern)
+    assert len(iters) == 2 and avg.avg_elapsed_s == pytest.approx(np.mean([m.avg_elapsed_s for m in iters]))
+    with pytest.raises(InputError):
+        simulate_file(out, model="nope")
+
+
+@pytest.mark.parametrize("alg", ["ring", "nex", "lnbc", "bruck", "spreading"])
+def test_three_site_grid_completes(alg):
+    """Regression: a rounding residue in a resource's load once its flows were gone kept the
+    filling loop from ever finishing (nex on three-site-grid)."""
+    path = str(TOPOLOGIES / "three-site-grid.yaml")
+    s = compile_schedule(alg, 20, 1 << 16, topology=path).schedule
+    _, m = simulate_fluid(s, load_topology(path, 20), 1 << 16)
+    assert np.isfinite(m.avg_elapsed_s) and m.avg_elapsed_s > 0

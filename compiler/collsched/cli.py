@@ -46,6 +46,9 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--duplex", choices=("half", "full"), help="override the topology's duplex mode")
     c.add_argument("--tau", help="bdr: time to move one segment, e.g. 300us (default: from the cost model)")
     c.add_argument("-o", "--output", required=True, help="schedule file to write")
+    c.add_argument("--model", choices=("dag", "fluid"), default="dag",
+                   help="cost model of the prediction: dag (default) or fluid (flows sharing "
+                        "ports and links as SimGrid does; slower; see simulate --help)")
     c.add_argument("--json", action="store_true", help="print a JSON summary")
 
     v = sub.add_parser("verify", help="check a schedule file (exit 0 valid, 1 invalid)")
@@ -164,7 +167,7 @@ def cmd_compile(a) -> int:
         res = compile_schedule(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), topology=a.topology,
                                pap=a.pap, duplex=a.duplex, segments=a.segments,
                                tau=_time_arg(a.tau, "--tau"), collective=a.collective, output=out,
-                               lower_bound=a.json)
+                               lower_bound=a.json, model=a.model)
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID

@@ -39,6 +39,7 @@ class CompileResult:
     metrics: Metrics
     predicted_for_bytes: int
     timings_s: dict = field(default_factory=dict)
+    model: str = "dag"  # the cost model of the prediction (dag or fluid)
     file_bytes: int | None = None
     # lowerbound.LowerBound at predicted_for_bytes for the same pattern, or None;
     # lower_bound_note says why it is missing (not asked for, too many ranks).
@@ -64,6 +65,7 @@ class CompileResult:
             "timings_s": self.timings_s,
             # "native", or why the compiler ran its Python reference paths (native/)
             "kernels": native.status(),
+            "model": self.model,  # the cost model of the predicted_* figures
             "predicted_for_bytes": self.predicted_for_bytes,
             "predicted_avg_elapsed_s": self.metrics.avg_elapsed_s,
             "predicted_run_time_s": self.metrics.run_time_s,
@@ -163,15 +165,18 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
                      topology: str | None = None, pap: str | None = None,
                      duplex: str | None = None, segments: int = 1, tau: float | None = None,
                      collective: str = "allgather", output: str | Path | None = None,
-                     lower_bound: bool = False) -> CompileResult:
+                     lower_bound: bool = False, model: str = "dag") -> CompileResult:
     """Generate, verify, simulate and (optionally) write one schedule.
 
+    model: the cost model of the prediction, "dag" (simulate.py) or "fluid" (fluid.py).
     lower_bound: also compute the LP lower bound (lowerbound.py) for the predicted size and
     pattern; its time is reported apart (lower_bound_time_s), not in compile_time_s.
     Skipped above MAX_BOUND_RANKS ranks (lower_bound_note says so).
     """
     if collective != "allgather":
         raise InputError("--collective", collective, "expected allgather (the only collective so far)")
+    if model not in ("dag", "fluid"):
+        raise InputError("--model", model, "expected dag or fluid")
     if not isinstance(nranks, int) or nranks < 2:
         raise InputError("--ranks", str(nranks), "expected an integer of at least 2")
     if not 1 <= segments <= 65535:
@@ -206,10 +211,15 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
         raise VerificationFailed(violations)
 
     t = time.perf_counter()
-    _, _, metrics = simulate_pattern(sched, topo, hi, pattern, matching=matching)
+    if model == "fluid":  # the fluid model (fluid.py): slower, closer to SimGrid (docs/lab.md)
+        from .fluid import fluid_pattern
+
+        _, _, metrics = fluid_pattern(sched, topo, hi, pattern, matching=matching)
+    else:
+        _, _, metrics = simulate_pattern(sched, topo, hi, pattern, matching=matching)
     timings["simulate"] = time.perf_counter() - t
 
-    result = CompileResult(sched, metrics, hi, timings)
+    result = CompileResult(sched, metrics, hi, timings, model=model)
     if lower_bound:
         _attach_lower_bound(result, topo, hi, pattern)
     if output is not None:

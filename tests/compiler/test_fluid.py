@@ -121,3 +121,15 @@ def test_three_site_grid_completes(alg):
     s = compile_schedule(alg, 20, 1 << 16, topology=path).schedule
     _, m = simulate_fluid(s, load_topology(path, 20), 1 << 16)
     assert np.isfinite(m.avg_elapsed_s) and m.avg_elapsed_s > 0
+
+
+def test_compile_predicts_with_either_model(tmp_path):
+    path = str(TOPOLOGIES / "tryton-48.yaml")
+    dag = compile_schedule("lnbc", 8, 1 << 20, topology=path)
+    fl = compile_schedule("lnbc", 8, 1 << 20, topology=path, model="fluid")
+    assert dag.summary()["model"] == "dag" and fl.summary()["model"] == "fluid"
+    assert fl.schedule.same_ops(dag.schedule)  # the same schedule, another prediction
+    _, direct = simulate_fluid(dag.schedule, load_topology(path, 8), 1 << 20)
+    assert fl.metrics.avg_elapsed_s == direct.avg_elapsed_s > dag.metrics.avg_elapsed_s
+    with pytest.raises(InputError):
+        compile_schedule("ring", 4, 64, model="nope")

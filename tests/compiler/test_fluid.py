@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from collsched.algorithms import REGISTRY, Request
 from collsched.errors import InputError
 from collsched.fluid import _max_min, fluid_pattern, fluid_timeline, simulate_fluid
 from collsched.ir import from_op_lists
@@ -45,14 +44,11 @@ def test_two_sends_at_once_share_the_port():
     assert np.allclose(tl.end[from0], L + 2 * m / b, rtol=1e-12)
 
 
-@pytest.mark.parametrize("alg", ["ring", "nex"])
-@pytest.mark.parametrize("p", [7, 8, 16])
+@pytest.mark.parametrize("alg,p", [("ring", 7), ("ring", 8), ("ring", 16), ("nex", 8), ("nex", 16)])
 def test_one_flow_per_port_agrees_with_the_dag_model(alg, p):
     """Ring and neighbor exchange keep one flow in each port at a time, one message per peer
     and step: both models time them alike. (Not rd: there a FIFO send holds back the walk,
     and so the posting of the next step's receives, which only the fluid model replays.)"""
-    if REGISTRY[alg].check(Request(p)) is not None:
-        pytest.skip(f"{alg} does not serve {p} ranks")
     topo = homogeneous(p)
     s = compile_schedule(alg, p, 1 << 18).schedule
     rng = np.random.default_rng(p)

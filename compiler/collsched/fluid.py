@@ -38,7 +38,7 @@ import numpy as np
 
 from .ir import BACKGROUND, RECV, SEND, Schedule
 from .links import host_matrices, shared_links, site_classes
-from .simulate import Metrics, Timeline, _metrics
+from .simulate import Metrics, Timeline, _metrics, mean_metrics
 from .verify import match
 
 _EPS = 1e-12  # relative: rates and remainders this close count as equal
@@ -348,7 +348,4 @@ def fluid_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, match
         a = a - a.min()
         timelines.append(flat if not a.any() else fluid_timeline(sched, topo, nbytes, a, m))
     per_iter = [_metrics(tl, flat, topo, sched, nbytes) for tl in timelines]
-    mean = {k: float(np.mean([getattr(x, k) for x in per_iter]))
-            for k in ("avg_elapsed_s", "run_time_s", "absorption_s", "imbalance_s", "imbalance_factor")}
-    return timelines, per_iter, Metrics(tau_s=per_iter[0].tau_s, **mean,
-                                        exit_times_s=np.mean([x.exit_times_s for x in per_iter], 0).tolist())
+    return timelines, per_iter, mean_metrics(per_iter)

@@ -605,7 +605,12 @@ def simulate_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, ma
         tl = flat if not (a.any() or np.signbit(a).any()) else plan.time(a)
         timelines.append(tl)
         per_iter.append(_metrics(tl, flat, topo, sched, nbytes))
-    mean = Metrics(
+    return timelines, per_iter, mean_metrics(per_iter)
+
+
+def mean_metrics(per_iter: list[Metrics]) -> Metrics:
+    """The metrics of several iterations averaged (tau is the schedule's, the same in each)."""
+    return Metrics(
         avg_elapsed_s=float(np.mean([m.avg_elapsed_s for m in per_iter])),
         run_time_s=float(np.mean([m.run_time_s for m in per_iter])),
         absorption_s=float(np.mean([m.absorption_s for m in per_iter])),
@@ -614,7 +619,6 @@ def simulate_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, ma
         imbalance_factor=float(np.mean([m.imbalance_factor for m in per_iter])),
         exit_times_s=np.mean([m.exit_times_s for m in per_iter], 0).tolist(),
     )
-    return timelines, per_iter, mean
 
 
 def piece_time(topo, piece_bytes: int) -> float:

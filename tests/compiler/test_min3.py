@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from contextlib import contextmanager
 
@@ -24,7 +24,7 @@ from collsched.simulate import simulate
 from collsched.topology import homogeneous, load_topology
 from collsched.verify import verify
 
-from test_pools import grid_yaml, write_yaml
+from test_pools import draw_arrivals, draw_grid, grid_yaml, write_yaml
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -86,14 +86,8 @@ def check_background(s, arrivals):
        nseg=st.integers(1, 3), imbalanced=st.booleans(), kind=st.sampled_from(ENGINES))
 def test_random_grids_verify_and_match_the_simulator(tmp_path, doc, data, nbytes, nseg, imbalanced,
                                                      kind):
-    path = write_yaml(tmp_path, doc)
-    hosts = sum(s["hosts"] for s in doc["sites"]) * doc.get("placement", {}).get("ranks_per_host", 1)
-    assume(hosts >= 2)
-    p = data.draw(st.integers(2, min(hosts, 24)), label="ranks")
-    topo = load_topology(path, p)
-    arrivals = None
-    if imbalanced:
-        arrivals = np.array(data.draw(st.lists(st.floats(0, 0.02), min_size=p, max_size=p), label="a"))
+    topo = draw_grid(tmp_path, doc, data)
+    arrivals = draw_arrivals(data, topo.nranks) if imbalanced else None
     with engine(kind):
         s = min3(topo, nbytes, arrivals, nseg)
     check_valid(s, topo)

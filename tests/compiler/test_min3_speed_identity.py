@@ -6,7 +6,6 @@ timing transfer by transfer or in numpy waves, the verifier's progress proof ran
 in waves. Each pair must agree to the bit (schedules, times), not approximately.
 """
 import copy
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +18,9 @@ from collsched.simulate import simulate
 from collsched.topology import load_topology
 from collsched.verify import verify
 
+from switches import setting
+
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
-
-
-@contextmanager
-def setting(module, name, value):
-    saved = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, saved)
 
 
 def topo(name, p, duplex="full"):

@@ -1,30 +1,20 @@
 """The native kernels (compiler/collsched/native/) compute exactly what the Python reference
 computes: the same transfers and times to the bit, the same port state after, over random
 grids, clusters with and without imbalance, both duplex modes and segmented pieces."""
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collsched import native
 from collsched.algorithms import Request, min3 as min3_module
 from collsched.topology import homogeneous, load_topology
 
-from test_pools import grid_yaml, write_yaml
+from test_pools import draw_arrivals, draw_grid, grid_yaml
+from switches import kernels
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
-
-
-@contextmanager
-def kernels(on: bool):
-    saved = native.ENABLED
-    native.ENABLED = on
-    try:
-        yield
-    finally:
-        native.ENABLED = saved
 
 
 def test_kernels_are_built_and_loaded():
@@ -72,13 +62,8 @@ def test_min3_on_bundled_topologies(name, p, duplex):
 @given(doc=grid_yaml(max_sites=4, max_hosts=5), data=st.data(), nbytes=st.integers(0, 2 << 20),
        nseg=st.integers(1, 3), imbalanced=st.booleans())
 def test_min3_on_random_grids(tmp_path, doc, data, nbytes, nseg, imbalanced):
-    hosts = sum(s["hosts"] for s in doc["sites"]) * doc.get("placement", {}).get("ranks_per_host", 1)
-    assume(hosts >= 2)
-    p = data.draw(st.integers(2, min(hosts, 24)), label="ranks")
-    topo = load_topology(write_yaml(tmp_path, doc), p)
-    arrivals = None
-    if imbalanced:
-        arrivals = np.array(data.draw(st.lists(st.floats(0, 0.02), min_size=p, max_size=p), label="a"))
+    topo = draw_grid(tmp_path, doc, data)
+    arrivals = draw_arrivals(data, topo.nranks) if imbalanced else None
     assert_min3_alike(topo, nbytes, arrivals, nseg)
 
 

@@ -4,7 +4,6 @@ Same start and end of every transfer and exit of every rank to the bit, same met
 over the algorithms, bundled and random topologies, both duplex modes, serial and
 dataflow execution, flat and random arrivals; and the same ModelCycle for port orders
 that wait on each other."""
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,30 +18,11 @@ from collsched.policy import mark_fifo_links
 from collsched.simulate import ModelCycle, simulate, simulate_pattern
 from collsched.topology import load_topology
 
-from test_pools import grid_yaml, write_yaml
+from test_pools import draw_arrivals, draw_grid, grid_yaml
+from switches import kernels, setting
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 ALGORITHMS = ["ring", "bruck", "nex", "lnbc", "spreading", "min3", "magpie", "bdr", "bslb"]
-
-
-@contextmanager
-def kernels(on: bool):
-    saved = native.ENABLED
-    native.ENABLED = on
-    try:
-        yield
-    finally:
-        native.ENABLED = saved
-
-
-@contextmanager
-def setting(module, name, value):
-    saved = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, saved)
 
 
 def schedule(alg, topo, nbytes, arrivals):
@@ -167,13 +147,9 @@ def test_cycle_is_reported_alike(name, p, ranks, duplex):
 @given(doc=grid_yaml(max_sites=4, max_hosts=5), data=st.data(), nbytes=st.integers(1, 4 << 20),
        alg=st.sampled_from(ALGORITHMS), imbalanced=st.booleans())
 def test_random_grids(tmp_path, doc, data, nbytes, alg, imbalanced):
-    hosts = sum(s["hosts"] for s in doc["sites"]) * doc.get("placement", {}).get("ranks_per_host", 1)
-    assume(hosts >= 2)
-    p = data.draw(st.integers(2, min(hosts, 20)), label="ranks")
-    topo = load_topology(write_yaml(tmp_path, doc), p)
-    a = np.zeros(p)
-    if imbalanced:
-        a = np.array(data.draw(st.lists(st.floats(0, 0.02), min_size=p, max_size=p), label="a"))
+    topo = draw_grid(tmp_path, doc, data, max_ranks=20)
+    p = topo.nranks
+    a = draw_arrivals(data, p) if imbalanced else np.zeros(p)
     try:
         s = schedule(alg, topo, nbytes, a)
     except InputError:  # e.g. nex on a rank count it does not serve

@@ -16,19 +16,10 @@ from collsched import native
 from collsched.algorithms import Request, min3 as min3_module
 from collsched.topology import load_topology
 
-from test_pools import grid_yaml, write_yaml
+from test_pools import draw_grid, grid_yaml
+from switches import kernels
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
-
-
-@contextmanager
-def kernels(on: bool):
-    saved = native.ENABLED
-    native.ENABLED = on
-    try:
-        yield
-    finally:
-        native.ENABLED = saved
 
 
 @contextmanager
@@ -102,10 +93,8 @@ def test_ring_on_bundled_topologies(name, p, nbytes, nsegs):
        nseg=st.integers(1, 3), by_site=st.booleans())
 def test_ring_on_random_grids(tmp_path, doc, data, nbytes, nseg, by_site):
     doc["duplex"] = "full"  # the ring's condition, with one arrival per pool
-    hosts = sum(s["hosts"] for s in doc["sites"]) * doc.get("placement", {}).get("ranks_per_host", 1)
-    assume(len(doc["sites"]) >= 2 and hosts >= 3)
-    p = data.draw(st.integers(3, min(hosts, 24)), label="ranks")
-    topo = load_topology(write_yaml(tmp_path, doc), p)
+    assume(len(doc["sites"]) >= 2)
+    topo = draw_grid(tmp_path, doc, data, min_ranks=3)
     arrivals = site_arrivals(topo, data.draw(st.integers(0, 99), label="seed")) if by_site else None
     ran = assert_ring_alike(topo, nbytes, arrivals, nseg)
     assume(ran)  # grids whose sites are no pools of their own test nothing here

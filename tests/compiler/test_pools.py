@@ -7,7 +7,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from collsched import pools
 from collsched.cli import main
@@ -41,6 +41,19 @@ def grid_yaml(draw, max_sites=4, max_hosts=6):
     if draw(st.booleans()):
         doc["placement"] = {"ranks_per_host": 2}
     return doc
+
+
+def draw_grid(tmp_path, doc, data, min_ranks=2, max_ranks=24):
+    """The document's topology on a drawn rank count it can place (at least min_ranks)."""
+    hosts = sum(s["hosts"] for s in doc["sites"]) * doc.get("placement", {}).get("ranks_per_host", 1)
+    assume(hosts >= min_ranks)
+    p = data.draw(st.integers(min_ranks, min(hosts, max_ranks)), label="ranks")
+    return load_topology(write_yaml(tmp_path, doc), p)
+
+
+def draw_arrivals(data, p, latest=0.02):
+    """A drawn arrival time per rank, 0..latest seconds."""
+    return np.array(data.draw(st.lists(st.floats(0, latest), min_size=p, max_size=p), label="a"))
 
 
 def write_yaml(tmp_path, doc, name="topo.yaml"):

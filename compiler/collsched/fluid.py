@@ -17,7 +17,8 @@ This model replays the execution instead (docs/semantics.md):
   operation at a time;
 - background operations may go before the rank's arrival, foreground ones not, and a
   rank holds its own piece from its arrival;
-- a message of at least the eager limit moves once its receive is posted (rendezvous).
+- a message of at least the eager limit moves once its receive is posted (rendezvous),
+  and so does every synchronous send (a serial schedule's, a FIFO one) whatever its size.
 A transfer then waits its latency and moves its bytes as a flow. The flows in progress
 share every resource they cross max-min fairly (progressive filling): the sender's and
 the receiver's NIC, each a split-duplex port at the site's LAN rate, the shared WAN link
@@ -146,8 +147,12 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     # SimGrid's CM02 shares by RTT, as TCP does: a flow's weight is 1 / its latency.
     weight = [1.0 / x if x > 0 else 1.0 for x in lat]
     net = _Network(topo, src, dst)
-    eager = (size < getattr(topo, "eager_limit", 65536)).tolist()
     fifo = (s.fifo[so] == 1).tolist()
+    # A synchronous send (every send of a serial schedule, a FIFO one; the runtime's
+    # PMPI_Issend) moves only once its receive is posted, whatever its size, as a
+    # rendezvous message does: SimGrid never detaches it.
+    eager = ((size < getattr(topo, "eager_limit", 65536)) & (s.fifo[so] != 1)
+             & (not s.serial)).tolist()
     size = size.tolist()
     src_l, dst_l = src.tolist(), dst.tolist()
     piece = list(zip(dst_l, s.origin[so].tolist(), s.segment[so].tolist()))  # what a transfer delivers

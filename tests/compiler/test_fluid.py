@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from collsched.algorithms import Request, generate
 from collsched.errors import InputError
 from collsched.fluid import _max_min, fluid_pattern, fluid_timeline, simulate_fluid
 from collsched.ir import from_op_lists
@@ -42,6 +43,43 @@ def test_two_sends_at_once_share_the_port():
     tl = fluid_timeline(s, topo, m)
     from0 = tl.src == 0
     assert np.allclose(tl.end[from0], L + 2 * m / b, rtol=1e-12)
+
+
+def test_a_synchronous_send_waits_for_its_receive():
+    """Serial schedules send synchronously (PMPI_Issend), so even an eager-sized message
+    moves only once the receiver's chain has posted its receive: rank 2 takes rank 0's
+    piece, then rank 1's, one after the other, not both at once sharing its port."""
+    topo = homogeneous(3)
+    lists = [[("send", 2, 0, 0), ("recv", 2, 2, 0), ("send", 1, 0, 0), ("recv", 1, 1, 0)],
+             [("send", 2, 1, 0), ("recv", 2, 2, 0), ("recv", 0, 0, 0), ("send", 0, 1, 0)],
+             [("recv", 0, 0, 0), ("recv", 1, 1, 0), ("send", 0, 2, 0), ("send", 1, 2, 0)]]
+    s = from_op_lists(3, 1, lists)
+    m = 4096  # far below the eager limit
+    L, b = float(topo.latency[0, 1]), float(topo.bandwidth[0, 1])
+    s.serial = False
+    tl = fluid_timeline(s, topo, m)
+    into2 = tl.dst == 2
+    assert np.allclose(tl.end[into2], L + 2 * m / b, rtol=1e-12)  # eager: both at once
+    s.serial = True
+    tl = fluid_timeline(s, topo, m)
+    assert np.allclose(np.sort(tl.end[into2]), [L + m / b, 2 * (L + m / b)], rtol=1e-12)
+    _, dag = simulate(s, topo, m)
+    _, fl = simulate_fluid(s, topo, m)
+    assert fl.avg_elapsed_s == pytest.approx(dag.avg_elapsed_s, rel=1e-9)
+
+
+def test_arrival_aware_min3_on_tryton_agrees_with_the_dag_model():
+    """The serial plan min3 makes for a cluster with arrivals (one flow per port at a time):
+    both models time it alike, as SMPI does (docs/benchmarks.md, lab-tryton: 1.00)."""
+    path = str(TOPOLOGIES / "tryton-48.yaml")
+    topo = load_topology(path, 28)
+    a = np.random.default_rng(1).uniform(0, 0.005, 28)
+    s = generate("min3", Request(nranks=28, nbytes=37448, nseg=1, full_duplex=True,
+                                 topology=topo, arrivals=a - a.min()))
+    assert s.serial
+    _, dag = simulate(s, topo, 37448, a)
+    _, fl = simulate_fluid(s, topo, 37448, a)
+    assert fl.avg_elapsed_s == pytest.approx(dag.avg_elapsed_s, rel=0.02)
 
 
 @pytest.mark.parametrize("alg,p", [("ring", 7), ("ring", 8), ("ring", 16), ("nex", 8), ("nex", 16)])

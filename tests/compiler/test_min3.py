@@ -199,9 +199,10 @@ def test_arrival_aware_beats_ring_and_bdr_on_tryton():
             results[alg].append(simulate(s, topo, m, a)[1].avg_elapsed_s)
     mean = {k: np.mean(v) for k, v in results.items()}
     assert mean["min3"] < mean["bdr"] < mean["ring"]
-    # Serial, with late ranks relaying in the background: clearly ahead of the best
-    # regular algorithm (8.5 against 10.35 ms over the lab's 8 iterations).
-    assert mean["min3"] < 0.9 * mean["spreading"]
+    # Serial, with late ranks relaying in the background, the neediest receiver first on
+    # ties: clearly ahead of the best regular algorithm (8.1 against 10.4 ms here, 0.78;
+    # 0.82 with ties to the lower rank).
+    assert mean["min3"] < 0.8 * mean["spreading"]
     # Knowing the pattern pays: compiled for flat arrivals, min3 does worse on it.
     a = pattern[0] - pattern[0].min()
     flat = min3(topo, m)

@@ -3,7 +3,8 @@
  * first: this is the same greedy, statement for statement, on the pool's own block of the
  * cost matrices (local rank indices, row-major n x n).
  *
- * In:  members[n] (global ranks, for the tie-break), the matrices, the port state (updated
+ * In:  members[n] (global ranks, for the tie-break), neediest (a serial plan: receivers tie
+ *      neediest first, see the Python function), the matrices, the port state (updated
  *      in place, as the Python function updates its lists), and the holders of each piece
  *      in insertion order: held_rank/held_time[held_off[d] .. held_off[d + 1]].
  * Out: the transfers in the order taken (local ranks); returns how many, or < 0.
@@ -88,7 +89,7 @@ static double best_for(const leaf *L, int64_t r, int64_t *bs_out, int64_t *bd_ou
 }
 
 int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_t full,
-                     const int64_t *members, const double *dur, const double *early,
+                     int64_t neediest, const int64_t *members, const double *dur, const double *early,
                      double *link, const double *os, const double *gap, const uint8_t *fifo,
                      double *send_free, double *recv_free, uint8_t *overlap, double *after,
                      const double *arrival, const int64_t *held_off, const int64_t *held_rank,
@@ -111,10 +112,14 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
     L.c = malloc(nn * sizeof(double));
     L.at_c = malloc(nn * sizeof(double));
     double *key = malloc(nn * sizeof(double));
+    int64_t *key_tie = malloc(nn * sizeof(int64_t)); /* the tie of r's newest heap entry */
     uint8_t *key_has = calloc(nn, 1);
+    /* Ties between receivers: the heap orders (time, tie), tie = (need, arrival order,
+     * rank) packed into one integer as the Python function packs it; rank_of decodes it. */
+    int64_t *place = malloc(nn * sizeof(int64_t)), *rank_of = malloc(nn * sizeof(int64_t));
     cs_heap heap = {0};
     if (!L.hrank || !L.hlen || !L.htime || !L.has || !L.lack || !L.nlack || !L.bytes_min ||
-        !L.dur_min || !L.c || !L.at_c || !key || !key_has) {
+        !L.dur_min || !L.c || !L.at_c || !key || !key_tie || !key_has || !place || !rank_of) {
         rc = CS_ENOMEM;
         goto out;
     }
@@ -148,32 +153,47 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
         L.bytes_min[r] = bm, L.dur_min[r] = dm;
     }
 
+    /* place[r]: r's position ordered by (later arrival first, then lower index). */
+    for (int64_t r = 0; r < n; r++) {
+        place[r] = r;
+        if (neediest) {
+            place[r] = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (arrival[i] > arrival[r] || (arrival[i] == arrival[r] && i < r))
+                    place[r]++;
+        }
+        rank_of[place[r]] = r;
+    }
+#define TIE(r) (neediest ? (n_items - L.nlack[r]) * n + place[r] : (r))
+#define CURRENT(k, id) (key_has[rank_of[(id) % n]] && (k) == key[rank_of[(id) % n]] && \
+                        (id) == key_tie[rank_of[(id) % n]])
     int64_t bs, bd;
     for (int64_t r = 0; r < n; r++)
         if (L.nlack[r]) {
             key[r] = best_for(&L, r, &bs, &bd);
+            key_tie[r] = TIE(r);
             key_has[r] = 1;
-            if (cs_heap_push(&heap, key[r], r)) {
+            if (cs_heap_push(&heap, key[r], key_tie[r])) {
                 rc = CS_ENOMEM;
                 goto out;
             }
         }
     while (heap.len) {
         double k;
-        int64_t r;
-        cs_heap_pop(&heap, &k, &r);
-        if (!key_has[r] || k != key[r])
+        int64_t id;
+        cs_heap_pop(&heap, &k, &id);
+        if (!CURRENT(k, id))
             continue; /* superseded by a newer entry */
-        int64_t s, d;
+        int64_t r = rank_of[id % n], s, d;
         double t = best_for(&L, r, &s, &d);
-        while (heap.len && !(key_has[heap.id[0]] && heap.key[0] == key[heap.id[0]])) {
+        while (heap.len && !CURRENT(heap.key[0], heap.id[0])) {
             double k2;
-            int64_t r2;
-            cs_heap_pop(&heap, &k2, &r2);
+            int64_t id2;
+            cs_heap_pop(&heap, &k2, &id2);
         }
-        if (heap.len && t > heap.key[0]) {
+        if (heap.len && (t > heap.key[0] || (neediest && t == heap.key[0] && id > heap.id[0]))) {
             key[r] = t;
-            if (cs_heap_push(&heap, t, r)) {
+            if (cs_heap_push(&heap, t, id)) {
                 rc = CS_ENOMEM;
                 goto out;
             }
@@ -214,8 +234,8 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
         L.nlack[r]--;
         key_has[r] = 0;
         if (L.nlack[r]) {
-            key[r] = t, key_has[r] = 1; /* a lower bound: its ports only got later */
-            if (cs_heap_push(&heap, t, r)) {
+            key[r] = t, key_tie[r] = TIE(r), key_has[r] = 1; /* a lower bound: its ports only got later */
+            if (cs_heap_push(&heap, t, key_tie[r])) {
                 rc = CS_ENOMEM;
                 goto out;
             }
@@ -230,7 +250,7 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
                         dur[r * n + y];
             if (t3 < key[y]) {
                 key[y] = t3;
-                if (cs_heap_push(&heap, t3, y)) {
+                if (cs_heap_push(&heap, t3, key_tie[y])) {
                     rc = CS_ENOMEM;
                     goto out;
                 }
@@ -240,7 +260,10 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
     rc = nout;
 out:
     free(L.hrank), free(L.hlen), free(L.htime), free(L.has), free(L.lack), free(L.nlack);
-    free(L.bytes_min), free(L.dur_min), free(L.c), free(L.at_c), free(key), free(key_has);
+    free(L.bytes_min), free(L.dur_min), free(L.c), free(L.at_c), free(key), free(key_tie);
+    free(key_has), free(place), free(rank_of);
+#undef TIE
+#undef CURRENT
     cs_heap_free(&heap);
     return rc;
 }

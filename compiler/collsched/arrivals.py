@@ -16,13 +16,13 @@ Values are bare numbers in `unit` (default s) or quantity strings such as '1.5ms
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import yaml
 
 from . import units
 from .errors import InputError
+from .files import write_atomic
 from .schemas import PAP_SCHEMA, describe, read_yaml
 
 
@@ -87,7 +87,7 @@ def write_pap(path, arrivals_2d, unit: str = "s", comment: str | None = None) ->
     if comment:
         head += "".join(f"# {line}\n" for line in str(comment).splitlines())
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100000)
-    Path(path).write_text(head + body, encoding="utf-8")
+    write_atomic(path, head + body)
 
 
 def flat(nranks: int) -> np.ndarray:

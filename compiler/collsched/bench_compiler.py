@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.progress import Progress
 
 from . import __version__
+from .files import save_figure
 
 TARGET_S, TARGET_BYTES = 2.0, 1 << 30
 
@@ -192,5 +193,5 @@ def _plot(rows, algorithm, path) -> None:
     ax.set_title(f"collsched compile time, {algorithm}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)

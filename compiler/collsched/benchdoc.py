@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
+
+from .files import write_atomic
 
 HEADER = ("# Benchmarks\n\nEvery figure on this page is written by a benchmark "
           "(`make bench`); the section markers tell which. Do not edit numbers by hand.\n")
@@ -28,10 +29,7 @@ def replace_section(doc: str | os.PathLike, name: str, markdown: str) -> None:
         text = pattern.sub(lambda _: block, text)
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".bench.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import InputError
+from .files import write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_RUN_FAILED = 0, 1, 2, 3
 
@@ -442,7 +443,7 @@ def cmd_sweep(a) -> int:
     sw.summarize(sweep)
     sw.print_tables(sweep)
     if a.json:
-        Path(a.json).write_text(json.dumps(sweep, indent=1))
+        write_atomic(a.json, json.dumps(sweep, indent=1))
     if a.plot:
         sw.plot_heatmap(sweep, a.plot)
     if a.doc:

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from . import units
 from .errors import InputError
+from .files import write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build"))
@@ -373,34 +373,14 @@ def write_measurement(meas: Measurement, path, name: str | None = None, comment:
     from .topology import write_matrix_topology
 
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write_matrix_topology(tmp, meas.hosts, meas.host_site, np.nan_to_num(meas.host_latency),
-                              np.nan_to_num(meas.host_bandwidth, nan=1.0), name=name or path.stem,
-                              intra_host=meas.intra_host, comment=comment)
-        extra: dict = {"placement": {"hosts": [meas.hosts[h] for h in meas.rank_host]}}
-        if overheads:
-            for key, val in (("send_overhead", meas.send_overhead), ("gap", meas.gap)):
-                if val is not None:
-                    extra[key] = {"a": val[0], "per_byte": val[1]}
-        with open(tmp, "a", encoding="utf-8") as f:
-            f.write(yaml.safe_dump(extra, sort_keys=False, default_flow_style=None, width=100000))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _write_json_atomically(data: dict, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    extra: dict = {"placement": {"hosts": [meas.hosts[h] for h in meas.rank_host]}}
+    if overheads:
+        for key, val in (("send_overhead", meas.send_overhead), ("gap", meas.gap)):
+            if val is not None:
+                extra[key] = {"a": val[0], "per_byte": val[1]}
+    write_matrix_topology(path, meas.hosts, meas.host_site, np.nan_to_num(meas.host_latency),
+                          np.nan_to_num(meas.host_bandwidth, nan=1.0), name=name or path.stem,
+                          intra_host=meas.intra_host, comment=comment, extra=extra)
 
 
 def summary(meas: Measurement, cfg: MeasureConfig, output: Path) -> dict:
@@ -453,7 +433,7 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
                     ("" if overheads else " (not applied; --overheads writes them)"))
     write_measurement(meas, output, comment=comment, overheads=overheads)
     if raw_output is not None:
-        _write_json_atomically(raw, Path(raw_output))
+        write_atomic(raw_output, json.dumps(raw))
     return summary(meas, cfg, output)
 
 

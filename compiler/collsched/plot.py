@@ -7,8 +7,6 @@ piece's origin when there is room) and its exit (red tick).
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 
 import matplotlib
 
@@ -17,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from .files import save_figure  # noqa: E402
 from .ir import BACKGROUND  # noqa: E402
 from .simulate import Timeline  # noqa: E402
 
@@ -70,12 +69,7 @@ def _time_unit(span_s: float) -> tuple[float, str]:
 
 def _save(fig, path) -> None:
     """Atomic write: a failed plot never leaves a half-written PNG."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
+        save_figure(fig, path, dpi=120)
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)

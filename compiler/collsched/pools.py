@@ -32,6 +32,7 @@ import networkx as nx
 import numpy as np
 
 from .errors import InputError
+from .files import save_figure
 
 BAND_WIDTH = 0.10  # a band holds values up to 10% above its smallest (paper, section 5.1)
 # Pools of at most this many ranks find their components on Python lists, larger ones with
@@ -333,5 +334,5 @@ def plot(tree: nx.DiGraph, path, title: str = "pool tree") -> None:
     ax.axis("off")
     ax.margins(0.15, 0.25)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import struct
-import itertools
 import zlib
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from . import __version__
 from .errors import ScheduleFileError
+from .files import write_atomic
 from .ir import COLLECTIVES, MAX_RANKS, MAX_SEGMENTS, Schedule
 
 MAGIC = b"COLLSCHD"
@@ -65,26 +65,7 @@ def encode(sched: Schedule) -> bytes:
 
 def write(sched: Schedule, path: str | os.PathLike) -> int:
     """Write atomically; returns the number of bytes written."""
-    data = encode(sched)
-    path = Path(path)
-    # A temporary name of this process beside the target, created exclusively, with mode
-    # 0666 less the umask as any new file (mkstemp's 0600 would leave the schedule
-    # unreadable to other users' jobs, and its random names cost more than the write).
-    for attempt in itertools.count():
-        tmp = str(path.with_name(f".{path.name}.{os.getpid()}.{attempt}.tmp"))
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:
-            continue  # another thread's, or a crashed run's: take the next name
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return len(data)
+    return write_atomic(path, encode(sched))  # files.py: whole or not at all, mode 0666 & ~umask
 
 
 def read(path: str | os.PathLike) -> Schedule:

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it lazily (~15 ms): at start-up, not in a timed stage
 
 from . import native
-from .ir import BACKGROUND, FOREGROUND, RECV, SEND, Schedule
+from .ir import FOREGROUND, RECV, SEND, Schedule
 from .links import port_bandwidth, shared_links
 from .verify import match
 

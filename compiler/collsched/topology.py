@@ -24,6 +24,7 @@ import yaml
 
 from . import units
 from .errors import InputError
+from .files import write_atomic
 from .schemas import TOPOLOGY_SCHEMA, Doc, describe, read_yaml
 
 # Default intra-host class (two ranks on one host, shared memory): 1 us, 10 GB/s.
@@ -502,9 +503,10 @@ class _Reader:
 # --- writing --------------------------------------------------------------------------
 
 def write_matrix_topology(path, hosts, sites, latency_s, bandwidth_Bps, name=None,
-                          duplex="full", intra_host=None, comment=None) -> None:
-    """Write a measured-matrix topology file that load_topology reads back.
+                          duplex="full", intra_host=None, comment=None, extra=None) -> None:
+    """Write (atomically) a measured-matrix topology file that load_topology reads back.
 
+    extra: further top-level fields (placement, eager_limit, ...), written after the matrix.
     hosts: host names; sites: site label of each host; latency_s / bandwidth_Bps: (H, H)
     arrays (row = sender host), diagonal ignored; intra_host: optional (latency_s, Bps).
     """
@@ -531,7 +533,9 @@ def write_matrix_topology(path, hosts, sites, latency_s, bandwidth_Bps, name=Non
     head += ("# matrix rows = sending host, columns = receiving host, in the order of hosts;\n"
              "# latencies in seconds, bandwidths in bytes/s; the diagonal is unused.\n")
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100000)
-    Path(path).write_text(head + body, encoding="utf-8")
+    if extra:
+        body += yaml.safe_dump(extra, sort_keys=False, default_flow_style=None, width=100000)
+    write_atomic(path, head + body)
 
 
 def write_topology(topo: Topology, path, comment=None) -> None:
@@ -542,14 +546,12 @@ def write_topology(topo: Topology, path, comment=None) -> None:
         raise ValueError("write_topology: os/g matrices cannot be written in matrix form yet")
     diag_l = np.diag(topo.host_latency)
     diag_b = np.diag(topo.host_bandwidth)
-    write_matrix_topology(path, topo.hosts, topo.host_site, topo.host_latency,
-                          topo.host_bandwidth, name=topo.name,
-                          duplex="full" if topo.full_duplex else "half",
-                          intra_host=(float(diag_l.max()), float(diag_b.min())), comment=comment)
-    text = Path(path).read_text(encoding="utf-8")
     extra = {"placement": {"hosts": [topo.hosts[h] for h in topo.rank_host]},
              "eager_limit": int(topo.eager_limit)}
     if topo.tcp_window is not None:
         extra["tcp_window"] = int(topo.tcp_window)
-    placement = yaml.safe_dump(extra, sort_keys=False, default_flow_style=None, width=100000)
-    Path(path).write_text(text + placement, encoding="utf-8")
+    write_matrix_topology(path, topo.hosts, topo.host_site, topo.host_latency,
+                          topo.host_bandwidth, name=topo.name,
+                          duplex="full" if topo.full_duplex else "half",
+                          intra_host=(float(diag_l.max()), float(diag_b.min())), comment=comment,
+                          extra=extra)

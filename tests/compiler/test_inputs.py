@@ -5,7 +5,6 @@ Run: PYTHONPATH=compiler python3 -m pytest -q tests/compiler/test_inputs.py
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np

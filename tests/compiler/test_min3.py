@@ -15,7 +15,7 @@ from collsched.algorithms import Request, generate, min3 as min3_module
 from collsched.algorithms.min3 import pool_schedule
 from collsched.arrivals import write_pap
 from collsched.errors import InputError
-from collsched.ir import BACKGROUND, RECV, SEND
+from collsched.ir import BACKGROUND, SEND
 from collsched.links import shared_links
 from collsched.lab.arrivals import arrival_pattern
 from collsched.pipeline import compile_schedule

@@ -3,7 +3,6 @@ import os
 import struct
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings, strategies as st

@@ -79,7 +79,6 @@ def main():
     # Well-formed but wrong: the verifier (not the reader) must reject it, exit status 1.
     s = good()
     keep = [i for i in range(s.total_ops) if i != int(s.offsets[2])]  # drop rank 2's first op
-    import numpy as np
     for col in ("kind", "peer", "origin", "segment", "phase", "fifo"):
         setattr(s, col, getattr(s, col)[keep])
     s.offsets = s.offsets.copy()

@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 
-import numpy as np
 import pytest
 
 from collsched.lab.runner import LabConfig, run_lab

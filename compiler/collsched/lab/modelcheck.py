@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from ..algorithms import REGISTRY, Request
+from ..files import save_figure
 from .runner import LabConfig, run_lab
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -154,7 +155,7 @@ def plot(rows: list[dict], path) -> None:
     handles += [Line2D([], [], marker="o", linestyle="", color=c, label=t) for t, c in colors.items()]
     ax.legend(handles=handles, fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 

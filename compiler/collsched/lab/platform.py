@@ -22,7 +22,6 @@ uses for its shared links too); tests/lab checks it through SimGrid.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -30,6 +29,7 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from ..errors import InputError
+from ..files import write_atomic
 from ..links import host_matrices, site_classes
 
 # Linux's default maximum TCP send buffer (net.ipv4.tcp_wmem) is 4 MiB, and so is
@@ -51,10 +51,7 @@ class Platform:
         d.mkdir(parents=True, exist_ok=True)
         xml, hosts = d / f"{stem}.xml", d / f"{stem}.hosts"
         for path, text in ((xml, self.xml), (hosts, self.hostfile)):
-            fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{path.name}.")
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.replace(tmp, path)
+            write_atomic(path, text)
         return xml, hosts
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..files import save_figure
+
 
 def print_report(report: dict) -> None:
     i = report["inputs"]
@@ -45,7 +47,7 @@ def plot_report(report: dict, path) -> None:
     ax.set_title(f"allgather, P={i['ranks']}, {i['nbytes']} B/rank, maxDelay {i['max_delay_ms']} ms", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -15,8 +15,6 @@ written after every run, so an interrupted sweep continues where it stopped.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..files import save_figure, write_atomic
 from .runner import PAP_AWARE, LabConfig, check_algorithm, run_lab
 
 KILO = 1024
@@ -147,10 +146,7 @@ class SweepCache:
     def put(self, key: str, row: dict) -> None:
         self.runs[key] = row
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".sweep.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"settings": self.settings, "runs": self.runs}, f, indent=0)
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"settings": self.settings, "runs": self.runs}, indent=0))
 
 
 def _find_topology(path: str, root: Path) -> str:
@@ -461,5 +457,5 @@ def plot_heatmap(sweep: dict, path) -> None:
     fig.text(0.01, 0.005, "Text: the fastest algorithm of the cell (a PAP-aware one with its speedup over "
              "the best regular one). Grey: no PAP-aware algorithm ran.", fontsize=7)
     fig.get_layout_engine().set(h_pad=0.12)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)

@@ -42,7 +42,9 @@ runtime does the same as the simulator - it posts the send once it may - so the 
 is the one to believe, and `compile` reports its prediction.
 
 Three engines, one rule (the transfer that completes first is taken; ties go to the
-piece of the receiver's nearest ring predecessor, see docs/grid.md):
+piece of the receiver's nearest ring predecessor; between receivers of a small pool of
+single ranks to the lower rank, or in a serial plan to the one lacking the most pieces,
+see docs/grid.md):
 - pools of pools: the paper's heap over (piece, sub-pool); FindMin on Python lists in
   small pools, with numpy and per-site receiver sides shared by all holders in large ones;
 - small pools of single ranks: the same greedy with one heap entry per receiving rank;

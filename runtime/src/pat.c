@@ -3,10 +3,12 @@
  * The application marks its computation phase (PAT_ProcessingStart, PAT_Edge(percent),
  * PAT_ProcessingEnd). At the edge the engine extrapolates when this rank will call the
  * allgather (linear extrapolation, or an EMA of past durations), sends the estimate to
- * every other rank without waiting for them, and - once all estimates are in - obtains
- * the iteration's schedule: BDR built online for the predicted pattern (bdr.c, identical
- * to the compiler's), or a compiled schedule the application named for the iteration
- * (PAT_UseSchedule). It then posts the receives of the schedule's background part (the
+ * every other rank without waiting for them, and obtains the iteration's schedule: BDR
+ * built online for the predicted pattern (bdr.c, identical to the compiler's), once all
+ * estimates are in, or at once a compiled schedule the application named for the
+ * iteration (PAT_UseSchedule), which needs nobody's estimate: its exchange completes in
+ * the background (waiting for it cost a wide-area latency per call: min3 on wan-3x16,
+ * 48 ranks, 1 MiB, flat arrivals, under SMPI: 209 ms instead of 164). It then posts the receives of the schedule's background part (the
  * ops marked background, which lead the rank's list): all at once for a dataflow
  * schedule, one at a time for a serial one (Listing 2, lines 47-51; unlike the paper's
  * blocking thread, the receives go on past the rank's first send, which only the call can
@@ -84,6 +86,7 @@ typedef struct pat_engine {
     double t_start, estimate;
     double mine[3], *theirs;       /* (estimate, tau, time sent) of every rank */
     MPI_Request *xreqs;            /* 2 * size */
+    int x_pending;                 /* a compiled schedule went ahead: xreqs still to complete */
     collsched_schedule *sched, *next_file;
     int sched_owned;
     char sched_name[PAT_REASON], next_name[PAT_REASON];
@@ -135,8 +138,19 @@ static void fail_iteration(const char *fmt, const char *arg)
     E.state = PAT_FAILED;
 }
 
+/* Completes the estimate exchange a compiled schedule went ahead of (x_pending). */
+static void finish_exchange(int blocking)
+{
+    if (!E.x_pending) return;
+    int done = 1, n = 2 * (E.size - 1);
+    if (blocking) PMPI_Waitall(n, E.xreqs, MPI_STATUSES_IGNORE);
+    else PMPI_Testall(n, E.xreqs, &done, MPI_STATUSES_IGNORE);
+    if (done) E.x_pending = 0;
+}
+
 static void send_estimate(double estimate)
 {
+    finish_exchange(1); /* the previous iteration's: every rank sent it before its call */
     /* What the iteration serves is fixed here, in program order before its call on every
      * rank, so that all ranks decide alike whatever the threads' timing. */
     E.iter_bytes = E.bytes;
@@ -291,11 +305,16 @@ static void post_bg(uint32_t i)
  * engine locked out from the other driver (busy flag). */
 static int advance(int blocking, int posted_will_do)
 {
+    finish_exchange(0);
     if (E.state == PAT_EXCHANGING) {
-        int done = 1, n = 2 * (E.size - 1);
-        if (blocking) PMPI_Waitall(n, E.xreqs, MPI_STATUSES_IGNORE);
-        else PMPI_Testall(n, E.xreqs, &done, MPI_STATUSES_IGNORE);
-        if (!done) return 1;
+        if (E.alg_bdr) { /* the online schedule is built from everybody's estimate */
+            int done = 1, n = 2 * (E.size - 1);
+            if (blocking) PMPI_Waitall(n, E.xreqs, MPI_STATUSES_IGNORE);
+            else PMPI_Testall(n, E.xreqs, &done, MPI_STATUSES_IGNORE);
+            if (!done) return 1;
+        } else {
+            E.x_pending = 1; /* a compiled schedule goes ahead; finish_exchange completes it */
+        }
         if (!E.iter_bytes) {
             fail_iteration("%s", "message size unknown: PAT_Declare, or a first call teaches it");
             return 0;
@@ -417,6 +436,7 @@ static void abandon_iteration(void)
 {
     wait_for_thread();
     if (E.state == PAT_COMPUTING) send_estimate(now());
+    finish_exchange(1);
     if (E.state == PAT_EXCHANGING) {
         PMPI_Waitall(2 * (E.size - 1), E.xreqs, MPI_STATUSES_IGNORE);
         E.state = PAT_FAILED;
@@ -630,6 +650,7 @@ int PAT_Finalize(void)
 {
     if (!E.on) return MPI_SUCCESS;
     if (E.state != PAT_IDLE) { abandon_iteration(); end_iteration(); }
+    finish_exchange(1);
 #if PAT_THREADS
     if (E.threaded) {
         pthread_mutex_lock(&E.mu);

@@ -230,7 +230,7 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
     # that; the schedule itself is the one the runtime ran (bdr: from the measured arrivals,
     # which PAT_Edge's extrapolation reproduces exactly under SMPI).
     measured = np.array(run["arrivals"])[:cfg.iterations]
-    elapsed, runs = [], []
+    elapsed, runs, fluid = [], [], []
     for k, a in enumerate(measured):
         if name in ONLINE:
             # What PAT_Edge predicted: the measured arrival, except for the rank that --late-ms
@@ -252,8 +252,16 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
         exits = tl[0].exits + start.min()
         elapsed.append(float(np.mean(exits - a)))
         runs.append(float(exits.max() - a.min()))
-    return run, {"predicted_avg_elapsed_s": float(np.mean(elapsed)),
-                 "predicted_run_time_s": float(np.mean(runs)), "pat": True}
+        if cfg.fluid:
+            from ..fluid import fluid_pattern
+
+            tl, _, _ = fluid_pattern(sched, topo, cfg.nbytes, start[None, :])
+            fluid.append(float(np.mean(tl[0].exits + start.min() - a)))
+    pred = {"predicted_avg_elapsed_s": float(np.mean(elapsed)),
+            "predicted_run_time_s": float(np.mean(runs)), "pat": True}
+    if fluid:
+        pred["fluid_avg_elapsed_s"] = float(np.mean(fluid))
+    return run, pred
 
 
 def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:

@@ -41,7 +41,9 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ranks", type=int, required=True, help="number of ranks P")
     c.add_argument("--bytes", required=True,
                    help="bytes per rank: B or MIN:MAX (one file serves the range); units like 64KiB allowed")
-    c.add_argument("--segments", type=int, default=1, help="segments per block (pipelining), default 1")
+    c.add_argument("--segments", default="auto",
+                   help="segments per block (pipelining): a count, or auto (default: min3 on a topology "
+                        "whose TCP window caps a path tries 1-16 and keeps the fastest predicted; else 1)")
     c.add_argument("--topology", help="topology YAML (default: homogeneous 1 Gbit/s, 50 us)")
     c.add_argument("--pap", help="arrival pattern YAML (default: all ranks arrive together)")
     c.add_argument("--duplex", choices=("half", "full"), help="override the topology's duplex mode")
@@ -147,6 +149,15 @@ def _size_arg(text: str | None) -> int | None:
     return lo
 
 
+def _segments_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError("--segments", text, "expected 1..65535 or auto") from None
+
+
 def _time_arg(text: str | None, flag: str) -> float | None:
     if text is None:
         return None
@@ -166,7 +177,7 @@ def cmd_compile(a) -> int:
         raise InputError(a.output, "-o", "expected a file in an existing directory")
     try:
         res = compile_schedule(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), topology=a.topology,
-                               pap=a.pap, duplex=a.duplex, segments=a.segments,
+                               pap=a.pap, duplex=a.duplex, segments=_segments_arg(a.segments),
                                tau=_time_arg(a.tau, "--tau"), collective=a.collective, output=out,
                                lower_bound=a.json, model=a.model)
     except VerificationFailed as e:
@@ -176,7 +187,10 @@ def cmd_compile(a) -> int:
         print(json.dumps(res.summary()))
     else:
         m = res.metrics
-        print(f"{out}: {a.algorithm}, {a.ranks} ranks, {res.schedule.total_ops} ops, "
+        segs = res.schedule.nseg
+        tried = f" (of {', '.join(map(str, res.segments_tried))} tried)" if res.segments_tried else ""
+        print(f"{out}: {a.algorithm}, {a.ranks} ranks, {segs} segment{'s' * (segs > 1)}{tried}, "
+              f"{res.schedule.total_ops} ops, "
               f"{res.file_bytes} bytes; verified; predicted avg elapsed "
               f"{m.avg_elapsed_s * 1e3:.3f} ms; compiled in {res.compile_time_s * 1e3:.1f} ms")
     return EXIT_OK

@@ -96,6 +96,9 @@ bench-lab: deps runtime lab
 	$(CLI) bench --backend smpi --topology topologies/wan-3x16.yaml --ranks 48 --bytes 1MiB \
 	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-wan-1m \
 	    --plot docs/img/lab-wan-1m.png
+	$(CLI) bench --backend smpi --topology topologies/wan-3x16.yaml --ranks 48 --bytes 1MiB \
+	    --algorithms min3,magpie,mpichg2,bcast-trees,spreading,bdr,native --max-delay-ms 50 \
+	    --iterations 3 --seed 1 --doc docs/benchmarks.md --section lab-wan-pap --plot docs/img/lab-wan-pap.png
 	$(CLI) bench --backend smpi --topology topologies/grid-8x128.yaml --ranks 256 --bytes 64KiB \
 	    --algorithms min3,magpie,mpichg2,native:ompi --iterations 1 --seed 1 --doc docs/benchmarks.md \
 	    --section lab-grid8-256 --plot docs/img/lab-grid8-256.png

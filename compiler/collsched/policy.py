@@ -70,15 +70,16 @@ AUTO_SEGMENTS = (1, 2, 4, 8, 16)
 
 def window_limited(topo) -> bool:
     """Does the TCP window hold some path below its bandwidth (one flow cannot fill it)?"""
-    flow = topo.flow_bandwidth()
-    off = ~np.eye(len(flow), dtype=bool)
-    return bool((flow[off] < topo.bandwidth[off]).any())
+    capped = topo.flow_bandwidth() < topo.bandwidth  # a fresh array: cheap to edit
+    np.fill_diagonal(capped, False)
+    return bool(capped.any())
 
 
 def segment_candidates(algorithm: str, topo, nranks: int) -> list[int]:
     """Segment counts `--segments auto` tries (module docstring): Min3 on a topology with
     window-capped paths, up to MAX_AUTO_OPS operations; otherwise unsegmented."""
-    if algorithm != "min3" or not window_limited(topo):
-        return [1]
     ops = 2 * nranks * (nranks - 1)  # one send and one receive per piece and rank pair
-    return [k for k in AUTO_SEGMENTS if k == 1 or ops * k <= MAX_AUTO_OPS]
+    fit = [k for k in AUTO_SEGMENTS if ops * k <= MAX_AUTO_OPS]
+    if algorithm != "min3" or len(fit) < 2 or not window_limited(topo):
+        return [1]
+    return fit

@@ -8,8 +8,9 @@
  * estimates are in, or at once a compiled schedule the application named for the
  * iteration (PAT_UseSchedule), which needs nobody's estimate: its exchange completes in
  * the background (waiting for it cost a wide-area latency per call: min3 on wan-3x16,
- * 48 ranks, 1 MiB, flat arrivals, under SMPI: 209 ms instead of 164). It then posts the receives of the schedule's background part (the
- * ops marked background, which lead the rank's list): all at once for a dataflow
+ * 48 ranks, 1 MiB, flat arrivals, under SMPI: 209 ms instead of 164). It then posts the
+ * receives of the schedule's background part (the ops marked background, which lead the
+ * rank's list): all at once for a dataflow
  * schedule, one at a time for a serial one (Listing 2, lines 47-51; unlike the paper's
  * blocking thread, the receives go on past the rank's first send, which only the call can
  * make, since its data are not ready before). Their data land in a staging buffer, since
@@ -138,14 +139,19 @@ static void fail_iteration(const char *fmt, const char *arg)
     E.state = PAT_FAILED;
 }
 
-/* Completes the estimate exchange a compiled schedule went ahead of (x_pending). */
-static void finish_exchange(int blocking)
+/* Whether this iteration's estimate exchange is complete; `blocking` waits for it. */
+static int exchange_complete(int blocking)
 {
-    if (!E.x_pending) return;
     int done = 1, n = 2 * (E.size - 1);
     if (blocking) PMPI_Waitall(n, E.xreqs, MPI_STATUSES_IGNORE);
     else PMPI_Testall(n, E.xreqs, &done, MPI_STATUSES_IGNORE);
-    if (done) E.x_pending = 0;
+    return done;
+}
+
+/* Completes the estimate exchange a compiled schedule went ahead of (x_pending). */
+static void finish_exchange(int blocking)
+{
+    if (E.x_pending && exchange_complete(blocking)) E.x_pending = 0;
 }
 
 static void send_estimate(double estimate)
@@ -308,10 +314,7 @@ static int advance(int blocking, int posted_will_do)
     finish_exchange(0);
     if (E.state == PAT_EXCHANGING) {
         if (E.alg_bdr) { /* the online schedule is built from everybody's estimate */
-            int done = 1, n = 2 * (E.size - 1);
-            if (blocking) PMPI_Waitall(n, E.xreqs, MPI_STATUSES_IGNORE);
-            else PMPI_Testall(n, E.xreqs, &done, MPI_STATUSES_IGNORE);
-            if (!done) return 1;
+            if (!exchange_complete(blocking)) return 1;
         } else {
             E.x_pending = 1; /* a compiled schedule goes ahead; finish_exchange completes it */
         }
@@ -438,7 +441,7 @@ static void abandon_iteration(void)
     if (E.state == PAT_COMPUTING) send_estimate(now());
     finish_exchange(1);
     if (E.state == PAT_EXCHANGING) {
-        PMPI_Waitall(2 * (E.size - 1), E.xreqs, MPI_STATUSES_IGNORE);
+        exchange_complete(1);
         E.state = PAT_FAILED;
     }
     if (E.state == PAT_BACKGROUND || E.state == PAT_READY) {

@@ -98,7 +98,7 @@ class Schedule:
 
 def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
                    phase=None, *, algorithm: str, half_duplex_order: bool = False,
-                   recv_phase=None) -> Schedule:
+                   recv_phase=None, recv_step=None) -> Schedule:
     """Build per-rank lists from transfers given in global order.
 
     Each transfer i moves piece (origin[i], segment[i]) from src[i] to dst[i] in step[i].
@@ -128,7 +128,8 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
     both_phases = np.concatenate([phase, rphase])
     fg = both_phases == FOREGROUND
     # Sort by (rank, background first, step, sub-step, recv before send, transfer index).
-    order = _sort_ops(rank, fg, np.concatenate([step, step]),
+    rstep = step if recv_step is None else np.asarray(recv_step, dtype=np.int64)
+    order = _sort_ops(rank, fg, np.concatenate([step, rstep]),
                       np.concatenate([substep, substep]) if half_duplex_order else None,
                       1 - kind, np.concatenate([tid, tid]))
     counts = np.bincount(rank, minlength=nranks)

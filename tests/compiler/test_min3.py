@@ -15,7 +15,7 @@ from collsched.algorithms import Request, generate, min3 as min3_module
 from collsched.algorithms.min3 import pool_schedule
 from collsched.arrivals import write_pap
 from collsched.errors import InputError
-from collsched.ir import BACKGROUND, SEND
+from collsched.ir import BACKGROUND, RECV, SEND
 from collsched.links import shared_links
 from collsched.lab.arrivals import arrival_pattern
 from collsched.pipeline import compile_schedule
@@ -325,3 +325,58 @@ def test_serial_plan_is_what_serial_execution_times():
     # Late ranks relay early ranks' pieces before they arrive (background sends).
     relay = (tl.start < a[tl.src]) & (tl.origin != tl.src)
     assert relay.sum() > p
+
+
+@contextmanager
+def ungated():
+    """Lists as before receive gating (_gate_link_receives): every op at its planned start."""
+    saved = min3_module._gate_link_receives
+    min3_module._gate_link_receives = lambda model, src, dst, item, step, *rest: (step, None)
+    try:
+        yield
+    finally:
+        min3_module._gate_link_receives = saved
+
+
+def per_rank(s, kind):
+    """Each rank's ops of one kind, in list order: (peer, origin, segment)."""
+    return [[(int(s.peer[i]), int(s.origin[i]), int(s.segment[i])) for i in range(lo, hi) if s.kind[i] == kind]
+            for lo, hi in zip(s.offsets[:-1], s.offsets[1:])]
+
+
+def test_link_receives_wait_for_the_link_as_planned():
+    """Three-site grid, 1 MiB: the receives over shared WAN links wait behind the forward
+    of the piece the link brought before, so the rendezvous transfers take the link one
+    after another, as planned, instead of all at once: the fluid model (which matches
+    SMPI) comes within 5% of the plan, and 5% or more ahead of the ungated lists."""
+    from collsched.fluid import fluid_timeline
+
+    topo = load_topology(TOPOLOGIES / "three-site-grid.yaml", 20)
+    m = 1 << 20
+    gated = min3(topo, m)
+    with ungated():
+        plain = min3(topo, m)
+    check_valid(gated, topo)
+    assert not gated.same_ops(plain)
+    assert per_rank(gated, SEND) == per_rank(plain, SEND) and per_rank(gated, RECV) == per_rank(plain, RECV)
+    fluid = {k: float(fluid_timeline(s, topo, m).exits.mean()) for k, s in (("gated", gated), ("plain", plain))}
+    dag = float(simulate(gated, topo, m)[0].exits.mean())
+    assert fluid["gated"] < 0.95 * fluid["plain"], fluid
+    assert abs(fluid["gated"] / dag - 1) < 0.05, (fluid, dag)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=grid_yaml(max_sites=4, max_hosts=5), data=st.data(),
+       nbytes=st.sampled_from([1 << 16, 300_000, 1 << 20]), nseg=st.integers(1, 2), imbalanced=st.booleans())
+def test_gating_moves_receives_only_past_sends(tmp_path, doc, data, nbytes, nseg, imbalanced):
+    """Each rank's receives keep their order, and so do its sends: gating only moves a
+    receive past sends, so the schedule verifies and the cost model can time it."""
+    topo = draw_grid(tmp_path, doc, data)
+    arrivals = draw_arrivals(data, topo.nranks) if imbalanced else None
+    gated = min3(topo, nbytes, arrivals, nseg)
+    with ungated():
+        plain = min3(topo, nbytes, arrivals, nseg)
+    check_valid(gated, topo)
+    for kind in (SEND, RECV):
+        assert per_rank(gated, kind) == per_rank(plain, kind)
+    simulate(gated, topo, nbytes, arrivals)  # no cycle in the model's port orders

@@ -380,3 +380,18 @@ def test_gating_moves_receives_only_past_sends(tmp_path, doc, data, nbytes, nseg
     for kind in (SEND, RECV):
         assert per_rank(gated, kind) == per_rank(plain, kind)
     simulate(gated, topo, nbytes, arrivals)  # no cycle in the model's port orders
+
+
+def test_two_relays_of_a_piece_enter_a_pool_inside_once(tmp_path):
+    """Hypothesis found it: on this grid (11 ranks, two per host) piece 1 was relayed at
+    the top level through two ranks of one site, 1 -> 3 and 1 -> 4, so it entered that
+    site (a pool inside the relays' sub-pool) twice. A relay's first hop may not enter a
+    pool that already holds the piece (_enters_once)."""
+    doc = {"name": "random-grid", "duplex": "full", "placement": {"ranks_per_host": 2},
+           "sites": [{"name": f"s{i}", "hosts": h, "lan": {"latency": "1us", "bandwidth": "100Mbit/s"}}
+                     for i, h in enumerate((1, 2, 2, 1))],
+           "wan": [{"between": [f"s{a}", f"s{b}"], "latency": "1ms", "bandwidth": f"{bw}Mbit/s"}
+                   for a, b, bw in ((0, 1, 3), (0, 2, 1), (0, 3, 1), (1, 2, 2), (1, 3, 1), (2, 3, 2))]}
+    topo = load_topology(write_yaml(tmp_path, doc), 11)
+    for k in (1, 2):
+        check_valid(min3(topo, 291, None, k), topo)

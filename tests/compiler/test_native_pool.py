@@ -40,8 +40,8 @@ def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
     seen = []
 
     def record(f):
-        def schedule_input_pool(model, plan, holders, groups, items):
-            f(model, plan, holders, groups, items)
+        def schedule_input_pool(model, plan, holders, groups, items, nest_rows=None):
+            f(model, plan, holders, groups, items, nest_rows)
             # insertion order counts; times to the bit (float.hex)
             seen.append([[(r, float.hex(t)) for r, t in h.items()] for h in holders])
         return schedule_input_pool
@@ -49,7 +49,7 @@ def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
     def count(f):
         def input_pool_native(*a):
             stats["native"] += 1
-            stats["relays"] += bool(a[-1])  # use_relays
+            stats["relays"] += bool(a[5])  # use_relays
             stats["large"] += sum(len(g) for g in a[3]) > min3_module.LIST_SEARCH_LIMIT
             return f(*a)
         return input_pool_native

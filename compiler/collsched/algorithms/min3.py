@@ -252,8 +252,37 @@ def _find_min(model: _Model, hold: dict, receivers: np.ndarray) -> tuple[float, 
     return float(t[i, j]), int(srcs[i]), int(receivers[j])
 
 
+def _nest_rows(tree, node, ranks) -> np.ndarray:
+    """Per rank of `ranks` (in that order), the pools it lies in below `node`, outermost
+    first, padded with -(rank + 1): the rows of two ranks first differ at the level where
+    their pools part (for _enters_once)."""
+    paths = {r: [] for r in np.asarray(ranks).tolist()}
+    stack = [node]
+    while stack:  # a pool's sub-pools are appended after the pool itself: top down
+        cur = stack.pop()
+        for c in tree.successors(cur):
+            for r in np.asarray(tree.nodes[c]["ranks"]).tolist():
+                paths[r].append(c)
+            stack.append(c)
+    depth = max(len(x) for x in paths.values()) + 1
+    return np.array([path + [-(r + 1)] * (depth - len(path)) for r, path in paths.items()], np.int64)
+
+
+def _enters_once(nest, s, x, holders) -> bool:
+    """May a relay's first hop s -> x go without its piece entering a pool a second time?
+    `nest` rows (_nest_rows) indexed like s, x and the holders: the hop enters x's pool at
+    the level where s and x part, and none of the piece's holders may be in it already.
+    (Two relays of one piece through one sub-pool made it enter a pool inside twice.)"""
+    row_s, row_x = nest[s], nest[x]
+    k = 0
+    while row_s[k] == row_x[k]:
+        k += 1
+    entered = row_x[k]
+    return all(nest[h][k] != entered for h in holders)
+
+
 def _find_relay(model: _Model, hold: dict, relays: np.ndarray, receivers: np.ndarray,
-                group_of: np.ndarray):
+                group_of: np.ndarray, nest: dict):
     """The best two-hop delivery holder -> x -> receiver through a rank x of a sub-pool that
     already has the piece: (estimated completion, holder, x, receiver).
 
@@ -262,7 +291,8 @@ def _find_relay(model: _Model, hold: dict, relays: np.ndarray, receivers: np.nda
     piles one site's pieces onto one link (three-site-grid: NTH's 8 pieces on NTH -> UT,
     while UK -> UT idles after UK's 4); a relay through another site of the same sub-pool
     spreads them over both links. The piece still enters each pool once: x's pools get it
-    from this hop, and the recursion below sees them as holding it."""
+    from this hop (which may not enter one already holding it: _enters_once), and the
+    recursion below sees them as holding it."""
     srcs = np.fromiter(hold.keys(), np.int64, len(hold))
     ready = np.fromiter(hold.values(), np.float64, len(hold))
     x = np.maximum(model.send_free[srcs], ready)
@@ -272,8 +302,10 @@ def _find_relay(model: _Model, hold: dict, relays: np.ndarray, receivers: np.nda
     t1 = np.maximum(np.maximum(x[:, None], model.link_free[ix]), port)
     t1 = np.maximum(t1, model.wan_ready(*ix)) + model.dur[ix]
     # The first hop stays inside the relay's sub-pool: from another one, the piece would
-    # enter that sub-pool a second time.
-    t1 = np.where(group_of[srcs][:, None] == group_of[relays][None, :], t1, np.inf)
+    # enter that sub-pool a second time; nor may it enter a pool inside twice.
+    ok = np.array([[_enters_once(nest, s, x, hold) for x in relays.tolist()] for s in srcs.tolist()],
+                  bool).reshape(len(srcs), len(relays))
+    t1 = np.where((group_of[srcs][:, None] == group_of[relays][None, :]) & ok, t1, np.inf)
     via = np.argmin(t1, axis=0)  # best holder for each relay
     t1 = t1[via, np.arange(len(relays))]
     ix2 = (relays[:, None], receivers[None, :])
@@ -285,7 +317,8 @@ def _find_relay(model: _Model, hold: dict, relays: np.ndarray, receivers: np.nda
     return float(t2[i, j]), int(srcs[via[i]]), int(relays[i]), int(receivers[j])
 
 
-def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list, items) -> None:
+def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list, items,
+                         nest_rows=None) -> None:
     """ScheduleInputPool (Fig. 5) with InitSched (Fig. 3) and UpdateAfterSched (Fig. 6).
 
     `holders[d]` maps each rank of this pool holding piece d to when it holds it (one rank
@@ -304,13 +337,15 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
     use_relays = (len(model.wan_free) > 1 and len(groups) > 1
                   and len(pool) * max(len(g) for g in groups) <= RELAY_SEARCH_LIMIT
                   and bool((model.wan_of[np.ix_(pool, pool)] >= 0).any()))
+    # The pools below this one, for relays only (_enters_once): nest_rows() gives them.
+    nest = nest_rows() if use_relays else None
     if native.kernels() is not None:  # the same search in C; use_relays decided above
-        return _input_pool_native(model, plan, holders, groups, items, use_relays)
+        return _input_pool_native(model, plan, holders, groups, items, use_relays, nest)
     pending = {}
     heap = []
     # The same search on plain lists for small pools (numpy's per-call cost dominates there).
     search = (_ListSearch if len(pool) <= LIST_SEARCH_LIMIT else _ArraySearch)(
-        model, plan, holders, groups, pool, group_of, use_relays)
+        model, plan, holders, groups, pool, group_of, use_relays, nest)
     best = search.best
 
     for d in items:
@@ -347,9 +382,11 @@ class _ArraySearch:
     except toward receivers s has sent to: it can only make those later, so it matters
     only if the first minimum is one of them (then the general _find_min decides)."""
 
-    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays):
+    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays, nest):
         self.model, self.plan, self.holders, self.groups = model, plan, holders, groups
         self.pool, self.group_of, self.use_relays = pool, group_of, use_relays
+        # _enters_once's rows by global rank (relays only)
+        self.nest = None if nest is None else dict(zip(pool.tolist(), map(tuple, nest.tolist())))
         self.group_arr = np.full(len(model.send_free), -1, np.int64)
         self.group_arr[pool] = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
         self.state = 0  # counts commits: the receiver sides of an older state are stale
@@ -422,7 +459,8 @@ class _ArraySearch:
             relays = np.array([x for x in self.pool.tolist() if x not in hold
                                and self.group_of[x] not in pending_d], np.int64)
             if len(relays):
-                t2, s2, x, r2 = _find_relay(self.model, hold, relays, self.groups[j], self.group_arr)
+                t2, s2, x, r2 = _find_relay(self.model, hold, relays, self.groups[j], self.group_arr,
+                                            self.nest)
                 if t2 < t:
                     return t2, ((s2, x), (x, r2))
         return t, ((s, r),)
@@ -444,8 +482,9 @@ class _ListSearch:
     indices), with the same arithmetic and the same tie-breaks (first holder, then first
     receiver, as np.argmin), written back to the model by close()."""
 
-    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays):
+    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays, nest):
         self.model, self.plan, self.holders, self.use_relays = model, plan, holders, use_relays
+        self.nest = None if nest is None else [tuple(r) for r in nest.tolist()]  # local index
         self.members = members = pool.tolist()
         self.pool_ix = ix = np.ix_(pool, pool)
         loc = {g: i for i, g in enumerate(members)}
@@ -521,7 +560,7 @@ class _ListSearch:
             t1, via = np.inf, -1
             gx, ax, fx, ox = group[x], after[x], recv_free[x], overlap[x]
             for s, xs in srcs:
-                if group[s] != gx:
+                if group[s] != gx or not _enters_once(self.nest, s, x, hold):
                     continue
                 t = link[s][x]
                 if t < xs:
@@ -621,7 +660,7 @@ class _ListSearch:
 
 
 def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, items,
-                       use_relays: bool) -> None:
+                       use_relays: bool, nest: np.ndarray | None) -> None:
     """_schedule_input_pool in C (native/input_pool.c, the search of _ListSearch at every
     pool size): the same transfers, model state and holders, bit for bit."""
     pool = np.concatenate([np.asarray(g, np.int64) for g in groups])
@@ -647,7 +686,9 @@ def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, 
     cap = 2 * len(items) * ng  # each (piece, sub-pool) once, in at most two hops
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
     count = native.call("input_pool", n, ng, len(wan_free), len(holders), len(items),
-                        model.full_duplex, use_relays, goff, group,
+                        model.full_duplex, use_relays,
+                        np.zeros(1, np.int64) if nest is None else np.ascontiguousarray(nest),
+                        0 if nest is None else nest.shape[1], goff, group,
                         block(model.dur), block(model.early), link, block(model.os), block(model.g),
                         block(model.fifo).view(np.uint8), block(model.wan_of, np.int64),
                         block(model.wan_hold), wan_free, send_free, recv_free,
@@ -1328,7 +1369,8 @@ def pool_schedule(req: Request):
             leaves.append(inside)
             continue
         local = _local_holders(holders, inside)
-        _schedule_input_pool(model, plan, local, groups, range(n_items))
+        _schedule_input_pool(model, plan, local, groups, range(n_items),
+                             lambda: _nest_rows(tree, node, np.concatenate(groups)))
         for d in range(n_items):  # Fig. 7, lines 4-12: the holder inside each sub-pool
             holders[d].update(local[d])
         stack.extend(reversed(kids))

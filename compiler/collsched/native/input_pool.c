@@ -7,7 +7,8 @@
  * In:  group[n] (each local rank's sub-pool), the matrices, wan_of (-1: no shared link),
  *      the port state and wan_free (updated in place, as _ListSearch.close() writes them
  *      back), the holders of each piece in insertion order (held_rank/held_time[held_off[d]
- *      .. held_off[d + 1]], local ranks), and the pieces to schedule, items[n_todo].
+ *      .. held_off[d + 1]], local ranks), the pieces to schedule, items[n_todo], and for
+ *      relays the pools below (nest[n * depth]: min3._nest_rows, local rank order).
  * Out: the transfers in the order taken (local ranks); returns how many, or < 0. The new
  *      holders are their receivers, in that order (the Python dicts append them so).
  */
@@ -36,6 +37,8 @@ typedef struct {
     double *reach;
     uint8_t *mark; /* scratch: the holders of the piece being searched */
     double *xs;    /* scratch: max(send_free[s], ready) per holder (_find_relay's srcs) */
+    const int64_t *nest; /* relays: min3._nest_rows, depth per rank */
+    int64_t depth;
 } pool;
 
 typedef struct {
@@ -80,6 +83,20 @@ static double find_min(const pool *P, int64_t d, int64_t j, int64_t *bs_out, int
     return best;
 }
 
+/* min3._enters_once: may a relay's first hop s -> x go without piece d entering a pool a
+ * second time (none of its holders in the pool of x where s and x part)? */
+static int enters_once(const pool *P, int64_t d, int64_t s, int64_t x)
+{
+    const int64_t D = P->depth, *rs = P->nest + s * D, *rx = P->nest + x * D;
+    int64_t k = 0;
+    while (rs[k] == rx[k])
+        k++;
+    for (int64_t h = P->hoff[d]; h < P->hoff[d] + P->hlen[d]; h++)
+        if (P->nest[P->hrank[h] * D + k] == rx[k])
+            return 0;
+    return 1;
+}
+
 /* _find_relay(hold, relays, j, bound) with relays = the ranks x not holding d whose sub-pool
  * is not pending (mark: the holders): the best two-hop delivery if it completes before
  * `bound`, else bs = -1. Pruned exactly as the Python prunes. */
@@ -96,7 +113,7 @@ static double find_relay(const pool *P, int64_t d, int64_t j, double bound, int6
         if (P->mark[x] || P->pending[d * P->ng + P->group[x]])
             continue; /* not a relay candidate */
         /* First hop: the best holder in x's own sub-pool (else the piece would enter that
-         * sub-pool twice); the first holder on ties. */
+         * sub-pool twice) whose hop enters no pool inside twice; the first on ties. */
         double t1 = INFINITY;
         int64_t via = -1;
         const int64_t gx = P->group[x];
@@ -104,7 +121,7 @@ static double find_relay(const pool *P, int64_t d, int64_t j, double bound, int6
         const uint8_t ox = P->overlap[x];
         for (int64_t h = 0; h < nh; h++) {
             int64_t s = P->hrank[h0 + h];
-            if (P->group[s] != gx)
+            if (P->group[s] != gx || !enters_once(P, d, s, x))
                 continue;
             double t = P->link[s * n + x];
             if (t < P->xs[h])
@@ -209,7 +226,8 @@ static double commit(pool *P, int64_t s, int64_t r, double ready, double *start_
 }
 
 int64_t cs_input_pool(int64_t n, int64_t ng, int64_t nw, int64_t n_items, int64_t n_todo,
-                      int64_t full, int64_t use_relays, const int64_t *goff, const int64_t *group,
+                      int64_t full, int64_t use_relays, const int64_t *nest, int64_t depth,
+                      const int64_t *goff, const int64_t *group,
                       const double *dur, const double *early, double *link, const double *os,
                       const double *gap, const uint8_t *fifo, const int64_t *wan_of,
                       const double *wan_hold, double *wan_free, double *send_free,
@@ -219,7 +237,7 @@ int64_t cs_input_pool(int64_t n, int64_t ng, int64_t nw, int64_t n_items, int64_
                       double *out_start, double *out_end)
 {
     pool P = {.n = n, .ng = ng, .nw = nw, .links = nw > 1, .full = full,
-              .use_relays = use_relays, .goff = goff, .group = group, .wan_of = wan_of,
+              .use_relays = use_relays, .nest = nest, .depth = depth, .goff = goff, .group = group, .wan_of = wan_of,
               .dur = dur, .early = early, .os = os, .gap = gap, .wan_hold = wan_hold,
               .arrival = arrival, .fifo = fifo, .link = link, .send_free = send_free,
               .recv_free = recv_free, .after = after, .wan_free = wan_free, .overlap = overlap};

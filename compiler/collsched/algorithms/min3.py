@@ -94,6 +94,9 @@ LIST_SEARCH_LIMIT = 64
 # Large pools of single ranks go to the ring engine where it fits (_ring_fits); False sends
 # them all to the round engine (tests compare the two).
 RING_ENGINE = True
+# _gate_link_receives: links whose latency is at most this share of a piece's time on them
+# (three-site grid at 256 KiB: 2.8-3.4% on its UT links; 17% on UK-NTH, not gated).
+GATE_LATENCY_SHARE = 0.05
 
 
 class _Model:
@@ -1459,11 +1462,14 @@ def _gate_link_receives(model: _Model, src, dst, item, step, topo, piece_bytes: 
     started that much later. So a rendezvous receive over a shared link is listed just
     after the receiver's first forward of the piece it took before over the same link:
     the walk, waiting for that piece (rule 2), posts the receive when the link is free,
-    where the plan starts the transfer. Three-site grid, SMPI: 11.94 -> 11.19 s at 256
+    where the plan starts the transfer. Three-site grid, SMPI: 11.94 -> 11.33 s at 256
     KiB, 46.86 -> 43.62 s at 1 MiB (docs/grid.md).
 
     Only where one flow fills the link (window-capped links want several flows in flight,
-    policy.py); in full duplex, foreground ops, and when the forward comes before the
+    policy.py) and its latency is at most GATE_LATENCY_SHARE of the piece's time on it (a
+    gated receive is posted when the previous piece has landed, so the next transfer's
+    latency is no longer hidden behind it: one latency more per transfer than planned);
+    in full duplex, foreground ops, and when the forward comes before the
     receiver's own forward of the gated piece; and a receive moves only past sends, never
     past another receive. So each rank's receives keep the plan's order - the cost model's
     receive-port order (a cycle otherwise: random grids found one), and the order in which
@@ -1472,8 +1478,9 @@ def _gate_link_receives(model: _Model, src, dst, item, step, topo, piece_bytes: 
             or not (model.wan_of >= 0).any()):
         return step, None
     shared = shared_links(topo)
-    filled = (model.wan_of >= 0) & (topo.flow_bandwidth() >= np.r_[shared.bandwidth, np.inf][model.wan_of]
-                                    * (1 - 1e-9))
+    link_bw = np.r_[shared.bandwidth, np.inf][model.wan_of]
+    filled = ((model.wan_of >= 0) & (topo.flow_bandwidth() >= link_bw * (1 - 1e-9))
+              & (topo.latency <= GATE_LATENCY_SHARE * piece_bytes / link_bw))
     if not filled.any():
         return step, None
     on_link = filled[src, dst] & foreground

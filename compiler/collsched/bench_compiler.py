@@ -60,6 +60,7 @@ def run_grid_compile_bench(topologies: Path, runs: int = 15, *, doc=None, as_jso
     """Min3 on the bundled grids: median compile_time_s over `runs` fresh processes (fewer
     for the 1024-rank case), with the native kernels and with the Python reference paths."""
     rows = []
+    load_before = os.getloadavg()[0]  # this VM's speed swings with load: say what it was
     cases = [(name, p, b, target, native) for name, p, b, target in cases for native in (True, False)]
     with Progress(transient=True) as prog:
         task = prog.add_task("compiling min3 on the grids", total=len(cases))
@@ -76,9 +77,10 @@ def run_grid_compile_bench(topologies: Path, runs: int = 15, *, doc=None, as_jso
                 "peak_rss_bytes": max(g["peak_rss_bytes"] for g in got),
             })
             prog.advance(task)
-    md = _grid_markdown(rows)
+    md = _grid_markdown(rows, (load_before, os.getloadavg()[0]))
     if as_json:
-        print(json.dumps({"algorithm": "min3", "results": rows}))
+        print(json.dumps({"algorithm": "min3", "results": rows,
+                          "load_average_1min": [load_before, os.getloadavg()[0]]}))
     else:
         print(md)
     if doc:
@@ -88,7 +90,7 @@ def run_grid_compile_bench(topologies: Path, runs: int = 15, *, doc=None, as_jso
     return 0  # the table says met or missed; a failed compile raised above
 
 
-def _grid_markdown(rows) -> str:
+def _grid_markdown(rows, load=None) -> str:
     date = datetime.date.today().isoformat()
     lines = [
         "## Compiler: Min3 on the bundled grids (issue 6 targets)",
@@ -98,7 +100,9 @@ def _grid_markdown(rows) -> str:
         "is `compile_schedule(\"min3\", P, 1 MiB, topology=...)` in a fresh Python process; "
         "*compile_time_s* is what `compile --json` reports: inputs + generate + verify + simulate "
         "+ write. Median over the runs (min-max beside it); *kernels* says whether the C kernels "
-        "(compiler/collsched/native/) or the Python reference paths ran (same schedules).",
+        "(compiler/collsched/native/) or the Python reference paths ran (same schedules)."
+        + (f" One-minute load average {load[0]:.2f} before the runs, {load[1]:.2f} after: this "
+           "2-core VM runs the same job up to twice as slowly when busy." if load else ""),
         "",
         "| topology | P | kernels | runs | compile_time_s | min-max | inputs | generate | verify | simulate | write | peak RSS MiB | target | |",
         "|:--|--:|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|",

@@ -509,6 +509,69 @@ def pattern_lower_bound(topo, nbytes: int, pattern, *, max_lp_iterations: int = 
     )
 
 
+# --- serial schedules ------------------------------------------------------------------
+
+@dataclass
+class SerialBound:
+    """Lower bounds for *serial* schedules (Schedule.serial), seconds; see serial_lower_bound."""
+
+    run_time_s: float
+    avg_elapsed_s: float
+
+
+def serial_lower_bound(topo, nbytes: int, pattern=None) -> SerialBound:
+    """Lower bounds on run time and average elapsed time of every *serial* schedule
+    (docs/semantics.md: bdr, bslb, arrival-aware min3 on a cluster), averaged over the
+    iterations of `pattern` (P arrival times, or iterations x P) as simulate_pattern
+    averages its metrics.
+
+    Serial execution posts a rank's receives one at a time, each once the previous one has
+    completed, and issues its sends one at a time, each once the previous one has arrived
+    (the runtime's run_serial and PAT engine; `simulate` times exactly that). So a receive
+    holds the port for its whole transfer, latency included: at least
+    c_r = min_s (L(s, r) + m / bflow(s, r)) per origin (with segments, nseg latencies and
+    the same bytes: more). The transfer that first brings origin o to r starts no earlier
+    than a_o (its sender holds o's piece no earlier), so by the single-machine argument
+    with release dates (as in the closed form above, F1/F4/F5):
+        E_r >= max_t ( t + c_r * #{o != r : a_o >= t} ),
+    and r's own piece leaves after a_r and has arrived when the send completes:
+    E_r >= a_r + min_s (L(r, s) + m / bflow(r, s)) (in half duplex that send joins the
+    receives on the one port). The LP bound (lower_bound) counts a receive as m / b only,
+    as a dataflow receive overlaps the previous one's latency; a serial one cannot, so
+    this bound is the larger on clusters with imbalanced arrivals (tryton-48, P = 28,
+    37,448 B, the lab's 5 ms patterns: 7.03 ms against the LP's 5.76 ms; docs/grid.md).
+    Valid for SMPI runs too: a transfer takes at least L + m / bflow there."""
+    nbytes = _check(topo, nbytes, None)[0]
+    p = topo.nranks
+    rows = np.atleast_2d(np.zeros(p) if pattern is None else np.asarray(pattern, np.float64))
+    if rows.shape[1:] != (p,) or rows.shape[0] == 0 or not np.all(np.isfinite(rows)):
+        raise InputError("serial lower bound", "pattern", f"expected finite arrival times for {p} ranks")
+    if p < 2:
+        return SerialBound(0.0, 0.0)
+    off = ~np.eye(p, dtype=bool)
+    flow = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else np.asarray(topo.bandwidth)
+    transfer = np.where(off, np.asarray(topo.latency, np.float64) + nbytes / flow, np.inf)
+    recv_job, send_job = transfer.min(0), transfer.min(1)  # [r]: into r, out of r
+    runs, elapsed = [], []
+    for a in rows:
+        a = a - a.min()
+        # Per rank r: jobs = the P-1 other origins (release a_o, length recv_job[r]); in
+        # half duplex also r's own send (release a_r, length send_job[r]).
+        release = np.where(off, a[None, :], -np.inf)  # [r, o]
+        work = np.where(off, recv_job[:, None], 0.0)
+        exits = a + send_job
+        if not topo.full_duplex:
+            release = np.concatenate([release, a[:, None]], 1)
+            work = np.concatenate([work, send_job[:, None]], 1)
+        order = np.argsort(-release, 1, kind="stable")  # latest release first
+        rs = np.take_along_axis(release, order, 1)
+        ws = np.cumsum(np.take_along_axis(work, order, 1), 1)
+        exits = np.maximum(exits, np.where(np.isfinite(rs), rs + ws, -np.inf).max(1))
+        runs.append(float(exits.max()))
+        elapsed.append(float(np.mean(exits - a)))
+    return SerialBound(float(np.mean(runs)), float(np.mean(elapsed)))
+
+
 # --- the gap table of docs/grid-baselines.md ------------------------------------------
 
 def gap_table(topology_dir, sizes=(256 << 10, 1 << 20), algorithms=None, pattern_seed=0) -> str:

@@ -45,6 +45,8 @@ class CompileResult:
     # lower_bound_note says why it is missing (not asked for, too many ranks).
     lower_bound: object = None
     lower_bound_note: str | None = "not computed (compile_schedule(lower_bound=True) or compile --json)"
+    # lowerbound.SerialBound for a serial schedule (no serial one beats it), else None
+    serial_bound: object = None
     # segments="auto" with more than one candidate: segment count -> predicted avg elapsed
     segments_tried: dict | None = None
 
@@ -84,16 +86,21 @@ class CompileResult:
     def _bound_summary(self) -> dict:
         """lower_bound_s bounds the run time; gap = predicted_run_time_s / lower_bound_s - 1.
         The *_avg_elapsed_s pair does the same for the average elapsed time (docs/grid-baselines.md)."""
-        lb = self.lower_bound
+        lb, sb = self.lower_bound, self.serial_bound
+        # Serial schedules (docs/semantics.md) also get the bound of serial execution, which
+        # no serial schedule beats (lowerbound.serial_lower_bound): how far the LP's gap
+        # is the serial execution itself, how far the plan.
+        serial = {"serial_lower_bound_s": sb.run_time_s if sb else None,
+                  "serial_lower_bound_avg_elapsed_s": sb.avg_elapsed_s if sb else None}
         if lb is None:
             return {"lower_bound_s": None, "gap": None, "lower_bound_avg_elapsed_s": None,
                     "gap_avg_elapsed": None, "lower_bound_method": None, "lower_bound_time_s": None,
-                    "lower_bound_note": self.lower_bound_note}
+                    "lower_bound_note": self.lower_bound_note, **serial}
 
         def gap(predicted, bound):
             return predicted / bound - 1.0 if bound > 0 else None
 
-        return {"lower_bound_s": lb.run_time_s,
+        return {**serial, "lower_bound_s": lb.run_time_s,
                 "gap": gap(self.metrics.run_time_s, lb.run_time_s),
                 "lower_bound_avg_elapsed_s": lb.avg_elapsed_s,
                 "gap_avg_elapsed": gap(self.metrics.avg_elapsed_s, lb.avg_elapsed_s),
@@ -258,13 +265,15 @@ MAX_BOUND_RANKS = 1024  # beyond: the closed-form part alone takes seconds (P^2 
 
 
 def _attach_lower_bound(result: CompileResult, topo, nbytes: int, pattern: np.ndarray) -> None:
-    from .lowerbound import pattern_lower_bound
+    from .lowerbound import pattern_lower_bound, serial_lower_bound
 
     if topo.nranks > MAX_BOUND_RANKS:
         result.lower_bound_note = f"skipped: more than {MAX_BOUND_RANKS} ranks"
         return
     result.lower_bound = pattern_lower_bound(topo, nbytes, pattern)
     result.lower_bound_note = None
+    if result.schedule.serial:
+        result.serial_bound = serial_lower_bound(topo, nbytes, pattern)
 
 
 def verify_file(path: str | Path) -> tuple[Schedule, list[Violation]]:

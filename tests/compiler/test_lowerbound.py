@@ -14,7 +14,7 @@ from collsched.algorithms import REGISTRY, Request, generate
 from collsched.cli import main
 from collsched.errors import InputError
 from collsched.links import shared_links
-from collsched.lowerbound import lower_bound, pattern_lower_bound
+from collsched.lowerbound import lower_bound, pattern_lower_bound, serial_lower_bound
 from collsched.pipeline import compile_schedule
 from collsched.policy import mark_fifo_links
 from collsched.simulate import simulate_pattern
@@ -251,3 +251,99 @@ def test_compile_reports_bound_and_gap(tmp_path, capsys):
         d["predicted_avg_elapsed_s"] / d["lower_bound_avg_elapsed_s"] - 1)
     assert d["gap"] > 1  # magpie funnels the WAN through one port per site
     assert d["lower_bound_time_s"] > 0 and d["lower_bound_time_s"] not in d["timings_s"].values()
+
+
+# --- serial schedules (serial_lower_bound) ---------------------------------------------
+
+SERIAL_ALGORITHMS = ("bdr", "bslb", "min3")  # min3: serial with arrivals on a cluster
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=st.integers(2, 12), seed=st.integers(0, 2**32 - 1), nseg=st.integers(1, 3),
+       nbytes=st.sampled_from([0, 1, 1000, 37448, 300_000]), full=st.booleans(),
+       hosts=st.sampled_from(["homogeneous", "random"]),
+       arrivals=st.sampled_from(["random", "two iterations", "one late"]))
+def test_no_serial_schedule_beats_the_serial_bound(p, seed, nseg, nbytes, full, hosts, arrivals):
+    """Every serial schedule, timed by the cost model, exits no earlier than the serial
+    bound says, on homogeneous and random clusters, both duplex modes, with segments."""
+    rng = np.random.default_rng(seed)
+    topo = (homogeneous(p, latency_s=float(rng.uniform(1e-6, 1e-3)), bandwidth_Bps=float(10 ** rng.uniform(7, 10)))
+            if hosts == "homogeneous" else random_topology(p, 1, rng, full, None, False))
+    topo = topo.with_duplex(full)
+    rows = 2 if arrivals == "two iterations" else 1
+    pattern = rng.uniform(0, 0.01, (rows, p))
+    if arrivals == "one late":
+        pattern[0] = 0.0
+        pattern[0, rng.integers(p)] = 0.02
+    bound = serial_lower_bound(topo, nbytes, pattern)
+    checked = 0
+    for alg in SERIAL_ALGORITHMS:
+        req = Request(p, nbytes=nbytes, nseg=nseg, full_duplex=full, topology=topo,
+                      arrivals=pattern[0] - pattern[0].min())
+        if REGISTRY[alg].check(req) is not None:
+            continue  # bdr and bslb move whole blocks
+        sched = generate(alg, req)
+        if not sched.serial:
+            continue
+        mark_fifo_links(sched, topo, nbytes)
+        m = simulate_pattern(sched, topo, nbytes, pattern)[2]
+        assert m.run_time_s >= bound.run_time_s * (1 - SLACK), (alg, m.run_time_s, bound)
+        assert m.avg_elapsed_s >= bound.avg_elapsed_s * (1 - SLACK), (alg, m.avg_elapsed_s, bound)
+        checked += 1
+    assert checked >= (2 if nseg == 1 else 0)  # bdr and bslb; min3 where its plan is serial
+
+
+@pytest.mark.parametrize("p", [2, 5, 8, 13])
+def test_serial_bound_is_exact_for_the_serial_ring(p):
+    """Flat arrivals: bdr is the ring, run serially: P-1 steps of L + B/b each, which is
+    the bound exactly (a bound counting B/b per receive, as the LP does, would be lower)."""
+    lat, bw, nbytes = 5e-5, 1.25e8, 37448
+    topo = homogeneous(p, latency_s=lat, bandwidth_Bps=bw)
+    b = serial_lower_bound(topo, nbytes)
+    assert b.run_time_s == pytest.approx((p - 1) * (lat + nbytes / bw), rel=1e-12)
+    assert b.avg_elapsed_s == pytest.approx(b.run_time_s, rel=1e-12)
+    sched = generate("bdr", Request(p, nbytes=nbytes, topology=topo, arrivals=np.zeros(p)))
+    assert sched.serial
+    m = simulate_pattern(sched, topo, nbytes, np.zeros((1, p)))[2]
+    assert m.run_time_s == pytest.approx(b.run_time_s, rel=1e-9)
+    if p > 2:  # (P - 2) latencies above the LP bound
+        assert b.run_time_s > lower_bound(topo, nbytes).run_time_s * (1 + 1e-9)
+
+
+def test_serial_bound_by_hand():
+    """Three ranks, full duplex, L = 1, B/b = 2 (c = 3), arrivals 0, 0, 10: rank 0 takes
+    rank 1's piece from 0 and rank 2's from 10: exit 13; likewise rank 1; rank 2 takes
+    both from 0 (exit 6) but must still send its own from 10: exit 13. Half duplex: rank
+    2's send joins its receives on the one port, which changes nothing here; arrivals 0,
+    0, 1 make it bind: rank 2's port has three transfers to carry from 0: exit 9, not 6."""
+    topo = homogeneous(3, latency_s=1.0, bandwidth_Bps=1.0)
+    a = np.array([0.0, 0.0, 10.0])
+    b = serial_lower_bound(topo, 2, a)
+    assert b.run_time_s == pytest.approx(13.0)
+    assert b.avg_elapsed_s == pytest.approx((13 + 13 + 3) / 3)
+    half = topo.with_duplex(False)
+    assert serial_lower_bound(half, 2, a).avg_elapsed_s == pytest.approx((13 + 13 + 3) / 3)
+    a = np.array([0.0, 0.0, 1.0])
+    assert serial_lower_bound(topo, 2, a).run_time_s == pytest.approx(max(1 + 3, 3 + 3))
+    assert serial_lower_bound(half, 2, a).run_time_s == pytest.approx(3 * 3)
+
+
+def test_serial_bound_bad_input_is_one_line():
+    with pytest.raises(InputError, match="finite arrival times for 4 ranks"):
+        serial_lower_bound(homogeneous(4), 100, [0, 1])
+    with pytest.raises(InputError, match="non-negative integer"):
+        serial_lower_bound(homogeneous(4), -1)
+
+
+def test_compile_reports_the_serial_bound_for_serial_schedules(tmp_path):
+    """compile --json: serial_lower_bound_* for a serial schedule (bdr, arrival-aware min3
+    on a cluster), between the LP bound and the prediction; None for a dataflow one."""
+    tryton = str(TOPOLOGIES / "tryton-48.yaml")
+    pap = tmp_path / "a.yaml"
+    pap.write_text("unit: ms\narrivals: [0, 0.9, 0.2, 0.6, 0.05, 1.0, 0.5, 0.15]\n")
+    for alg in ("bdr", "min3"):
+        d = compile_schedule(alg, 8, 37448, topology=tryton, pap=str(pap), lower_bound=True).summary()
+        assert d["lower_bound_avg_elapsed_s"] < d["serial_lower_bound_avg_elapsed_s"] <= d["predicted_avg_elapsed_s"]
+        assert d["serial_lower_bound_s"] <= d["predicted_run_time_s"]
+    d = compile_schedule("ring", 8, 37448, topology=tryton, pap=str(pap), lower_bound=True).summary()
+    assert d["serial_lower_bound_s"] is None and d["serial_lower_bound_avg_elapsed_s"] is None

@@ -343,4 +343,18 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
     inputs = cfg.inputs()
     inputs["algorithms"] = algorithms
-    return {"backend": cfg.backend, "inputs": inputs, "results": results}
+    report = {"backend": cfg.backend, "inputs": inputs, "results": results}
+    if np.ptp(pattern, axis=1).max() > 0:
+        report["bounds"] = pattern_bounds(topo, cfg.nbytes, pattern)
+    return report
+
+
+def pattern_bounds(topo, nbytes: int, pattern: np.ndarray) -> dict:
+    """Lower bounds on the average elapsed time for the seeded pattern, under the cost
+    model (lowerbound.py): the LP bound holds for every verified schedule, the serial one
+    for every serial schedule (bdr, bslb, arrival-aware min3 on a cluster)."""
+    from ..lowerbound import pattern_lower_bound, serial_lower_bound
+
+    lp = pattern_lower_bound(topo, nbytes, pattern)
+    return {"lp_avg_elapsed_s": lp.avg_elapsed_s, "lp_method": lp.method,
+            "serial_avg_elapsed_s": serial_lower_bound(topo, nbytes, pattern).avg_elapsed_s}

@@ -160,3 +160,18 @@ def test_imbalanced_report_says_how_and_bounds_what_smpi_measured():
     assert text.splitlines()[0] in markdown(rep)
     flat = run_lab(dataclasses.replace(cfg, max_delay_ms=0.0, iterations=1), ["ring", "min3"])
     assert "bounds" not in flat and notes(flat) == []
+
+
+def test_grid_report_gives_min3s_improvement_over_the_paper_baselines():
+    """The Min3 paper's figure (52% on average over its baselines) is checked in the
+    report: 1 - min3 / baseline per baseline and their mean, from the measured rows."""
+    from collsched.lab.report import notes
+
+    cfg = LabConfig("smpi", str(TOPO / "three-site-grid.yaml"), 6, 65536, iterations=1, flat_iterations=0)
+    rep = run_lab(cfg, ["min3", "magpie", "mpichg2", "bcast-trees"])
+    t = {r["algorithm"]: r["avg_elapsed_s"] for r in rep["results"] if r["data_ok"]}
+    assert len(t) == 4
+    gains = [1 - t["min3"] / t[b] for b in ("magpie", "mpichg2", "bcast-trees")]
+    (line,) = [ln for ln in notes(rep) if ln.startswith("Min3's improvement")]
+    assert f"magpie {gains[0]:.1%}" in line and f"average {sum(gains) / 3:.1%}" in line
+    assert "bounds" not in rep  # flat arrivals

@@ -286,12 +286,17 @@ class _Model:
         if not self.full:
             release = np.concatenate([release, a[:, None]], 1)
             work = np.concatenate([work, own_send[:, None]], 1)
-        release = np.where(np.isfinite(release), release, -np.inf)
-        order = np.argsort(-release, 1, kind="stable")  # latest release first
-        rs = np.take_along_axis(release, order, 1)
-        ws = np.cumsum(np.take_along_axis(work, order, 1), 1)
-        single_machine = np.where(np.isfinite(rs), rs + ws, -np.inf).max(1)
-        return np.maximum(cf, single_machine)
+        return np.maximum(cf, _single_machine(np.where(np.isfinite(release), release, -np.inf), work))
+
+
+def _single_machine(release: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """Per row r, max over t of t + the work of the jobs released at or after t: a lower
+    bound on when one machine (a port) can have finished them all, preemptive or not.
+    release, work: (P, J); a release of -inf marks no job."""
+    order = np.argsort(-release, 1, kind="stable")  # latest release first
+    rs = np.take_along_axis(release, order, 1)
+    ws = np.cumsum(np.take_along_axis(work, order, 1), 1)
+    return np.where(np.isfinite(rs), rs + ws, -np.inf).max(1)
 
 
 def _site_index(topo) -> np.ndarray:
@@ -563,10 +568,7 @@ def serial_lower_bound(topo, nbytes: int, pattern=None) -> SerialBound:
         if not topo.full_duplex:
             release = np.concatenate([release, a[:, None]], 1)
             work = np.concatenate([work, send_job[:, None]], 1)
-        order = np.argsort(-release, 1, kind="stable")  # latest release first
-        rs = np.take_along_axis(release, order, 1)
-        ws = np.cumsum(np.take_along_axis(work, order, 1), 1)
-        exits = np.maximum(exits, np.where(np.isfinite(rs), rs + ws, -np.inf).max(1))
+        exits = np.maximum(exits, _single_machine(release, work))
         runs.append(float(exits.max()))
         elapsed.append(float(np.mean(exits - a)))
     return SerialBound(float(np.mean(runs)), float(np.mean(elapsed)))

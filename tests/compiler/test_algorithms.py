@@ -125,3 +125,20 @@ def test_fifo_policy_marks_lan_not_wan():
     assert wan.any() and (~wan).any()
     assert np.all(s.fifo[sends[wan]] == 0) and np.all(s.fifo[sends[~wan]] == 1)
     assert np.all(s.fifo[s.kind == 1] == 0)
+
+
+@pytest.mark.parametrize("nbytes", [1 << 20, 4 << 20, 16 << 20])
+def test_fifo_policy_never_marks_a_window_capped_path(nbytes):
+    """wan-3x16's WAN paths are capped by the 4 MiB TCP window; from 2 MiB pieces on, the
+    transfer time (2 L m / W) exceeds the latency, yet several flows in flight are still
+    what fills the link: no FIFO there at any size (magpie at 4 MiB: 5.9 s predicted with
+    the latency rule alone, 0.64 s without)."""
+    topo = load_topology(TOPOLOGIES / "wan-3x16.yaml", 48)
+    capped = topo.flow_bandwidth() < topo.bandwidth
+    assert capped.any()
+    for alg in ("ring", "magpie"):
+        s = compile_schedule(alg, 48, nbytes, topology=str(TOPOLOGIES / "wan-3x16.yaml")).schedule
+        sends = np.nonzero(s.kind == 0)[0]
+        on_capped = capped[s.rank_of_op[sends], s.peer[sends]]
+        assert on_capped.any() and np.all(s.fifo[sends[on_capped]] == 0)
+        assert np.all(s.fifo[sends[~on_capped]] == 1)  # the LAN: latency < transfer time

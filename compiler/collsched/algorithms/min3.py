@@ -71,7 +71,7 @@ import numpy as np
 
 from .. import native, pools as pooltree
 from ..links import port_bandwidth, shared_links
-from ..policy import mark_fifo_links, serial_list_schedule
+from ..policy import fifo_link, mark_fifo_links, serial_list_schedule
 from ..verify import verify
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
 from . import Request, register
@@ -113,7 +113,7 @@ class _Model:
             # A receiving port frees when the bytes have landed, `early` before the end.
             self.early = np.where(eye, 0.0, self.dur - m / recv_rate)
             # policy.mark_fifo_links: a FIFO send waits for the previous message on its link.
-            self.fifo = ~eye & (topo.latency < m / flow)
+            self.fifo = ~eye & fifo_link(topo.latency, m, flow, topo.bandwidth)
         self.os = np.where(eye, 0.0, topo.send_overhead(m))
         self.g = np.where(eye, 0.0, topo.gap(m))
         self.full_duplex = bool(full_duplex)

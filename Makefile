@@ -93,9 +93,15 @@ bench-lab: deps runtime lab
 	$(CLI) bench --backend smpi --topology topologies/three-site-grid.yaml --ranks 20 --bytes 1MiB \
 	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-grid-1m \
 	    --plot docs/img/lab-grid-1m.png
+	$(CLI) bench --backend smpi --topology topologies/three-site-grid.yaml --ranks 20 --bytes 4MiB \
+	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-grid-4m \
+	    --plot docs/img/lab-grid-4m.png
 	$(CLI) bench --backend smpi --topology topologies/wan-3x16.yaml --ranks 48 --bytes 1MiB \
 	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-wan-1m \
 	    --plot docs/img/lab-wan-1m.png
+	$(CLI) bench --backend smpi --topology topologies/wan-3x16.yaml --ranks 48 --bytes 4MiB \
+	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-wan-4m \
+	    --plot docs/img/lab-wan-4m.png
 	$(CLI) bench --backend smpi --topology topologies/wan-3x16.yaml --ranks 48 --bytes 1MiB \
 	    --algorithms min3,magpie,mpichg2,bcast-trees,spreading,bdr,native --max-delay-ms 50 \
 	    --iterations 3 --seed 1 --doc docs/benchmarks.md --section lab-wan-pap --plot docs/img/lab-wan-pap.png

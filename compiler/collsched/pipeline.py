@@ -87,9 +87,9 @@ class CompileResult:
         """lower_bound_s bounds the run time; gap = predicted_run_time_s / lower_bound_s - 1.
         The *_avg_elapsed_s pair does the same for the average elapsed time (docs/grid-baselines.md)."""
         lb, sb = self.lower_bound, self.serial_bound
-        # Serial schedules (docs/semantics.md) also get the bound of serial execution, which
-        # no serial schedule beats (lowerbound.serial_lower_bound): how far the LP's gap
-        # is the serial execution itself, how far the plan.
+        # Serial schedules (docs/semantics.md) also get the bound no serial schedule beats
+        # (lowerbound.serial_lower_bound): it tells which part of the gap to the LP bound
+        # serial execution itself costs, and which part the plan.
         serial = {"serial_lower_bound_s": sb.run_time_s if sb else None,
                   "serial_lower_bound_avg_elapsed_s": sb.avg_elapsed_s if sb else None}
         if lb is None:

@@ -19,7 +19,7 @@ messages in flight is what fills the link - and never where the TCP window caps 
 path: there one flow cannot fill the link at any size, and a large piece's transfer time
 grows with the window's cap (2 L m / W), so the latency rule alone would mark it (wan-3x16,
 4 MiB pieces: magpie's coordinators then sent their blocks one after another, 5.9 s
-predicted instead of 0.5 s at 2 MiB).
+predicted instead of 0.64 s).
 """
 from __future__ import annotations
 

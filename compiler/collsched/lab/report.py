@@ -7,9 +7,9 @@ from rich.table import Table
 from ..files import save_figure
 from .runner import ONLINE, PAP_AWARE
 
+GRID_BASELINES = ("magpie", "mpichg2", "bcast-trees")  # the Min3 paper's (docs/grid-baselines.md)
 # The BDR paper's best case (Proficz 2021, section 5): BDR 1.9x faster than the best
 # regular algorithm at P = 28, 256K floats, maxDelay 5 ms, on its 1 GbE cluster.
-GRID_BASELINES = ("magpie", "mpichg2", "bcast-trees")  # the Min3 paper's (docs/grid-baselines.md)
 PAPER_BEST = "1.9x (BDR, P = 28, 256K floats, maxDelay 5 ms, on the paper's 1 GbE cluster)"
 
 

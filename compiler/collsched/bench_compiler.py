@@ -77,10 +77,10 @@ def run_grid_compile_bench(topologies: Path, runs: int = 15, *, doc=None, as_jso
                 "peak_rss_bytes": max(g["peak_rss_bytes"] for g in got),
             })
             prog.advance(task)
-    md = _grid_markdown(rows, (load_before, os.getloadavg()[0]))
+    load = (load_before, os.getloadavg()[0])
+    md = _grid_markdown(rows, load)
     if as_json:
-        print(json.dumps({"algorithm": "min3", "results": rows,
-                          "load_average_1min": [load_before, os.getloadavg()[0]]}))
+        print(json.dumps({"algorithm": "min3", "results": rows, "load_average_1min": list(load)}))
     else:
         print(md)
     if doc:

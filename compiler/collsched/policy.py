@@ -29,12 +29,18 @@ from .ir import SEND, Schedule
 from .links import port_bandwidth
 
 
+def window_capped(flow_bw, bandwidth):
+    """Elementwise: does the TCP window hold the path below its bandwidth (one flow
+    cannot fill it)? flow_bw is Topology.flow_bandwidth()."""
+    return flow_bw < bandwidth * (1 - 1e-9)
+
+
 def fifo_link(latency, piece_bytes, flow_bw, bandwidth):
     """Whether a message of piece_bytes goes FIFO on a link (module docstring): its
     latency is below the transfer time, and the TCP window does not cap the path. Works
     elementwise; the one rule of mark_fifo_links and of the Min3 planner's model."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (latency < piece_bytes / flow_bw) & (flow_bw >= bandwidth * (1 - 1e-9))
+        return (latency < piece_bytes / flow_bw) & ~window_capped(flow_bw, bandwidth)
 
 
 def mark_fifo_links(sched: Schedule, topo, nbytes: int) -> int:
@@ -81,7 +87,7 @@ AUTO_SEGMENTS = (1, 2, 4, 8, 16)
 
 def window_limited(topo) -> bool:
     """Does the TCP window hold some path below its bandwidth (one flow cannot fill it)?"""
-    capped = topo.flow_bandwidth() < topo.bandwidth  # a fresh array: cheap to edit
+    capped = window_capped(topo.flow_bandwidth(), topo.bandwidth)  # a fresh array: cheap to edit
     np.fill_diagonal(capped, False)
     return bool(capped.any())
 

@@ -73,9 +73,10 @@ class LabConfig:
     workdir: str | None = None
     extra: dict = field(default_factory=dict)
     fluid: bool = False  # also predict with the fluid model (fluid.py; the model check does)
+    bounds: bool = True  # lower bounds for an imbalanced pattern (pattern_bounds; the sweep skips them)
 
     def inputs(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("workdir", "extra", "fluid")}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("workdir", "extra", "fluid", "bounds")}
         d["collective"] = "allgather"
         return d
 
@@ -344,7 +345,7 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     inputs = cfg.inputs()
     inputs["algorithms"] = algorithms
     report = {"backend": cfg.backend, "inputs": inputs, "results": results}
-    if np.ptp(pattern, axis=1).max() > 0:
+    if cfg.bounds and np.ptp(pattern, axis=1).max() > 0:
         report["bounds"] = pattern_bounds(topo, cfg.nbytes, pattern)
     return report
 

@@ -21,7 +21,8 @@ This model replays the execution instead (docs/semantics.md):
   and so does every synchronous send (a serial schedule's, a FIFO one) whatever its size.
 A transfer then waits its latency and moves its bytes as a flow. The flows in progress
 share every resource they cross max-min fairly (progressive filling): the sender's and
-the receiver's NIC, each a split-duplex port at the site's LAN rate, the shared WAN link
+the receiver's NIC, each a split-duplex port at the site's LAN rate (in half duplex one
+capacity for both directions), the shared WAN link
 between two sites, and on matrix topologies the pair's own link; a flow also never
 exceeds what one TCP window allows (Topology.flow_bandwidth). These are the platform
 and the network model the lab gives SimGrid (lab/platform.py, CM02): the model check
@@ -79,6 +80,7 @@ class _Network:
                 self.capacity.append(float(bw[x, y]))
             return pair_ids[k]
 
+        down = nh if topo.full_duplex else 0
         for t in range(len(src)):
             if hs[t] == hd[t]:
                 self.resources.append(())  # the host's loopback: the flow's own rate only
@@ -86,7 +88,8 @@ class _Network:
             # The route: sender's NIC up, WAN link or pair link, receiver's NIC down. (No
             # cross traffic: SMPI's runs show none - ring on tryton-48 moves at the full NIC
             # rate, where SimGrid's 5% for the ACKs would slow it by 5%.)
-            res = [(int(hs[t]), 1.0), (nh + int(hd[t]), 1.0)]
+            # Half duplex: one port per host, its up and down flows share one capacity.
+            res = [(int(hs[t]), 1.0), (down + int(hd[t]), 1.0)]
             if wan[t] >= 0:
                 res.append((2 * nh + int(wan[t]), 1.0))
             if pair is not None:

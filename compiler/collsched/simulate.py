@@ -125,6 +125,7 @@ class _Plan:
         # the port's own rate (several such flows share one receiving NIC side by side).
         recv_rate = port_bandwidth(topo)[1] if hasattr(topo, "host_site") else topo.bandwidth
         port_free_early = self.duration - self.nbytes / recv_rate[src, dst]
+        self._early, self._serial = port_free_early, serial_sends  # for _GreedyPorts
         self.os = self._pairwise(topo.send_overhead, src, dst)
         self.g = self._pairwise(topo.gap, src, dst)
 
@@ -133,31 +134,10 @@ class _Plan:
         # lands after that one's last (Start + L >= previous TotalTime). Eq. 3 of the Min3
         # paper keeps the port busy for the whole latency, which makes every message over a
         # long WAN link cost its full latency in sequence; real links pipeline them.
-        preds, kinds, offsets = [], [], []
         no_offset = np.zeros(n)
-        if topo.full_duplex:
-            # Previous send in the sender's list; previous recv in the receiver's list.
-            preds.append(self._previous_in_list(so, rank, tr_of_op, s.kind == SEND, s.total_ops))
-            # Serial sends (the PAT engine's execution: one synchronous send at a time) hold
-            # the port until the message has arrived, not only for os(m).
-            kinds.append(_END if serial_sends else _OS)
-            offsets.append(no_offset)
-            preds.append(self._previous_in_list(ro, rank, tr_of_op, s.kind == RECV, s.total_ops))
-            kinds.append(_END if serial_sends else _PORT_END)
-            # Serial receives are posted one at a time, each once the previous has arrived;
-            # a synchronous send moves only once matched: no overlap with the previous one.
-            offsets.append(no_offset if serial_sends else -port_free_early)
-        else:
-            # One port: the previous op of any kind, released after os (send) or at the end (recv).
-            everything = np.ones(s.total_ops, bool)
-            for ops, receiving in ((so, False), (ro, True)):
-                p = self._previous_in_list(ops, rank, tr_of_op, everything, s.total_ops)
-                prev_op = self._previous_op(ops, rank, s)
-                prev_send = (prev_op >= 0) & (s.kind[np.maximum(prev_op, 0)] == SEND)
-                preds.append(p)
-                kinds.append(_END if serial_sends else np.where(prev_send, _OS, _PORT_END))
-                offsets.append(np.where(~prev_send & (not serial_sends), -port_free_early, 0.0)
-                               if receiving else no_offset)
+        ports = (so, ro, rank, tr_of_op, s, serial_sends, port_free_early, no_offset)
+        self._ports = ports  # kept for the half-duplex fallback below; dropped after it
+        preds, kinds, offsets = self._port_columns(topo.full_duplex, *ports)
         # Previous transfer on the same directed link.
         link = src.astype(np.int64) * s.nranks + dst
         lo = np.lexsort((np.arange(n), link))
@@ -194,6 +174,7 @@ class _Plan:
         # The columns, stacked into pred, kind and offset when first asked for (the Python
         # paths); the native path reads them as they are (stacking costs ~85 MB at 1M).
         self._columns = preds, kinds, offsets
+        self._rest = preds[2:], kinds[2:], offsets[2:]  # all but the port columns
         self._stacked = None
         self._zero_offset = np.array([o is no_offset for o in offsets], np.uint8)  # all +0.0
         # Shared WAN links: which one each transfer crosses, and how long it holds it.
@@ -217,17 +198,77 @@ class _Plan:
         # With the native kernels every plan is timed as _PyGraph times it, in C. Without,
         # small plans with shared links are timed in plain Python (_PyGraph): each link pass
         # adds long chains, and numpy costs microseconds per call, a dozen calls per wave.
+        self._greedy = None
+        try:
+            self._prepare_timing()
+        except ModelCycle:
+            if topo.full_duplex:
+                raise
+            self._use_greedy_ports()
+        self._ports = self._rest = None
+
+    def _prepare_timing(self):
         self._py = self._order = self._csr = self._native = None
         if native.kernels() is not None:
             self._native = _NativeGraph(self)
             if not self._native.acyclic:  # a cycle: _topological_waves reports it
                 self._native = None
-        elif len(self.on_wan) and n <= PY_MAX_TRANSFERS:
+        elif len(self.on_wan) and self.n <= PY_MAX_TRANSFERS:
             self._py = _PyGraph(self)
             if self._py.levels is None:  # a cycle: _topological_waves reports it
                 self._py = None
         if self._py is None and self._native is None:
             self._order = self._topological_waves(self.pred)
+
+    def _use_greedy_ports(self):
+        """Half duplex where the lists give no single-port order (docs/semantics.md).
+
+        A schedule compiled for full duplex has every rank send and receive in the same
+        step (ring: send to the right, receive from the left), so "list order is port
+        order" on one port makes every rank's first transfer wait for its neighbour's:
+        a cycle. Such schedules keep the full-duplex constraints (sends in list order,
+        receives in list order, data, FIFO, rendezvous) and their one port serves its
+        sends and receives interleaved greedily in simulated time (_GreedyPorts)."""
+        preds, kinds, offsets = self._port_columns(True, *self._ports)
+        rest_p, rest_k, rest_o = self._rest
+        no_offset = self._ports[-1]
+        offsets = offsets + list(rest_o)
+        self._columns = preds + list(rest_p), kinds + list(rest_k), offsets
+        self._stacked = None
+        self._zero_offset = np.array([o is no_offset for o in offsets], np.uint8)
+        self._py = self._native = self._csr = None
+        self._order = self._topological_waves(self.pred)  # ModelCycle if even these cycle
+        self._greedy = _GreedyPorts(self)
+
+    def _port_columns(self, full_duplex, so, ro, rank, tr_of_op, s, serial_sends,
+                      port_free_early, no_offset):
+        """The two port columns (pred, kind, offset): the sender's and the receiver's previous
+        use of its port, in list order."""
+        preds, kinds, offsets = [], [], []
+        if full_duplex:
+            # Previous send in the sender's list; previous recv in the receiver's list.
+            preds.append(self._previous_in_list(so, rank, tr_of_op, s.kind == SEND, s.total_ops))
+            # Serial sends (the PAT engine's execution: one synchronous send at a time) hold
+            # the port until the message has arrived, not only for os(m).
+            kinds.append(_END if serial_sends else _OS)
+            offsets.append(no_offset)
+            preds.append(self._previous_in_list(ro, rank, tr_of_op, s.kind == RECV, s.total_ops))
+            kinds.append(_END if serial_sends else _PORT_END)
+            # Serial receives are posted one at a time, each once the previous has arrived;
+            # a synchronous send moves only once matched: no overlap with the previous one.
+            offsets.append(no_offset if serial_sends else -port_free_early)
+        else:
+            # One port: the previous op of any kind, released after os (send) or at the end (recv).
+            everything = np.ones(s.total_ops, bool)
+            for ops, receiving in ((so, False), (ro, True)):
+                p = self._previous_in_list(ops, rank, tr_of_op, everything, s.total_ops)
+                prev_op = self._previous_op(ops, rank, s)
+                prev_send = (prev_op >= 0) & (s.kind[np.maximum(prev_op, 0)] == SEND)
+                preds.append(p)
+                kinds.append(_END if serial_sends else np.where(prev_send, _OS, _PORT_END))
+                offsets.append(np.where(~prev_send & (not serial_sends), -port_free_early, 0.0)
+                               if receiving else no_offset)
+        return preds, kinds, offsets
 
     @property
     def pred(self) -> np.ndarray:
@@ -346,7 +387,9 @@ class _Plan:
                           np.where(self.recv_waits_arrival, a[self.dst], -np.inf))
         base = np.where(np.isfinite(base), base, a.min() if len(a) else 0.0)
         timed = self._native.time(base) if self._native is not None else None
-        if timed is not None:
+        if self._greedy is not None:
+            start, end = self._greedy.time(base)
+        elif timed is not None:
             start, end = timed
         elif self._native is not None:  # cannot happen (native/dag.c): the reference says why
             self._order = self._topological_waves(self.pred)
@@ -533,6 +576,111 @@ class _PyGraph:
             rel[j + 3] = st + wan_time[v]
             rel[j + 4] = ready + dur[v]
         return start, end, key, level
+
+
+class _GreedyPorts:
+    """Half-duplex ports served greedily in simulated time (_Plan._use_greedy_ports).
+
+    The plan's full-duplex DAG gives each transfer its earliest start but for the port;
+    each host's one port then takes, of the transfers whose predecessors are timed, the
+    one that can start first (ties: the lower transfer index), and holds it as the
+    list-order model does: a send for os(m) from when it is ready, a receive until its
+    bytes have arrived (the next receive may start `early` before that), a serial
+    schedule's transfers until they end. A shared WAN link serves its transfers in the
+    order they are taken. Every release only grows as transfers are taken, so a popped
+    transfer whose start has not moved is the earliest: the order is exact, not a guess,
+    and no cycle can arise (the DAG without ports is acyclic; ports only delay)."""
+
+    def __init__(self, plan: _Plan):
+        n = self.n = plan.n
+        valid = plan.pred >= 0
+        q = plan.pred[valid]
+        self.first = np.r_[0, np.cumsum(valid.sum(1))].tolist()
+        self.pred, self.offset = q.tolist(), plan.offset[valid].tolist()
+        self.rel = (_NK * q + plan.kind[valid]).tolist()
+        by_pred = np.argsort(q, kind="stable")
+        self.succ = np.nonzero(valid)[0][by_pred].tolist()
+        self.succ_start = np.searchsorted(q[by_pred], np.arange(n + 1)).tolist()
+        self.indeg = valid.sum(1).tolist()
+        self.src, self.dst = plan.src.tolist(), plan.dst.tolist()
+        self.duration, self.os_all = plan.duration.tolist(), plan.os_all.tolist()
+        self.g_all, self.wan_time = plan.g_all.tolist(), plan.wan_time.tolist()
+        self.wan = plan.wan.tolist()
+        self.early = plan._early.tolist()
+        self.serial = bool(plan._serial)
+        self.nranks = plan.nranks
+
+    def time(self, base: np.ndarray):
+        import heapq
+
+        n, ninf = self.n, -np.inf
+        base = base.tolist()
+        start, end = [0.0] * n, [0.0] * n
+        rel = [ninf] * (_NK * n)
+        first, preds, rels, offsets = self.first, self.pred, self.rel, self.offset
+        src, dst, early, wan, serial = self.src, self.dst, self.early, self.wan, self.serial
+        last = [-1] * self.nranks  # the transfer that last held each host's port
+        last_sent = [False] * self.nranks  # ... and whether the host sent it
+        link_free: dict[int, float] = {}
+        indeg = list(self.indeg)
+
+        def ready_at(v):
+            r = base[v]
+            for e in range(first[v], first[v + 1]):
+                x = rel[rels[e]] + offsets[e]
+                if x > r:
+                    r = x
+            for h, receiving in ((src[v], False), (dst[v], True)):
+                u = last[h]
+                if u < 0:
+                    continue
+                if serial:
+                    x = end[u]
+                elif last_sent[h]:
+                    x = rel[_NK * u + _OS]
+                else:
+                    x = rel[_NK * u + _PORT_END] - (early[v] if receiving else 0.0)
+                if x > r:
+                    r = x
+            return r
+
+        def start_at(v, ready):
+            w = wan[v]
+            return max(ready, link_free.get(w, ninf)) if w >= 0 else ready
+
+        heap = []
+        for v in range(n):
+            if not indeg[v]:
+                heap.append((start_at(v, ready_at(v)), v))
+        heapq.heapify(heap)
+        done = 0
+        while heap:
+            t, v = heapq.heappop(heap)
+            ready = ready_at(v)
+            st = start_at(v, ready)
+            if st > t:  # a port or link was taken since: wait in line again
+                heapq.heappush(heap, (st, v))
+                continue
+            en = st + self.duration[v]
+            start[v], end[v] = st, en
+            j = _NK * v
+            rel[j] = ready + self.os_all[v]
+            rel[j + 1] = st + self.g_all[v]
+            rel[j + 2] = en
+            rel[j + 3] = st + self.wan_time[v]
+            rel[j + 4] = ready + self.duration[v]
+            last[src[v]], last_sent[src[v]] = v, True
+            last[dst[v]], last_sent[dst[v]] = v, False
+            if wan[v] >= 0:
+                link_free[wan[v]] = rel[j + 3]
+            done += 1
+            for w in self.succ[self.succ_start[v]:self.succ_start[v + 1]]:
+                indeg[w] -= 1
+                if not indeg[w]:
+                    heapq.heappush(heap, (start_at(w, ready_at(w)), w))
+        if done != n:  # cannot happen: _use_greedy_ports proved the DAG acyclic
+            raise ModelCycle("half-duplex port order: a transfer was never ready")
+        return np.array(start, np.float64), np.array(end, np.float64)
 
 
 class _NativeGraph:

@@ -17,25 +17,134 @@
  */
 #include "runtime.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-/* COLLSCHED_TRACE=PREFIX: every call appends when each op was issued and completed to
- * PREFIX.RANK.csv (call, op, kind, peer, origin, segment, issued, completed; MPI_Wtime
- * seconds), to compare a run with the cost model's timeline op by op. Diagnostic only:
- * completions are observed with MPI_Waitsome, so they are exact under SMPI and late by
- * up to one poll under real MPI. */
-typedef struct trace { double *issued, *done; } trace;
+#ifndef SMPI_HELPERS_H
+#include <pthread.h>
+#define TRACE_LOCK() pthread_mutex_lock(&trace_mu)
+#define TRACE_UNLOCK() pthread_mutex_unlock(&trace_mu)
+#else /* SMPI ranks are actors of one thread; nothing in the section yields */
+#define TRACE_LOCK() ((void)0)
+#define TRACE_UNLOCK() ((void)0)
+#endif
 
 #define CS_OWN_COPY_FIRST_BYTES (512u << 10)
-static trace *trace_on;
-static trace trace_buf;
 
-static void trace_done(uint32_t i)
+/* ---- COLLSCHED_TRACE ----
+ * COLLSCHED_TRACE=PREFIX: every call records when each op was issued and completed and
+ * appends it to PREFIX.RANK.csv (call, op, kind, peer, origin, segment, issued, completed;
+ * MPI_Wtime seconds), to compare a run with the cost model's timeline op by op.
+ * Diagnostic only: completions are observed with MPI_Waitsome, so they are exact under
+ * SMPI and late by up to one poll under real MPI.
+ *
+ * The record belongs to the call (NULL when tracing is off): calls on different
+ * communicators in different threads never share one (a shared global record was freed
+ * under another thread's feet: heap-use-after-free under MPI_THREAD_MULTIPLE, issue 22).
+ * The files are process-wide, so their bookkeeping (which path was opened, call numbers)
+ * is under one mutex. */
+typedef struct cs_trace {
+    double *issued, *done;
+    int *idx;                 /* MPI_Waitsome's output */
+} cs_trace;
+
+/* Paths this process has opened: the first open truncates (a re-run overwrites its own
+ * trace), later calls append; a refused path is reported once. */
+#define TRACE_PATHS 64
+static struct { uint64_t hash; int calls, refused; } trace_paths[TRACE_PATHS];
+static int trace_npaths;
+#ifndef SMPI_HELPERS_H
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+#endif
+
+static cs_trace *trace_begin(uint32_t nops)
 {
-    if (trace_on && trace_on->done[i] == 0) trace_on->done[i] = PMPI_Wtime();
+    const char *prefix = getenv("COLLSCHED_TRACE");
+    if (!prefix || !*prefix) return NULL;
+    cs_trace *tr = calloc(1, sizeof *tr);
+    if (!tr) return NULL;
+    tr->issued = calloc(nops + 1u, sizeof(double));
+    tr->done = calloc(nops + 1u, sizeof(double));
+    tr->idx = malloc((nops + 1u) * sizeof *tr->idx);
+    if (tr->issued && tr->done && tr->idx) return tr;
+    free(tr->issued); free(tr->done); free(tr->idx); free(tr);
+    return NULL; /* no memory: this call is not traced */
 }
+
+static void trace_free(cs_trace *tr)
+{
+    if (!tr) return;
+    free(tr->issued); free(tr->done); free(tr->idx); free(tr);
+}
+
+static void trace_done(cs_trace *tr, uint32_t i)
+{
+    if (tr && tr->done[i] == 0) tr->done[i] = PMPI_Wtime();
+}
+
+/* Opens PATH for this call's lines, never through a symbolic link and never anything but
+ * a regular file (a FIFO is opened non-blocking, so it cannot hang the call, then
+ * refused). Returns -1 with why set. */
+static int trace_open(const char *path, int first, const char **why)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat sb;
+    if (fd < 0) { /* a FIFO without a reader fails here (ENXIO): say what the path is */
+        int err = errno;
+        *why = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)   ? "it is a symbolic link"
+               : lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) ? "it is not a regular file"
+                                                               : strerror(err);
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        *why = "it is not a regular file";
+        return -1;
+    }
+    if (first && ftruncate(fd, 0) != 0) {
+        *why = strerror(errno);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void trace_write(cs_trace *tr, const collsched_schedule *s, uint32_t rank)
+{
+    const char *prefix = getenv("COLLSCHED_TRACE");
+    char path[4096];
+    if (!prefix || !*prefix) return;
+    int len = snprintf(path, sizeof path, "%s.%u.csv", prefix, rank);
+    if (len < 0 || (size_t)len >= sizeof path) return;
+    uint64_t h = cs_hash64(0, path, (size_t)len);
+    TRACE_LOCK();
+    int k = 0;
+    while (k < trace_npaths && trace_paths[k].hash != h) k++;
+    if (k == trace_npaths && k < TRACE_PATHS) trace_paths[trace_npaths++].hash = h;
+    int first = k < TRACE_PATHS && trace_paths[k].calls == 0 && !trace_paths[k].refused;
+    int calls = k < TRACE_PATHS ? trace_paths[k].calls++ : 0;
+    const char *why = NULL;
+    int fd = k < TRACE_PATHS && trace_paths[k].refused ? -1 : trace_open(path, first, &why);
+    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    if (fd >= 0 && !f) close(fd);
+    if (why && k < TRACE_PATHS) trace_paths[k].refused = 1;
+    if (why) { /* once per path; the collective itself has completed */
+        fprintf(stderr, "collsched: COLLSCHED_TRACE: not writing %s: %s\n", path, why);
+        fflush(stderr);
+    }
+    for (uint32_t i = 0; f && i < s->nops; i++)
+        fprintf(f, "%d,%u,%u,%u,%u,%u,%.9f,%.9f\n", calls, i, s->ops[i].kind, s->ops[i].peer,
+                s->ops[i].origin, s->ops[i].segment, tr->issued[i], tr->done[i]);
+    if (f) fclose(f);
+    TRACE_UNLOCK();
+}
+
+/* ---- the executor ---- */
 
 /* Address and size of piece (origin, segment): in the receive buffer, or for an own
  * piece with own_src set, in the send buffer. */
@@ -81,7 +190,7 @@ static void unstage(const collsched_schedule *s, const cs_layout *lay, uint32_t 
 }
 
 static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
-                 MPI_Request *reqs)
+                 MPI_Request *reqs, cs_trace *tr)
 {
     const collsched_op *op = &s->ops[i];
     int len;
@@ -94,13 +203,13 @@ static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const c
     if (op->dep >= 0 && reqs[op->dep] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->dep], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
-        trace_done((uint32_t)op->dep);
+        trace_done(tr, (uint32_t)op->dep);
     }
     if (op->dep >= 0 && (uint32_t)op->dep < lay->nstaged) unstage(s, lay, (uint32_t)op->dep);
     if (op->prev >= 0 && reqs[op->prev] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->prev], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
-        trace_done((uint32_t)op->prev);
+        trace_done(tr, (uint32_t)op->prev);
     }
     /* A FIFO send is synchronous: it completes once the peer has matched it, whatever its
      * size (an eager Isend would complete at once and the next one would share the link). */
@@ -133,16 +242,16 @@ static uint32_t next_of(const collsched_schedule *s, uint32_t i, uint8_t kind)
 /* Posts receive i; one of the background part that the engine left goes straight to its
  * place (the receive buffer is known now), not through staging. */
 static int post_recv(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
-                     MPI_Request *reqs)
+                     MPI_Request *reqs, cs_trace *tr)
 {
     if (i < lay->nstaged) lay->unstaged[i] = 0;
-    int rc = issue(s, i, comm, lay, reqs);
-    if (trace_on) trace_on->issued[i] = PMPI_Wtime();
+    int rc = issue(s, i, comm, lay, reqs, tr);
+    if (tr) tr->issued[i] = PMPI_Wtime();
     return rc;
 }
 
 static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
-                      MPI_Request *reqs, int copy_own)
+                      MPI_Request *reqs, int copy_own, cs_trace *tr)
 {
     uint32_t n = s->nops;
     uint32_t ns = next_of(s, lay->bg_sent, COLLSCHED_SEND), nr = next_of(s, lay->bg_posted, COLLSCHED_RECV);
@@ -155,7 +264,7 @@ static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layou
     while (rc == MPI_SUCCESS) {
         int moved = 0;
         if (cur[1] < 0 && nr < n) {
-            rc = post_recv(s, nr, comm, lay, reqs);
+            rc = post_recv(s, nr, comm, lay, reqs, tr);
             cur[1] = (int32_t)nr;
             nr = next_of(s, nr + 1, COLLSCHED_RECV);
             moved = 1;
@@ -169,7 +278,7 @@ static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layou
                 if (dep >= 0 && (uint32_t)dep < lay->nstaged) unstage(s, lay, (uint32_t)dep);
                 char *buf = cs_piece_at(lay, s->hdr.nseg, op, &len);
                 rc = PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[ns]);
-                if (trace_on) trace_on->issued[ns] = PMPI_Wtime();
+                if (tr) tr->issued[ns] = PMPI_Wtime();
                 cur[0] = (int32_t)ns;
                 ns = next_of(s, ns + 1, COLLSCHED_SEND);
                 moved = 1;
@@ -187,23 +296,10 @@ static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layou
         rc = PMPI_Waitany(2, w, &k, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || k == MPI_UNDEFINED) break;
         reqs[cur[k]] = MPI_REQUEST_NULL; /* Waitany freed it through the copy */
-        trace_done((uint32_t)cur[k]);
+        trace_done(tr, (uint32_t)cur[k]);
         cur[k] = -1;
     }
     return rc;
-}
-
-static void trace_write(const collsched_schedule *s, const cs_layout *lay, const char *prefix)
-{
-    static int calls;
-    char path[4096];
-    snprintf(path, sizeof path, "%s.%u.csv", prefix, lay->rank);
-    FILE *f = fopen(path, "a");
-    for (uint32_t i = 0; f && i < s->nops; i++)
-        fprintf(f, "%d,%u,%u,%u,%u,%u,%.9f,%.9f\n", calls, i, s->ops[i].kind, s->ops[i].peer,
-                s->ops[i].origin, s->ops[i].segment, trace_on->issued[i], trace_on->done[i]);
-    if (f) fclose(f);
-    calls++;
 }
 
 /* One function for both entries: a plain call has no background part (nstaged = 0). */
@@ -211,13 +307,7 @@ int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const
                    MPI_Request *reqs)
 {
     int rc = MPI_SUCCESS;
-    const char *prefix = getenv("COLLSCHED_TRACE");
-    trace_on = NULL;
-    if (prefix && *prefix) {
-        trace_buf.issued = calloc(s->nops + 1u, sizeof(double));
-        trace_buf.done = calloc(s->nops + 1u, sizeof(double));
-        if (trace_buf.issued && trace_buf.done) trace_on = &trace_buf;
-    }
+    cs_trace *tr = trace_begin(s->nops);
     /* Requests of the background part are the engine's (NULL: not issued, or complete). */
     for (uint32_t i = lay->nstaged; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
     /* A large own block is copied before the walk: copied while the first transfers run,
@@ -228,33 +318,30 @@ int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const
     if (copy_first) memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes);
     int copy_later = !copy_first && lay->own_src && lay->own_bytes;
     if (serial) {
-        rc = run_serial(s, comm, lay, reqs, copy_later);
+        rc = run_serial(s, comm, lay, reqs, copy_later, tr);
     } else {
         for (uint32_t i = 0; i < s->nops && rc == MPI_SUCCESS; i++) {
             if (s->ops[i].kind == COLLSCHED_RECV) {
-                if (i >= lay->bg_posted) rc = post_recv(s, i, comm, lay, reqs); /* else the engine's */
+                if (i >= lay->bg_posted) rc = post_recv(s, i, comm, lay, reqs, tr); /* else the engine's */
                 continue;
             }
-            rc = issue(s, i, comm, lay, reqs);
-            if (trace_on) trace_on->issued[i] = PMPI_Wtime();
+            rc = issue(s, i, comm, lay, reqs, tr);
+            if (tr) tr->issued[i] = PMPI_Wtime();
         }
         if (copy_later && rc == MPI_SUCCESS)
             memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes); /* overlaps the transfers */
     }
-    if (rc == MPI_SUCCESS && trace_on) {
-        int *idx = malloc((s->nops + 1u) * sizeof *idx), n = 0;
+    if (rc == MPI_SUCCESS && tr) {
+        /* Completions one by one, for their times. */
+        int n = 0;
         for (;;) {
-            rc = PMPI_Waitsome((int)s->nops, reqs, &n, idx, MPI_STATUSES_IGNORE);
+            rc = PMPI_Waitsome((int)s->nops, reqs, &n, tr->idx, MPI_STATUSES_IGNORE);
             if (rc != MPI_SUCCESS || n == MPI_UNDEFINED) break;
-            for (int k = 0; k < n; k++) trace_done((uint32_t)idx[k]);
+            for (int k = 0; k < n; k++) trace_done(tr, (uint32_t)tr->idx[k]);
         }
-        free(idx);
-        trace_write(s, lay, prefix);
+        trace_write(tr, s, lay->rank);
     }
-    free(trace_buf.issued);
-    free(trace_buf.done);
-    trace_buf.issued = trace_buf.done = NULL;
-    trace_on = NULL;
+    trace_free(tr);
     if (rc == MPI_SUCCESS) rc = PMPI_Waitall((int)s->nops, reqs, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) drain(reqs, s->nops, s->ops);
     for (uint32_t i = 0; rc == MPI_SUCCESS && i < lay->nstaged; i++) unstage(s, lay, i);

@@ -24,6 +24,7 @@ from . import units
 from .errors import InputError
 from .files import write_atomic
 from .schemas import PAP_SCHEMA, describe, read_yaml
+from .topology import MAX_TIME_S
 
 
 def load_pap(path, nranks: int | None = None) -> np.ndarray:
@@ -54,15 +55,22 @@ def load_pap(path, nranks: int | None = None) -> np.ndarray:
             raise doc.fail(path, f"expected {expected} arrival times ({why}), got {len(row)}")
     for k, (row, path) in enumerate(zip(rows, paths)):
         for r, v in enumerate(row):
+            t = math.nan
             try:
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                    v = f"{v!r}{unit}"  # a bare number is in the file's unit
-                t = units.parse_time(v)
+                if isinstance(v, float) and math.isfinite(v) or (
+                        isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 1e300):
+                    t = units.parse_time(f"{v!r}{unit}")  # a bare number is in the file's unit
+                elif isinstance(v, str):
+                    t = units.parse_time(v)
             except ValueError as e:
                 raise doc.fail(path + [r], str(e)) from None
-            if not math.isfinite(t) or t < 0:
-                raise doc.fail(path + [r], f"expected a non-negative, finite arrival time, "
-                                           f"got {describe(v)}")
+            except ArithmeticError:  # '1e999999999 s': too large for a float
+                pass
+            if isinstance(v, float) and not math.isfinite(v) or math.isnan(t) and not isinstance(v, str):
+                raise doc.fail(path + [r], f"expected a finite time, got {describe(v)}")
+            if not 0 <= t <= MAX_TIME_S:  # NaN too
+                raise doc.fail(path + [r], f"expected a non-negative, finite arrival time of at "
+                                           f"most {MAX_TIME_S:g} s, got {describe(v)}")
             out[k, r] = t
     return out
 

@@ -13,7 +13,8 @@ import re
 import sys
 from pathlib import Path
 
-from .files import write_atomic
+from .errors import InputError
+from .files import read_input, write_atomic
 
 HEADER = ("# Benchmarks\n\nEvery figure on this page is written by a benchmark "
           "(`make bench`); the section markers tell which. Do not edit numbers by hand.\n")
@@ -21,7 +22,12 @@ HEADER = ("# Benchmarks\n\nEvery figure on this page is written by a benchmark "
 
 def replace_section(doc: str | os.PathLike, name: str, markdown: str) -> None:
     path = Path(doc)
-    text = path.read_text() if path.exists() else HEADER
+    text = HEADER
+    if path.exists():  # read_input: a regular file only, never /dev/zero or a FIFO
+        try:
+            text = read_input(path, "Markdown page").decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(str(path), "", "expected a UTF-8 Markdown page") from None
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
     block = f"{begin}\n{markdown.rstrip()}\n{end}"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import InputError
-from .files import write_atomic
+from .files import check_output_options, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_RUN_FAILED = 0, 1, 2, 3
 
@@ -126,6 +126,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
+        check_output_options(args)  # files.py: a bad -o/--plot/--doc/--keep fails before any work
         return _COMMANDS[args.command](args)
     except InputError as e:
         print(f"collsched: error: {e.line()}", file=sys.stderr)

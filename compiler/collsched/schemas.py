@@ -12,12 +12,12 @@ not match (jsonschema ignores unknown keys).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import jsonschema
 import yaml
 
 from .errors import InputError
+from .files import read_input
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -172,7 +172,8 @@ def fmt_path(parts) -> str:
 
 
 def describe(value) -> str:
-    """A short, one-line description of a YAML value for messages."""
+    """A short, one-line description of a YAML value for messages (never the whole value:
+    a 10 MB string or a 5000-digit number is cut to an excerpt)."""
     if value is None:
         return "nothing (null)"
     if isinstance(value, bool):
@@ -181,6 +182,10 @@ def describe(value) -> str:
         return "a mapping"
     if isinstance(value, list):
         return f"a list of {len(value)}"
+    if isinstance(value, int) and abs(value).bit_length() > 200:
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, str) and len(value) > 60:
+        value = value[:80]
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -231,25 +236,96 @@ class Doc:
 
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+# Bounds on a YAML input, checked on the parser's event stream before anything is built:
+# no input needs more (the largest bundled topology has a few hundred values; a measured
+# 700-host matrix about a million), and within them loading takes a few seconds and well
+# under 1 GiB. Aliases (*name) are refused outright: no input needs them, and a few
+# hundred bytes of nested aliases expand to billions of values (a "billion laughs").
+MAX_NODES = 1 << 20
+MAX_DEPTH = 64
 
-def parse_yaml(path) -> Doc:
-    """Read and parse a YAML file; InputError for unreadable files or invalid YAML."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(source, "", f"cannot read file ({e.__class__.__name__}: {e})") from None
-    try:
-        data = yaml.load(text, Loader=_SafeLoader)
-    except yaml.MarkedYAMLError as e:
+
+class _Bounds(Exception):
+    def __init__(self, mark, what):
+        self.mark, self.what = mark, what
+
+
+def _check_events(text: str) -> None:
+    """Walk the event stream once: refuse aliases, more than MAX_NODES values, nesting
+    deeper than MAX_DEPTH and a key given twice in one mapping (YAML forbids it; PyYAML
+    would keep the last silently). Raises _Bounds, or a yaml.YAMLError for bad syntax."""
+    nodes = 0
+    stack = []  # per open collection: None for a sequence, [keys seen, next is a key] for a mapping
+    for ev in yaml.parse(text, Loader=_SafeLoader):
+        if isinstance(ev, yaml.AliasEvent):
+            raise _Bounds(ev.start_mark, f"aliases (*{ev.anchor}) are not allowed in collsched "
+                                         f"inputs; write the value out")
+        if isinstance(ev, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise _Bounds(ev.start_mark, f"too many values: at most {MAX_NODES} are read")
+            top = stack[-1] if stack else None
+            if top is not None:
+                if top[1] and isinstance(ev, yaml.ScalarEvent):
+                    if ev.value in top[0]:
+                        raise _Bounds(ev.start_mark, f"key {describe(ev.value)} appears twice in "
+                                                     f"one mapping; give each field once")
+                    top[0].add(ev.value)
+                top[1] = not top[1]
+            if isinstance(ev, yaml.SequenceStartEvent):
+                stack.append(None)
+            elif isinstance(ev, yaml.MappingStartEvent):
+                stack.append([set(), True])
+            if len(stack) > MAX_DEPTH:
+                raise _Bounds(ev.start_mark, f"nested too deeply: at most {MAX_DEPTH} levels")
+        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            stack.pop()
+
+
+def _yaml_error(source: str, e: yaml.YAMLError) -> InputError:
+    if isinstance(e, yaml.MarkedYAMLError):
         mark = e.problem_mark or e.context_mark
         what = " ".join(str(e.problem or e.context or "syntax error").split())
         field = f"line {mark.line + 1}" if mark is not None else ""
-        raise InputError(source, field, f"invalid YAML ({what})") from None
+        return InputError(source, field, f"invalid YAML ({what})")
+    return InputError(source, "", f"invalid YAML ({' '.join(str(e).split())})")
+
+
+def decode_text(source: str, raw: bytes, what: str) -> str:
+    """UTF-8 text (a UTF-8 byte order mark is dropped); one InputError line otherwise."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(source, "", f"expected a UTF-8 {what} file, found UTF-16 (a byte "
+                                     f"order mark); save it as UTF-8")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise InputError(source, f"line {line}", f"expected UTF-8 text, found byte "
+                                                 f"{raw[e.start]:#04x} at offset {e.start} "
+                                                 f"(binary data, or another encoding)") from None
+
+
+def parse_yaml(path, what: str = "YAML") -> Doc:
+    """Read and parse a YAML file; InputError for unreadable files or invalid YAML.
+
+    The file is read with files.read_input (a regular file of at most MAX_INPUT_BYTES),
+    and checked on its events (_check_events) before a node is built."""
+    source = str(path)
+    text = decode_text(source, read_input(path, what), what)
+    nul = text.find("\0")
+    if nul >= 0:
+        raise InputError(source, f"line {text.count(chr(10), 0, nul) + 1}",
+                         "expected text, found a NUL byte (binary data)")
+    try:
+        _check_events(text)
+        data = yaml.load(text, Loader=_SafeLoader)
+    except _Bounds as b:
+        raise InputError(source, f"line {b.mark.line + 1}", b.what) from None
     except yaml.YAMLError as e:
-        raise InputError(source, "", f"invalid YAML ({' '.join(str(e).split())})") from None
+        raise _yaml_error(source, e) from None
+    except (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError) as e:
+        # The constructor's own errors: an integer of more than 4300 digits, ...
+        raise InputError(source, "", f"invalid YAML value ({e.__class__.__name__}: {e})") from None
     return Doc(source, text, data)
 
 
@@ -285,12 +361,13 @@ def validate(doc: Doc, schema: dict) -> None:
         raise doc.fail(parts + [name], f"unknown field; expected one of: {', '.join(known)}")
     expect = sch.get("x-expect")
     if expect is None:
-        expect = "expected " + " ".join(e.message.split())
+        # Not e.message: it holds the repr of the whole offending value.
+        expect = f"expected {e.validator} {describe(e.validator_value)}"
     raise doc.fail(parts, f"{expect}, got {describe(e.instance)}")
 
 
 def read_yaml(path, schema: dict) -> Doc:
     """Parse and validate a YAML input; returns the Doc or raises one InputError."""
-    doc = parse_yaml(path)
+    doc = parse_yaml(path, schema.get("title", "collsched YAML").removeprefix("collsched "))
     validate(doc, schema)
     return doc

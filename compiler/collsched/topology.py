@@ -31,6 +31,18 @@ from .schemas import TOPOLOGY_SCHEMA, Doc, describe, read_yaml
 INTRA_HOST_LATENCY = 1e-6
 INTRA_HOST_BANDWIDTH = 10e9
 
+# Bounds of a topology, checked before anything is allocated (docs/inputs.md, "Limits"):
+# the cost model keeps host x host and rank x rank float64 matrices (at 2048 hosts, six
+# host matrices take 200 MB; at 8192 ranks, one rank matrix 512 MiB).
+MAX_HOSTS = 2048
+MAX_RANKS = 8192
+# Times (latency, overheads, arrivals) of at most about 11.6 days, bandwidths between 1 bit/s
+# and 8 Pbit/s: every time the model computes stays finite.
+MAX_TIME_S = 1e6
+MIN_BANDWIDTH, MAX_BANDWIDTH = 0.125, 1e15
+# Sizes (eager limit, TCP window): whole bytes that a float64 holds exactly.
+MAX_SIZE = 1 << 53
+
 
 @dataclass
 class Topology:
@@ -177,8 +189,9 @@ def _from_hosts(name, source, hosts, host_site, rank_host, hlat, hbw, full_duple
 def homogeneous(nranks, latency_s=50e-6, bandwidth_Bps=125e6, full_duplex=True) -> Topology:
     """nranks hosts, one rank each, every pair with the same latency and bandwidth."""
     p = int(nranks)
-    if p < 1:
-        raise InputError("<homogeneous>", "nranks", f"expected at least 1 rank, got {nranks}")
+    if not 1 <= p <= MAX_RANKS:
+        raise InputError("<homogeneous>", "nranks", f"expected 1 to {MAX_RANKS} ranks (the cost "
+                                                    f"model's rank x rank matrices), got {nranks}")
     if not (np.isfinite(latency_s) and latency_s >= 0):
         raise InputError("<homogeneous>", "latency", f"expected a non-negative time, got {latency_s}")
     if not (np.isfinite(bandwidth_Bps) and bandwidth_Bps > 0):
@@ -212,24 +225,37 @@ class _Reader:
         return self.doc.fail(parts, expected, line_at=line_at)
 
     # quantities
-    def time(self, value, parts, what="time"):
+    def parse(self, fn, value, parts, kind):
+        """fn(value) (a units parser); one InputError line for anything it cannot read,
+        including numbers too large for a float (10**400, '1e999999999 s')."""
         try:
-            t = units.parse_time(value)
+            return fn(value)
         except ValueError as e:
             raise self.fail(parts, str(e)) from None
-        if t < 0:
-            raise self.fail(parts, f"expected a non-negative {what}, got {describe(value)}")
+        except ArithmeticError:
+            raise self.fail(parts, f"expected a finite {kind}, got {describe(value)}") from None
+
+    def time(self, value, parts, what="time"):
+        t = self.parse(units.parse_time, value, parts, what)
+        if not 0 <= t <= MAX_TIME_S:
+            raise self.fail(parts, f"expected a non-negative {what} of at most {MAX_TIME_S:g} s, "
+                                   f"got {describe(value)}")
         return t
 
     def bandwidth(self, value, parts):
-        try:
-            b = units.parse_bandwidth(value)
-        except ValueError as e:
-            raise self.fail(parts, str(e)) from None
-        if b <= 0:
-            raise self.fail(parts, f"expected a positive bandwidth such as 1Gbit/s, "
-                                   f"got {describe(value)}")
+        b = self.parse(units.parse_bandwidth, value, parts, "bandwidth")
+        if not MIN_BANDWIDTH <= b <= MAX_BANDWIDTH:
+            raise self.fail(parts, f"expected a positive bandwidth, 1bit/s to 8Pbit/s, such as "
+                                   f"1Gbit/s, got {describe(value)}")
         return b
+
+    def size(self, key, positive=False):
+        value = self.d[key]
+        n = self.parse(units.parse_bytes, value, [key], "size")
+        if n > MAX_SIZE or (positive and n <= 0):
+            raise self.fail([key], f"expected a {'positive ' if positive else ''}size of at most "
+                                   f"2^53 bytes, got {describe(value)}")
+        return n
 
     def linear(self, spec, parts):
         """(a, per_byte) of an os/g entry, or None when absent."""
@@ -258,19 +284,9 @@ class _Reader:
         topo = _from_hosts(name, self.doc.source, hosts, host_site, rank_host, hlat, hbw, full,
                            os_h, g_h)
         if "eager_limit" in d:
-            try:
-                limit = units.parse_bytes(d["eager_limit"])
-            except ValueError as e:
-                raise self.fail(["eager_limit"], str(e)) from None
-            topo = dataclasses.replace(topo, eager_limit=int(limit))
+            topo = dataclasses.replace(topo, eager_limit=int(self.size("eager_limit")))
         if "tcp_window" in d:
-            try:
-                window = units.parse_bytes(d["tcp_window"])
-            except ValueError as e:
-                raise self.fail(["tcp_window"], str(e)) from None
-            if window <= 0:
-                raise self.fail(["tcp_window"], f"expected a positive window, got {describe(d['tcp_window'])}")
-            topo = dataclasses.replace(topo, tcp_window=float(window))
+            topo = dataclasses.replace(topo, tcp_window=float(self.size("tcp_window", positive=True)))
         return topo
 
     def read_hosts(self):
@@ -299,20 +315,30 @@ class _Reader:
                     raise self.fail(["sites", i, "hosts"], "missing required field; expected a "
                                     "number of hosts or a list of host names", line_at=["sites", i])
                 hs = s["hosts"]
-                if isinstance(hs, int):
-                    hs = [f"{s['name']}-{j}" for j in range(hs)]
+                if isinstance(hs, (int, float)):  # the schema takes 4.0 as an integer
+                    if hs + len(names) > MAX_HOSTS:
+                        raise self.fail(["sites", i, "hosts"], self.too_many_hosts(hs + len(names)))
+                    hs = [f"{s['name']}-{j}" for j in range(int(hs))]
                     paths = [["sites", i, "hosts"]] * len(hs)
                 else:
                     paths = [["sites", i, "hosts", j] for j in range(len(hs))]
                 names += hs
                 labels += [s["name"]] * len(hs)
                 where += paths
+        if len(names) > MAX_HOSTS:
+            raise self.fail(["hosts"] if "hosts" in d else where[MAX_HOSTS][:3],
+                            self.too_many_hosts(len(names)))
         first = {}
         for n, p in zip(names, where):
             if n in first:
                 raise self.fail(p, f"duplicate host name {n!r} (host names must be unique)")
             first[n] = p
         return names, labels
+
+    @staticmethod
+    def too_many_hosts(n) -> str:
+        return (f"at most {MAX_HOSTS} hosts in a topology (the cost model keeps host x host "
+                f"matrices), got {describe(n) if n > 10**9 else n} in all")
 
     def read_classes(self, hosts, host_site):
         d = self.d
@@ -462,8 +488,9 @@ class _Reader:
     def read_placement(self, hosts, nranks):
         d, src = self.d, self.doc.source
         if nranks is not None:
-            if isinstance(nranks, bool) or int(nranks) != nranks or nranks < 1:
-                raise InputError(src, "nranks", f"expected at least 1 rank, got {nranks}")
+            if isinstance(nranks, bool) or int(nranks) != nranks or not 1 <= nranks <= MAX_RANKS:
+                raise InputError(src, "nranks", f"expected 1 to {MAX_RANKS} ranks (the cost "
+                                                f"model's rank x rank matrices), got {nranks}")
             nranks = int(nranks)
         p = d.get("placement", {})
         index = {h: i for i, h in enumerate(hosts)}
@@ -478,6 +505,9 @@ class _Reader:
                 rh.append(index[h])
             if nranks is None:
                 nranks = len(rh)
+                if nranks > MAX_RANKS:
+                    raise self.fail(["placement", "hosts"], f"at most {MAX_RANKS} ranks (the cost "
+                                    f"model's rank x rank matrices), got {nranks}")
             if nranks > len(rh):
                 raise self.fail(["placement", "hosts"], f"{nranks} ranks requested but the "
                                 f"placement lists hosts for only {len(rh)} ranks; expected at "
@@ -488,6 +518,12 @@ class _Reader:
         cap = k * H
         if nranks is None:
             nranks = cap
+            if nranks > MAX_RANKS:
+                field = ["placement", "ranks_per_host"] if "ranks_per_host" in p else ["placement"]
+                raise self.fail(field, f"places {describe(cap) if cap > 10**9 else cap} ranks "
+                                f"({H} hosts x {describe(k) if k > 10**9 else k} per host); at most "
+                                f"{MAX_RANKS} (the cost model's rank x rank matrices)",
+                                line_at=[] if "placement" not in d else None)
         if nranks > cap:
             field = ["placement", "ranks_per_host"] if "ranks_per_host" in p else ["placement"]
             raise self.fail(field, f"{nranks} ranks requested but the placement provides only "

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..files import save_figure, write_atomic
+from ..files import read_input, save_figure, write_atomic
 from .runner import PAP_AWARE, LabConfig, check_algorithm, run_lab
 
 KILO = 1024
@@ -130,8 +130,10 @@ class SweepCache:
         self.runs: dict[str, dict] = {}
         if self.path.exists():
             try:
-                doc = json.loads(self.path.read_text())
-            except (OSError, ValueError) as e:
+                doc = json.loads(read_input(self.path, "sweep cache"))
+                if not isinstance(doc, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as e:
                 raise InputError(str(self.path), "", f"expected a sweep cache (JSON): {e}") from None
             if doc.get("settings") != settings:
                 raise InputError(str(self.path), "settings",

@@ -57,7 +57,7 @@ def file_kind(mode: int) -> str:
 
 
 def _size_text(n: int) -> str:
-    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n} bytes"
+    return f"{n >> 20} MiB" if n % (1 << 20) == 0 and n else f"{n:,} bytes"
 
 
 def read_input(path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:

@@ -282,7 +282,12 @@ def _check_events(text: str) -> None:
             stack.pop()
 
 
-def _yaml_error(source: str, e: yaml.YAMLError) -> InputError:
+def _yaml_error(source: str, e: yaml.YAMLError, text: str) -> InputError:
+    if isinstance(e, yaml.reader.ReaderError) and isinstance(e.position, int):
+        line = text.count("\n", 0, e.position) + 1
+        char = e.character if isinstance(e.character, int) else ord(str(e.character)[:1] or "?")
+        return InputError(source, f"line {line}", f"invalid YAML (character #x{char:04x} is not "
+                                                  f"allowed: control characters are not text)")
     if isinstance(e, yaml.MarkedYAMLError):
         mark = e.problem_mark or e.context_mark
         what = " ".join(str(e.problem or e.context or "syntax error").split())
@@ -322,9 +327,13 @@ def parse_yaml(path, what: str = "YAML") -> Doc:
     except _Bounds as b:
         raise InputError(source, f"line {b.mark.line + 1}", b.what) from None
     except yaml.YAMLError as e:
-        raise _yaml_error(source, e) from None
-    except (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError) as e:
-        # The constructor's own errors: an integer of more than 4300 digits, ...
+        raise _yaml_error(source, e, text) from None
+    except ValueError as e:
+        if "digits" in str(e):  # Python's limit on converting long integers
+            raise InputError(source, "", "a number of more than 4300 digits; expected times, "
+                                         "sizes and counts of ordinary magnitude") from None
+        raise InputError(source, "", f"invalid YAML value ({e})") from None
+    except (TypeError, ArithmeticError, RecursionError) as e:  # the constructor's own errors
         raise InputError(source, "", f"invalid YAML value ({e.__class__.__name__}: {e})") from None
     return Doc(source, text, data)
 
@@ -362,7 +371,11 @@ def validate(doc: Doc, schema: dict) -> None:
     expect = sch.get("x-expect")
     if expect is None:
         # Not e.message: it holds the repr of the whole offending value.
-        expect = f"expected {e.validator} {describe(e.validator_value)}"
+        if e.validator == "type":
+            types = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+            expect = "expected " + " or ".join(f"a{'n' * (t[0] in 'aeiou')} {t}" for t in map(str, types))
+        else:
+            expect = f"expected {e.validator} {describe(e.validator_value)}"
     raise doc.fail(parts, f"{expect}, got {describe(e.instance)}")
 
 

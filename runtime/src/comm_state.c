@@ -50,7 +50,19 @@ static int keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
 static cs_comm *all_states;
 static char *override_path;
-static int strict_mode = -1, verbose_mode = -1;
+static int strict_mode = -1, verbose_mode = -1; /* cached, read and set atomically */
+
+/* Threads may create and free states of different communicators at the same time
+ * (MPI_THREAD_MULTIPLE): the keyvals and the list of states are shared, under a lock. */
+#ifndef SMPI_HELPERS_H
+#include <pthread.h>
+static pthread_mutex_t states_mu = PTHREAD_MUTEX_INITIALIZER;
+#define STATES_LOCK() pthread_mutex_lock(&states_mu)
+#define STATES_UNLOCK() pthread_mutex_unlock(&states_mu)
+#else /* SMPI: the ranks are actors of one thread, and an MPI call may switch actors */
+#define STATES_LOCK() ((void)0)
+#define STATES_UNLOCK() ((void)0)
+#endif
 
 /* ---- environment ---- */
 
@@ -60,17 +72,16 @@ static int env_flag(const char *name)
     return v && *v && strcmp(v, "0") != 0;
 }
 
-int cs_strict(void)
+static int cached_flag(int *cache, const char *name)
 {
-    if (strict_mode < 0) strict_mode = env_flag("COLLSCHED_STRICT");
-    return strict_mode;
+    int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (v < 0) __atomic_store_n(cache, v = env_flag(name), __ATOMIC_RELAXED);
+    return v;
 }
 
-int cs_verbose(void)
-{
-    if (verbose_mode < 0) verbose_mode = env_flag("COLLSCHED_VERBOSE");
-    return verbose_mode;
-}
+int cs_strict(void) { return cached_flag(&strict_mode, "COLLSCHED_STRICT"); }
+
+int cs_verbose(void) { return cached_flag(&verbose_mode, "COLLSCHED_VERBOSE"); }
 
 static const char *source_path(void)
 {
@@ -141,8 +152,10 @@ static void release_state(cs_comm *st, int mpi_usable)
     st->ncand = 0;
     if (mpi_usable && st->priv != MPI_COMM_NULL) PMPI_Comm_free(&st->priv);
     st->priv = MPI_COMM_NULL;
+    STATES_LOCK();
     for (cs_comm **p = &all_states; *p; p = &(*p)->next)
         if (*p == st) { *p = st->next; break; }
+    STATES_UNLOCK();
 }
 
 static int delete_state(MPI_Comm comm, int kv, void *value, void *extra)
@@ -179,11 +192,15 @@ static int at_finalize(MPI_Comm comm, int kv, void *value, void *extra)
 
 static int ensure_keyvals(void)
 {
-    if (keyval != MPI_KEYVAL_INVALID) return MPI_SUCCESS;
-    int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &keyval, NULL);
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_keyval, NULL);
-    if (rc == MPI_SUCCESS) rc = PMPI_Comm_set_attr(MPI_COMM_SELF, self_keyval, NULL);
+    int rc = MPI_SUCCESS;
+    STATES_LOCK();
+    if (keyval == MPI_KEYVAL_INVALID) {
+        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &keyval, NULL);
+        if (rc == MPI_SUCCESS)
+            rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_keyval, NULL);
+        if (rc == MPI_SUCCESS) rc = PMPI_Comm_set_attr(MPI_COMM_SELF, self_keyval, NULL);
+    }
+    STATES_UNLOCK();
     return rc;
 }
 
@@ -298,8 +315,10 @@ static int create_state(MPI_Comm comm, cs_comm **out)
         say("%s", st->disabled); /* a broken single file is always worth a line */
         st->warned = 1;
     }
+    STATES_LOCK();
     st->next = all_states;
     all_states = st;
+    STATES_UNLOCK();
     if (rc == MPI_SUCCESS) rc = PMPI_Comm_set_attr(comm, keyval, st);
     if (rc != MPI_SUCCESS) { release_state(st, 1); free(st); return rc; }
     *out = st;

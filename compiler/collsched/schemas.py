@@ -182,8 +182,11 @@ def describe(value) -> str:
         return "a mapping"
     if isinstance(value, list):
         return f"a list of {len(value)}"
-    if isinstance(value, int) and abs(value).bit_length() > 200:
-        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, int) and abs(value).bit_length() > 200:  # repr fails past 4300 digits
+        digits = int((abs(value).bit_length() - 1) * 0.30102999566398)
+        while 10 ** digits <= abs(value):
+            digits += 1
+        return f"an integer of {digits} digits"
     if isinstance(value, str) and len(value) > 60:
         value = value[:80]
     text = repr(value)

@@ -533,7 +533,7 @@ class _Reader:
         r = np.arange(nranks, dtype=np.int64)
         if p.get("order", "block") == "cyclic":
             return r % H
-        return r // k
+        return r // min(k, nranks)  # the same ranks on host 0 when k >= nranks; no int64 overflow
 
 
 # --- writing --------------------------------------------------------------------------

@@ -536,3 +536,128 @@ def test_malformed_input(rel):
     assert "\n" not in line and str(e.value) == line
     assert Path(rel).name in line
     assert entry["expect"] in line, line
+
+
+# --- issue 22: hostile inputs at the loader level -------------------------------------------
+
+from collsched import schemas  # noqa: E402
+from collsched.errors import ScheduleFileError, excerpt  # noqa: E402
+from collsched.topology import MAX_HOSTS, MAX_RANKS  # noqa: E402
+
+SITE4 = "sites:\n  - {name: A, hosts: 4, lan: {latency: 50us, bandwidth: 1Gbit/s}}\n"
+
+
+def one_error(loader, path, *args) -> str:
+    with pytest.raises(InputError) as e:
+        loader(path, *args)
+    line = e.value.line()
+    assert "\n" not in line and path.name in line and len(line) < 1000, line
+    return line
+
+
+def test_aliases_are_refused_before_expansion(tmp_path):
+    bomb = ["a: &a [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]"]
+    bomb += [f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    p = write(tmp_path, "\n".join(bomb) + "\narrivals: *i\n")  # 10^9 zeros once expanded
+    assert "line 2: aliases (*a) are not allowed" in one_error(load_pap, p)
+    p = write(tmp_path, "name: &n x\n" + SITE4 + "description: *n\n", "t.yaml")
+    assert "line 4: aliases (*n)" in one_error(load_topology, p)
+    # an anchor without an alias is harmless
+    assert load_pap(write(tmp_path, "arrivals: &x [0, 1]\n", "ok.yaml")).shape == (1, 2)
+
+
+def test_value_count_depth_and_duplicate_keys(tmp_path):
+    p = write(tmp_path, "arrivals: [" + "0," * schemas.MAX_NODES + "0]\n")
+    assert "too many values" in one_error(load_pap, p)
+    deep = "arrivals: " + "[" * (schemas.MAX_DEPTH + 1) + "]" * (schemas.MAX_DEPTH + 1) + "\n"
+    assert "nested too deeply" in one_error(load_pap, write(tmp_path, deep, "d.yaml"))
+    p = write(tmp_path, SITE4 + "name: a\nname: b\n", "dup.yaml")
+    assert "line 4: key 'name' appears twice" in one_error(load_topology, p)
+    # the same key in two different mappings is fine
+    p = write(tmp_path, "sites:\n  - {name: A, hosts: 2, lan: {latency: 1us, bandwidth: 1Gbit/s}}\n"
+                        "  - {name: B, hosts: 2, lan: {latency: 1us, bandwidth: 1Gbit/s}}\n"
+                        "wan: [{between: [A, B], latency: 1ms, bandwidth: 1Gbit/s}]\n", "two.yaml")
+    assert load_topology(p).nranks == 4
+
+
+def test_no_whole_value_in_messages(tmp_path):
+    huge = "x" * 1_000_000
+    p = write(tmp_path, f"unit: ms\narrivals: [0, '{huge}']\n")
+    assert len(one_error(load_pap, p)) < 600
+    p = write(tmp_path, f"name: [{', '.join(['1'] * 10000)}]\n" + SITE4, "t.yaml")
+    assert "name: expected a non-empty name (a string), got a list of 10000" in one_error(load_topology, p)
+    p = write(tmp_path, f"description: {'9' * 4000}\n" + SITE4, "n.yaml")
+    assert "description: expected a string, got an integer of 4000 digits" in one_error(load_topology, p)
+    assert excerpt("a\nb\x1b[0m" + "z" * 500, 40).startswith("a b?[0m") and len(excerpt("z" * 500, 40)) == 40
+    assert len(InputError("f" * 5000, "g" * 5000, "h" * 5000).line()) < 900
+
+
+@pytest.mark.parametrize("value", [str(10 ** 400), '"1e999999999 s"', "1e999999999", ".nan", "-.inf",
+                                   "-1", "1e308", "0x" + "f" * 500])
+def test_numeric_extremes(tmp_path, value):
+    p = write(tmp_path, f"arrivals: [0, {value}]\n")
+    assert "arrivals[1]: expected" in one_error(load_pap, p)
+    p = write(tmp_path, f"sites:\n  - {{name: A, hosts: 4, lan: {{latency: {value}, bandwidth: 1Gbit/s}}}}\n",
+              "t.yaml")
+    assert "sites[0].lan.latency: expected" in one_error(load_topology, p)
+    p = write(tmp_path, f"sites:\n  - {{name: A, hosts: 4, lan: {{latency: 1us, bandwidth: {value}}}}}\n",
+              "b.yaml")
+    assert "sites[0].lan.bandwidth:" in one_error(load_topology, p)
+
+
+def test_bandwidth_and_time_ranges(tmp_path):
+    for bw in ("1e-320", "0.1", "9Pbit/s" if False else "2e15"):
+        p = write(tmp_path, f"sites:\n  - {{name: A, hosts: 2, lan: {{latency: 1us, bandwidth: {bw}}}}}\n")
+        assert "expected a positive bandwidth, 1bit/s to 8Pbit/s" in one_error(load_topology, p)
+    p = write(tmp_path, "sites:\n  - {name: A, hosts: 2, lan: {latency: 1e-320, bandwidth: 1bit/s}}\n")
+    assert load_topology(p).bandwidth[0, 1] == 0.125
+    p = write(tmp_path, "arrivals: [0, 1000001]\n", "p.yaml")
+    assert "at most 1e+06 s" in one_error(load_pap, p)
+
+
+def test_host_and_rank_bounds(tmp_path):
+    """hosts: 50000 with --ranks 4 allocated 18.6 GiB of host matrices."""
+    p = write(tmp_path, SITE4.replace("hosts: 4", "hosts: 50000"))
+    assert f"at most {MAX_HOSTS} hosts" in one_error(load_topology, p, 4)
+    names_ = ", ".join(f"h{i}" for i in range(MAX_HOSTS + 1))
+    p = write(tmp_path, f"sites:\n  - {{name: A, hosts: [{names_}], lan: {{latency: 1us, bandwidth: 1Gbit/s}}}}\n",
+              "l.yaml")
+    assert f"at most {MAX_HOSTS} hosts" in one_error(load_topology, p)
+    p = write(tmp_path, SITE4 + f"placement: {{ranks_per_host: {10 ** 30}}}\n", "r.yaml")
+    assert f"placement.ranks_per_host: places" in one_error(load_topology, p)
+    assert load_topology(p, 4).nranks == 4  # an explicit rank count needs only 4
+    with pytest.raises(InputError, match=f"expected 1 to {MAX_RANKS} ranks"):
+        load_topology(p, MAX_RANKS + 1)
+    with pytest.raises(InputError, match=f"expected 1 to {MAX_RANKS} ranks"):
+        homogeneous(MAX_RANKS + 1)
+
+
+def test_hosts_given_as_a_whole_float(tmp_path):
+    """hosts: 4.0 passes the schema (JSON integers include 4.0); it was a TypeError."""
+    t = load_topology(write(tmp_path, SITE4.replace("hosts: 4", "hosts: 4.0")))
+    assert t.hosts == ["A-0", "A-1", "A-2", "A-3"]
+
+
+def test_encodings(tmp_path):
+    p = tmp_path / "bom.yaml"
+    p.write_bytes(b"\xef\xbb\xbf" + SITE4.encode())
+    assert load_topology(p).nranks == 4
+    p.write_bytes("arrivals: [0, 1]\n".encode("utf-16"))
+    assert "found UTF-16" in one_error(load_pap, p)
+    p.write_bytes(b"arrivals: [0, 1]\nname: \xff\n")
+    assert "line 2: expected UTF-8 text, found byte 0xff" in one_error(load_pap, p)
+    p.write_bytes(b"arrivals: [0, 1]\nname: a\x00\n")
+    assert "line 2: expected text, found a NUL byte" in one_error(load_pap, p)
+
+
+def test_special_files_as_inputs(tmp_path):
+    import os
+    os.mkfifo(tmp_path / "fifo")
+    for loader in (load_topology, load_pap):
+        assert "found a FIFO" in one_error(loader, tmp_path / "fifo")
+        assert "found a directory" in one_error(loader, tmp_path)
+    from collsched import schedfile
+    with pytest.raises(ScheduleFileError, match="expected a regular schedule file, found a FIFO"):
+        schedfile.read(tmp_path / "fifo")
+    with pytest.raises(ScheduleFileError, match="character device"):
+        schedfile.read("/dev/zero")

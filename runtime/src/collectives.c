@@ -1,161 +1,298 @@
 /* collectives.c - collsched_allgather / collsched_allgatherv: check the call, pick a
  * schedule, put the own block in place and run the executor; otherwise run the MPI
- * library's own collective (PMPI, so the preload wrappers never recurse).
+ * library's own collective (PMPI, so the preload wrappers never recurse), or, in strict
+ * mode, refuse the call through the communicator's error handler.
  *
  * Every decision that makes one rank fall back is one that MPI requires to be the same
  * on all ranks (communicator kind and size, bytes per block, schedule set), so the ranks
- * never disagree on whether a schedule runs. The one exception is a receive datatype
- * that is contiguous on some ranks and not on others (docs/runtime.md).
+ * never disagree on whether a schedule runs. Datatypes are not such a decision: MPI lets
+ * ranks describe the same bytes with different layouts. So every layout runs the
+ * schedule: a receive type whose elements are one run of bytes in order (datatype.c)
+ * gets the pieces in place; any other gets them in a staging buffer, which MPI unpacks
+ * into the user's layout after the schedule (a message to oneself). Likewise a send type
+ * that is not a run is laid out in the own block by a message to oneself.
  */
 #include "runtime.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Type map is contiguous bytes: count elements cover [true_lb, true_lb + count*size). */
-static int contiguous(MPI_Datatype t, MPI_Aint *true_lb, int *size)
+/* One call's arguments, allgather (counts == NULL) or allgatherv. */
+typedef struct call {
+    const char *name;          /* "MPI_Allgather" or "MPI_Allgatherv" (messages) */
+    const void *sendbuf;
+    int sendcount;
+    MPI_Datatype sendtype;
+    void *recvbuf;
+    int recvcount;             /* allgather */
+    const int *counts, *displs; /* allgatherv */
+    MPI_Datatype recvtype;
+    MPI_Comm comm;             /* the user's communicator */
+    int rank, size;
+    uint64_t esize;            /* bytes of one receive element */
+    uint64_t block;            /* allgather: bytes per rank */
+} call;
+
+/* An error of the runtime's own goes through the communicator's error handler, as an
+ * MPI call's would: with MPI_ERRORS_ARE_FATAL (the default) the job aborts. */
+static int raise_error(MPI_Comm comm, int rc)
 {
-    MPI_Aint lb, ext, tlb, text;
-    if (PMPI_Type_size(t, size) != MPI_SUCCESS || PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS
-        || PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS)
-        return 0;
-    *true_lb = tlb;
-    return (MPI_Aint)*size == ext && ext == text;
+    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
+    return rc;
 }
 
-/* Fall back (or, in strict mode, refuse). st may be NULL (intercommunicator). */
-static int fallback(cs_comm *st, const char *reason, int *strict_err)
+/* Strict mode: no schedule serves the call, and it is refused (MPI_ERR_OTHER). */
+static int refuse(cs_comm *st, const call *c, uint64_t lo, uint64_t hi)
 {
-    if (st) cs_note_fallback(st, reason);
-    *strict_err = cs_strict() ? MPI_ERR_OTHER : MPI_SUCCESS;
-    if (*strict_err && !st) fprintf(stderr, "collsched: %s (COLLSCHED_STRICT=1)\n", reason);
-    return *strict_err;
+    if (st) {
+        cs_note_refused(st, c->name, lo, hi);
+    } else { /* intercommunicator: no state; rank 0 of each group says it, once per process */
+        static int said;
+        int r = 0;
+        PMPI_Comm_rank(c->comm, &r);
+        if (r == 0 && !said) {
+            fprintf(stderr, "collsched: COLLSCHED_STRICT=1: %s refused on an intercommunicator "
+                    "(not supported), no fallback to the MPI library\n", c->name);
+            fflush(stderr);
+            said = 1;
+        }
+        PMPI_Barrier(c->comm); /* the line is out before any rank's handler aborts the job */
+    }
+    return raise_error(c->comm, MPI_ERR_OTHER);
 }
 
-/* How the own block gets into the receive buffer (not for MPI_IN_PLACE): a contiguous
- * send buffer is left to the executor (sends from it, copies it after issuing the
- * transfers); a non-contiguous one is laid out by MPI now (a message to oneself). */
-static int place_own(const void *sendbuf, int sendcount, MPI_Datatype sendtype, char *own,
-                     uint64_t bytes, MPI_Comm priv, int rank, cs_layout *lay)
+/* A datatype of n bytes; n may exceed INT_MAX. */
+static int byte_type(uint64_t n, MPI_Datatype *t)
 {
-    MPI_Aint tlb;
-    int size;
-    lay->rank = (uint32_t)rank;
-    if (sendbuf == MPI_IN_PLACE || bytes == 0) return MPI_SUCCESS;
-    if (contiguous(sendtype, &tlb, &size)) {
-        lay->own_src = (const char *)sendbuf + tlb;
-        lay->own_dst = own;
+    const uint64_t G = 1u << 30;
+    if (n <= INT_MAX) return PMPI_Type_contiguous((int)n, MPI_BYTE, t);
+    if (n / G > INT_MAX) return MPI_ERR_COUNT;
+    MPI_Datatype g;
+    int rc = PMPI_Type_contiguous((int)G, MPI_BYTE, &g);
+    if (rc != MPI_SUCCESS) return rc;
+    int bl[2] = { (int)(n / G), (int)(n % G) };
+    MPI_Aint at[2] = { 0, (MPI_Aint)(n / G * G) };
+    MPI_Datatype parts[2] = { g, MPI_BYTE };
+    rc = PMPI_Type_create_struct(2, bl, at, parts, t);
+    PMPI_Type_free(&g);
+    return rc;
+}
+
+/* A local copy through MPI, from one layout to another (a message to oneself). */
+static int self_copy(const void *src, int scount, MPI_Datatype stype, void *dst, int dcount,
+                     MPI_Datatype dtype, MPI_Comm priv, int rank)
+{
+    return PMPI_Sendrecv(src, scount, stype, rank, CS_TAG_SELF, dst, dcount, dtype, rank,
+                         CS_TAG_SELF, priv, MPI_STATUS_IGNORE);
+}
+
+/* The same, into or out of `bytes` contiguous bytes. */
+static int copy_bytes(const void *src, int scount, MPI_Datatype stype, void *dst, uint64_t bytes,
+                      int pack, MPI_Comm priv, int rank)
+{
+    MPI_Datatype b;
+    int rc = byte_type(bytes, &b);
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&b);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = pack ? self_copy(src, scount, stype, dst, 1, b, priv, rank)
+              : self_copy(dst, 1, b, (void *)src, scount, stype, priv, rank);
+    PMPI_Type_free(&b);
+    return rc;
+}
+
+/* Where the executor puts the blocks: straight into the receive buffer when its type is
+ * a run of bytes, else into staging (*stage, malloc'ed) laid out like the receive buffer
+ * would be with a contiguous type: allgather block o at o * block; allgatherv block o at
+ * displs[o] * esize, staging covering only the span the blocks use. */
+static int open_recv(const call *c, cs_layout *lay, char **stage)
+{
+    MPI_Aint off = 0;
+    int64_t lo = 0, hi = 0;
+    *stage = NULL;
+    lay->rank = (uint32_t)c->rank;
+    if (c->counts) {
+        lay->counts = c->counts;
+        lay->displs = c->displs;
+        lay->extent = c->esize;
+        for (int o = 0, first = 1; o < c->size; o++) {
+            int64_t a, b;
+            if (c->counts[o] == 0) continue;
+            if (__builtin_mul_overflow((int64_t)c->displs[o], (int64_t)c->esize, &a)
+                || __builtin_mul_overflow((int64_t)c->counts[o], (int64_t)c->esize, &b)
+                || __builtin_add_overflow(a, b, &b))
+                return MPI_ERR_NO_MEM;
+            if (first || a < lo) lo = a;
+            if (first || b > hi) hi = b;
+            first = 0;
+        }
+    } else {
+        lay->block = c->block;
+        if (__builtin_mul_overflow((int64_t)c->block, (int64_t)c->size, &hi)) return MPI_ERR_NO_MEM;
+    }
+    if (hi == lo || cs_type_run(c->recvtype, &off)) { /* nothing to move, or in place */
+        lay->base = hi == lo ? (char *)c->recvbuf : (char *)c->recvbuf + off;
+        return MPI_SUCCESS;
+    }
+    if ((uint64_t)(hi - lo) > SIZE_MAX || !(*stage = malloc((size_t)(hi - lo))))
+        return MPI_ERR_NO_MEM;
+    /* block o's bytes at base + displs[o] * esize: inside the staging buffer */
+    lay->base = (char *)((uintptr_t)*stage - (uintptr_t)lo);
+    return MPI_SUCCESS;
+}
+
+/* The staged blocks into the user's receive layout (one message to oneself). */
+static int close_recv(const call *c, const cs_layout *lay, MPI_Comm priv)
+{
+    MPI_Datatype from = MPI_DATATYPE_NULL, to = MPI_DATATYPE_NULL, e = MPI_DATATYPE_NULL;
+    int rc = byte_type(c->counts ? c->esize : c->block, &e);
+    if (rc == MPI_SUCCESS)
+        rc = c->counts ? PMPI_Type_indexed(c->size, c->counts, c->displs, e, &from)
+                       : PMPI_Type_contiguous(c->size, e, &from);
+    if (rc == MPI_SUCCESS)
+        rc = c->counts ? PMPI_Type_indexed(c->size, c->counts, c->displs, c->recvtype, &to)
+                       : PMPI_Type_contiguous(c->recvcount, c->recvtype, &to);
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&from);
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&to);
+    if (rc == MPI_SUCCESS)
+        rc = self_copy(lay->base, 1, from, c->recvbuf, c->counts ? 1 : c->size, to, priv, c->rank);
+    MPI_Datatype *all[3] = { &from, &to, &e };
+    for (int i = 0; i < 3; i++)
+        if (*all[i] != MPI_DATATYPE_NULL) PMPI_Type_free(all[i]);
+    return rc;
+}
+
+/* The own block at its place in the layout: a send buffer that is a run of bytes is left
+ * to the executor (it sends from there and copies it in after issuing the transfers);
+ * any other is laid out by MPI now. In place, the block is already there, unless the
+ * blocks are staged: then MPI packs it from the receive buffer into staging. */
+static int place_own(const call *c, cs_layout *lay, int staged, MPI_Comm priv)
+{
+    uint64_t bytes = c->counts ? (uint64_t)c->counts[c->rank] * c->esize : c->block;
+    if (bytes == 0) return MPI_SUCCESS;
+    char *dst = lay->base + (c->counts ? (int64_t)c->displs[c->rank] * (int64_t)c->esize
+                                       : (int64_t)((uint64_t)c->rank * c->block));
+    MPI_Aint off, lb, ext;
+    if (c->sendbuf == MPI_IN_PLACE) {
+        if (!staged) return MPI_SUCCESS;
+        int n = c->counts ? c->counts[c->rank] : c->recvcount;
+        int rc = PMPI_Type_get_extent(c->recvtype, &lb, &ext);
+        if (rc != MPI_SUCCESS) return rc;
+        MPI_Aint at = (MPI_Aint)(c->counts ? c->displs[c->rank] : (int64_t)c->rank * c->recvcount) * ext;
+        return copy_bytes((char *)c->recvbuf + at, n, c->recvtype, dst, bytes, 1, priv, c->rank);
+    }
+    if (cs_type_run(c->sendtype, &off)) {
+        lay->own_src = (const char *)c->sendbuf + off;
+        lay->own_dst = dst;
         lay->own_bytes = bytes;
         return MPI_SUCCESS;
     }
-    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, rank, CS_TAG_SELF, own, (int)bytes,
-                         MPI_BYTE, rank, CS_TAG_SELF, priv, MPI_STATUS_IGNORE);
+    return copy_bytes(c->sendbuf, c->sendcount, c->sendtype, dst, bytes, 1, priv, c->rank);
 }
 
-static int send_bytes(const void *sendbuf, int sendcount, MPI_Datatype sendtype, uint64_t *bytes)
+/* Runs the schedule: layout, own block, executor (or the PAT engine's rest), unstaging. */
+static int run(const call *c, cs_layout *lay, const collsched_schedule *s, MPI_Comm priv,
+               MPI_Request *reqs, int pat)
 {
-    int size;
-    if (sendbuf == MPI_IN_PLACE) return 1;
-    if (sendcount < 0 || PMPI_Type_size(sendtype, &size) != MPI_SUCCESS) return 0;
-    *bytes = (uint64_t)sendcount * (uint64_t)size;
+    char *stage = NULL;
+    int rc = open_recv(c, lay, &stage);
+    if (rc == MPI_SUCCESS) rc = place_own(c, lay, stage != NULL, priv);
+    if (rc == MPI_SUCCESS)
+        rc = pat ? cs_execute_pat(s, (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0, priv, lay, reqs)
+                 : cs_execute(s, priv, lay, reqs);
+    if (rc == MPI_SUCCESS && stage) rc = close_recv(c, lay, priv);
+    free(stage);
+    return rc;
+}
+
+/* Bytes of one element of t (signatures: the same on every rank for the same data). */
+static int type_bytes(MPI_Datatype t, uint64_t *bytes)
+{
+    MPI_Count n;
+    if (PMPI_Type_size_x(t, &n) != MPI_SUCCESS || n < 0) return 0;
+    *bytes = (uint64_t)n;
     return 1;
 }
 
-/* Why the call cannot use a schedule before one is even looked at, or NULL. */
-static const char *call_problem(MPI_Datatype recvtype, MPI_Aint *tlb, int *rsize)
+/* The own contribution in bytes agrees with the receive side (else MPI reports it). */
+static int send_matches(const call *c, uint64_t own)
 {
-    if (!contiguous(recvtype, tlb, rsize))
-        return "receive datatype is not contiguous bytes";
-    return NULL;
-}
-
-static int piece_fits(uint64_t hi, const cs_selection *sel)
-{
-    return hi / sel->sched->hdr.nseg + 1 <= (uint64_t)INT_MAX;
+    uint64_t size;
+    if (c->sendbuf == MPI_IN_PLACE) return 1;
+    return c->sendcount >= 0 && type_bytes(c->sendtype, &size) && (uint64_t)c->sendcount * size == own;
 }
 
 /* The schedule for a call whose blocks are lo..hi bytes: 1 to run *sel; 0 to run the MPI
- * library's collective instead (*rc = MPI_SUCCESS) or to fail (*rc = the error, strict
- * mode). `why` is a reason already found not to use a schedule, or NULL. */
-static int choose(cs_comm *st, const char *why, uint64_t lo, uint64_t hi, cs_selection *sel, int *rc)
+ * library's collective instead; -1 to fail with *rc (an MPI error; strict mode: the call
+ * was refused, through the error handler). */
+static int choose(cs_comm *st, const call *c, uint64_t lo, uint64_t hi, cs_selection *sel, int *rc)
 {
-    *rc = MPI_SUCCESS;
-    if (!why) {
-        *rc = cs_select(st, lo, hi, sel);
-        if (*rc != MPI_SUCCESS) return 0;
-        if (!sel->sched) {
-            if (cs_strict()) *rc = MPI_ERR_OTHER;
-            return 0;
-        }
-        if (!piece_fits(hi, sel)) why = "a piece exceeds INT_MAX bytes";
+    *rc = cs_select(st, lo, hi, sel);
+    if (*rc != MPI_SUCCESS) {
+        raise_error(c->comm, *rc);
+        return -1;
     }
-    if (why) {
-        int err;
-        if (fallback(st, why, &err)) *rc = err;
-        return 0;
+    if (sel->sched && hi / sel->sched->hdr.nseg + 1 > (uint64_t)INT_MAX) {
+        cs_note_fallback(st, "a piece exceeds INT_MAX bytes");
+        sel->sched = NULL;
     }
-    return 1;
+    if (sel->sched) return 1;
+    if (!cs_strict()) return 0;
+    *rc = refuse(st, c, lo, hi);
+    return -1;
 }
 
-/* The PAT engine's iteration (pat.c): its background receives are in the staging
- * buffer; put them and the own block in place and run the rest of its schedule. */
-static int run_pat(const cs_pat_job *job, cs_comm *st, const void *sendbuf, int sendcount,
-                   MPI_Datatype sendtype, char *base, uint64_t bytes)
+/* The PAT engine's iteration (pat.c): its background receives are in its staging
+ * buffer; the executor puts them and the own block in place and runs the rest. */
+static int run_pat(const cs_pat_job *job, cs_comm *st, const call *c)
 {
-    int rank = cs_comm_rank(st);
-    cs_layout lay = { .base = base, .block = bytes, .staging = job->staging, .slot = job->slot,
-                      .nstaged = job->nbg, .bg_posted = job->bg_posted,
-                      .bg_sent = job->bg_sent, .unstaged = job->unstaged };
-    int rc = place_own(sendbuf, sendcount, sendtype, base + (uint64_t)rank * bytes, bytes,
-                       job->comm, rank, &lay);
-    if (rc == MPI_SUCCESS) {
-        rc = cs_execute_pat(job->sched, (job->sched->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0,
-                            job->comm, &lay, job->reqs);
-    }
+    cs_layout lay = { .staging = job->staging, .slot = job->slot, .nstaged = job->nbg,
+                      .bg_posted = job->bg_posted, .bg_sent = job->bg_sent,
+                      .unstaged = job->unstaged };
+    int rc = run(c, &lay, job->sched, job->comm, job->reqs, 1);
     cs_note_used(st, job->name);
     cs_pat_done();
-    return rc;
+    return raise_error(c->comm, rc);
 }
 
 static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                      int recvcount, MPI_Datatype recvtype, MPI_Comm comm, int *timed)
 {
-    int inter = 0, err = MPI_SUCCESS, rsize;
-    MPI_Aint tlb;
+    int inter = 0;
     cs_comm *st = NULL;
-    if (comm == MPI_COMM_NULL || recvcount < 0 || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
+    call c = { "MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, recvcount, NULL, NULL,
+               recvtype, comm, 0, 0, 0, 0 };
+    if (comm == MPI_COMM_NULL || recvcount < 0 || !type_bytes(recvtype, &c.esize)
+        || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
         goto pmpi; /* erroneous call: MPI reports it */
     if (inter) {
-        if (fallback(NULL, "intercommunicator: not supported", &err)) return err;
+        if (cs_strict()) return refuse(NULL, &c, 0, 0);
         goto pmpi;
     }
     int rc = cs_comm_state(comm, &st);
     if (rc != MPI_SUCCESS) return rc;
-    const char *why = call_problem(recvtype, &tlb, &rsize);
-    uint64_t bytes = (uint64_t)recvcount * (uint64_t)rsize, own_bytes = bytes;
-    if (!why && !send_bytes(sendbuf, sendcount, sendtype, &own_bytes)) goto pmpi;
-    if (!why && own_bytes != bytes) goto pmpi; /* mismatched signatures: MPI reports it */
+    c.rank = cs_comm_rank(st);
+    c.size = cs_comm_size(st);
+    c.block = (uint64_t)recvcount * c.esize;
+    if (!send_matches(&c, c.block)) goto pmpi; /* mismatched signatures: MPI reports it */
     cs_pat_job job;
-    int claim = why || bytes > (uint64_t)INT_MAX ? CS_PAT_NOT_MINE : cs_pat_claim(comm, bytes, &job);
-    if (claim == CS_PAT_RUN)
-        return run_pat(&job, st, sendbuf, sendcount, sendtype, (char *)recvbuf + tlb, bytes);
+    int claim = c.block > (uint64_t)INT_MAX ? CS_PAT_NOT_MINE : cs_pat_claim(comm, c.block, &job);
+    if (claim == CS_PAT_RUN) return run_pat(&job, st, &c);
     if (claim == CS_PAT_FALL_BACK) {
-        if (cs_verbose() && cs_comm_rank(st) == 0) fprintf(stderr, "collsched: %s\n", job.reason);
+        if (cs_verbose() && c.rank == 0) fprintf(stderr, "collsched: %s\n", job.reason);
         *timed = cs_pat_learning_tau();
     }
     cs_selection sel;
-    if (!choose(st, why, bytes, bytes, &sel, &rc)) {
-        if (rc != MPI_SUCCESS) return rc;
+    int how = choose(st, &c, c.block, c.block, &sel, &rc);
+    if (how < 0) return rc;
+    if (how == 0) {
         if (claim == CS_PAT_FALL_BACK) cs_note_fallback(st, job.reason); /* the news for a PAT user */
         goto pmpi;
     }
-    char *base = (char *)recvbuf + tlb;
-    int rank = cs_comm_rank(st);
-    cs_layout lay = { .base = base, .block = bytes };
-    rc = place_own(sendbuf, sendcount, sendtype, base + (uint64_t)rank * bytes, bytes, sel.comm,
-                   rank, &lay);
-    return rc == MPI_SUCCESS ? cs_execute(sel.sched, sel.comm, &lay, sel.reqs) : rc;
+    cs_layout lay = { 0 };
+    return raise_error(comm, run(&c, &lay, sel.sched, sel.comm, sel.reqs, 0));
 pmpi:
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -190,35 +327,31 @@ int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
                          void *recvbuf, const int recvcounts[], const int displs[],
                          MPI_Datatype recvtype, MPI_Comm comm)
 {
-    int inter = 0, err = MPI_SUCCESS, rsize;
-    MPI_Aint tlb;
+    int inter = 0;
     cs_comm *st = NULL;
     uint64_t lo = 0, hi = 0;
-    if (comm == MPI_COMM_NULL || !recvcounts || !displs
+    call c = { "MPI_Allgatherv", sendbuf, sendcount, sendtype, recvbuf, 0, recvcounts, displs,
+               recvtype, comm, 0, 0, 0, 0 };
+    if (comm == MPI_COMM_NULL || !recvcounts || !displs || !type_bytes(recvtype, &c.esize)
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
         goto pmpi;
     if (inter) {
-        if (fallback(NULL, "intercommunicator: not supported", &err)) return err;
+        if (cs_strict()) return refuse(NULL, &c, 0, 0);
         goto pmpi;
     }
     int rc = cs_comm_state(comm, &st);
     if (rc != MPI_SUCCESS) return rc;
-    int rank = cs_comm_rank(st), size = cs_comm_size(st);
-    const char *why = call_problem(recvtype, &tlb, &rsize);
-    if (!why && !block_range(recvcounts, size, (uint64_t)rsize, &lo, &hi)) goto pmpi;
-    uint64_t own = why ? 0 : (uint64_t)recvcounts[rank] * (uint64_t)rsize, own_bytes = own;
-    if (!why && (!send_bytes(sendbuf, sendcount, sendtype, &own_bytes) || own_bytes != own))
+    c.rank = cs_comm_rank(st);
+    c.size = cs_comm_size(st);
+    if (!block_range(recvcounts, c.size, c.esize, &lo, &hi)
+        || !send_matches(&c, (uint64_t)recvcounts[c.rank] * c.esize))
         goto pmpi;
     cs_selection sel;
-    if (!choose(st, why, lo, hi, &sel, &rc)) {
-        if (rc != MPI_SUCCESS) return rc;
-        goto pmpi;
-    }
-    char *base = (char *)recvbuf + tlb;
-    cs_layout lay = { .base = base, .counts = recvcounts, .displs = displs, .extent = (uint64_t)rsize };
-    char *dst = own ? base + (int64_t)displs[rank] * rsize : base;
-    rc = place_own(sendbuf, sendcount, sendtype, dst, own, sel.comm, rank, &lay);
-    return rc == MPI_SUCCESS ? cs_execute(sel.sched, sel.comm, &lay, sel.reqs) : rc;
+    int how = choose(st, &c, lo, hi, &sel, &rc);
+    if (how < 0) return rc;
+    if (how == 0) goto pmpi;
+    cs_layout lay = { 0 };
+    return raise_error(comm, run(&c, &lay, sel.sched, sel.comm, sel.reqs, 0));
 pmpi:
     return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
 }

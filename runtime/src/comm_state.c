@@ -13,13 +13,13 @@
 #include "runtime.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_DIR_FILES 4096
 #define REASON_LEN 512
 
 typedef struct cs_candidate {
@@ -41,6 +41,7 @@ typedef struct cs_comm {
     cs_candidate *cand;
     int ncand;
     int warned;                  /* the mismatch line was printed (once per communicator) */
+    int refused;                 /* strict mode refused a call here (said once) */
     collsched_call_info last;
     int orphan;                  /* released at finalize; only its memory remains */
     struct cs_comm *next;
@@ -131,10 +132,28 @@ static void set_last(cs_comm *st, const char *schedule, const char *reason)
 void cs_note_fallback(cs_comm *st, const char *reason)
 {
     set_last(st, NULL, reason);
-    if (st->rank == 0 && !st->warned && (cs_verbose() || cs_strict())) {
+    if (st->rank == 0 && !st->warned && cs_verbose() && !cs_strict()) {
         say("no schedule for this call on a communicator of %d ranks: %s", st->size, reason);
         st->warned = 1;
     }
+}
+
+/* Strict mode words it as a refusal, with the reason (the fallback lines are not printed
+ * then). Every rank refuses the same calls, so all of them reach the barrier: rank 0's
+ * line is out before any rank's error handler aborts the job. */
+void cs_note_refused(cs_comm *st, const char *call, uint64_t lo, uint64_t hi)
+{
+    if (st->refused) return;
+    st->refused = 1;
+    if (st->rank == 0) {
+        char bytes[64];
+        if (lo == hi) text(bytes, sizeof bytes, "%llu bytes per rank", (unsigned long long)lo);
+        else text(bytes, sizeof bytes, "%llu..%llu bytes per rank", (unsigned long long)lo,
+                  (unsigned long long)hi);
+        say("COLLSCHED_STRICT=1: %s refused on a communicator of %d ranks (%s), no fallback to "
+            "the MPI library: %s", call, st->size, bytes, st->last.reason);
+    }
+    PMPI_Barrier(st->priv);
 }
 
 /* ---- cleanup (attribute delete callbacks) ---- */
@@ -187,6 +206,8 @@ static int at_finalize(MPI_Comm comm, int kv, void *value, void *extra)
         }
     }
     PMPI_Comm_free_keyval(&keyval);
+    /* and this callback's own keyval (MPI frees it once the attribute is gone) */
+    PMPI_Comm_free_keyval(&self_keyval);
     return MPI_SUCCESS;
 }
 
@@ -227,19 +248,49 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Directory: every regular file, in name order; files whose header is not valid are
- * skipped (noted for COLLSCHED_VERBOSE). */
-static void scan_directory(cs_comm *st, const char *dir)
+/* The names in a directory (not those starting with '.'), in strcmp (byte) order, however
+ * many there are: the order candidates are tried in must not depend on readdir's.
+ * Returns the count, or -1 (*names NULL) if the directory or memory fails. */
+static int list_directory(const char *dir, char ***names)
 {
     DIR *d = opendir(dir);
-    char *names[MAX_DIR_FILES];
-    int n = 0, skipped = 0;
-    char err[REASON_LEN] = "", first_err[REASON_LEN] = "";
+    char **v = NULL;
+    size_t n = 0, cap = 0;
     struct dirent *e;
-    while (d && (e = readdir(d)) && n < MAX_DIR_FILES)
-        if (e->d_name[0] != '.' && (names[n] = strdup(e->d_name))) n++;
+    int ok = d != NULL;
+    while (ok && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            char **w = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof *v);
+            if (!w) { ok = 0; break; }
+            v = w;
+        }
+        if (!(v[n] = strdup(e->d_name)) || n + 1 > (size_t)INT_MAX) { ok = 0; break; }
+        n++;
+    }
     if (d) closedir(d);
-    qsort(names, (size_t)n, sizeof *names, by_name);
+    if (!ok) {
+        for (size_t i = 0; i < n; i++) free(v[i]);
+        free(v);
+        *names = NULL;
+        return -1;
+    }
+    if (n) qsort(v, n, sizeof *v, by_name);
+    *names = v;
+    return (int)n;
+}
+
+/* Directory: every regular file, in name order; files whose header is not valid are
+ * skipped (noted for COLLSCHED_VERBOSE). Special files are never opened. */
+static void scan_directory(cs_comm *st, const char *dir)
+{
+    char **names;
+    int n = list_directory(dir, &names), skipped = 0;
+    char err[REASON_LEN] = "", first_err[REASON_LEN] = "";
+    if (n < 0) {
+        text(st->disabled, sizeof st->disabled, "%s: cannot read the directory", dir);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         char path[4096];
         struct stat sb;
@@ -249,6 +300,7 @@ static void scan_directory(cs_comm *st, const char *dir)
         if (add_candidate(st, path, err, sizeof err) != 0 && !skipped++)
             text(first_err, sizeof first_err, "%s", err);
     }
+    free(names);
     if (st->rank == 0 && skipped && cs_verbose())
         say("skipped %d file(s) of %s that are not valid schedules, first: %s", skipped, dir, first_err);
 }
@@ -266,7 +318,7 @@ static uint64_t scan_source(cs_comm *st)
     text(st->source, sizeof st->source, "%s", src);
     if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         scan_directory(st, src);
-        if (st->ncand == 0)
+        if (st->ncand == 0 && !st->disabled[0])
             text(st->disabled, sizeof st->disabled, "%s: directory holds no valid schedule file", src);
     } else {
         st->single_file = 1;
@@ -311,9 +363,9 @@ static int create_state(MPI_Comm comm, cs_comm **out)
         text(st->disabled, sizeof st->disabled,
                  "ranks see different schedule files under %s", st->source[0] ? st->source : "(unset)");
         if (st->rank == 0) say("%s: falling back to the MPI library", st->disabled);
-    } else if (st->single_file && !st->enabled && st->rank == 0) {
-        say("%s", st->disabled); /* a broken single file is always worth a line */
-        st->warned = 1;
+    } else if (st->single_file && !st->enabled && st->rank == 0 && !cs_strict()) {
+        say("%s", st->disabled); /* a broken single file is always worth a line (strict: */
+        st->warned = 1;          /* the refusal's line says it) */
     }
     STATES_LOCK();
     st->next = all_states;
@@ -404,7 +456,9 @@ static int prove_whole(cs_comm *st, cs_candidate *c, const collsched_schedule *s
     return rc;
 }
 
-static int load_candidate(cs_comm *st, cs_candidate *c)
+/* Loads, agrees on and proves c (collective). The rank that finds what is wrong says it
+ * in one line, except rank 0 when `quiet0` (strict mode: the refusal line carries it). */
+static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0)
 {
     char err[REASON_LEN] = "", why[REASON_LEN] = "";
     collsched_schedule *s = NULL;
@@ -454,20 +508,21 @@ static int load_candidate(cs_comm *st, cs_candidate *c)
     free(c->reqs);
     c->reqs = NULL;
     c->state = -1;
+    int loud = !(quiet0 && st->rank == 0);
     if (rc != MPI_SUCCESS) {
         text(c->reason, sizeof c->reason, "%s: MPI error %d while the ranks agreed", c->path, rc);
     } else if (x[2]) {
         uint64_t bad = P - x[2];
-        if (bad == me) { text(c->reason, sizeof c->reason, "%s", err); say("%s", err); }
+        if (bad == me) { text(c->reason, sizeof c->reason, "%s", err); if (loud) say("%s", err); }
         else text(c->reason, sizeof c->reason, "%s: refused on rank %llu", c->path, (unsigned long long)bad);
     } else if (!same) {
         text(c->reason, sizeof c->reason, "%s: ranks read different headers or indexes",
                  c->path);
-        if (st->rank == 0) say("%s", c->reason);
+        if (st->rank == 0 && loud) say("%s", c->reason);
     } else if (x[3]) {
-        if (st->rank == 0) { text(c->reason, sizeof c->reason, "%s", why); say("%s", why); }
+        if (st->rank == 0) { text(c->reason, sizeof c->reason, "%s", why); if (loud) say("%s", why); }
         else text(c->reason, sizeof c->reason, "%s: whole-schedule check: refused on rank 0", c->path);
-    } else if (st->rank == 0) {
+    } else if (st->rank == 0 && loud) {
         say("%s", c->reason); /* the whole-schedule proof failed: reason set by prove_whole */
     }
     return rc;
@@ -482,7 +537,7 @@ int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char
     memset(&c, 0, sizeof c);
     c.path = (char *)path;
     *out = NULL;
-    int rc = load_candidate(st, &c);
+    int rc = load_candidate(st, &c, 0);
     free(c.reqs);
     if (rc == MPI_SUCCESS && c.state == 1) *out = c.sched;
     else text(reason, len, "%s", c.reason[0] ? c.reason : "refused");
@@ -518,8 +573,9 @@ static void no_match(cs_comm *st, const char *reason)
 {
     set_last(st, NULL, reason);
     /* A single file that does not fit is a user error worth one line; a directory that
-     * has nothing for this call is normal (COLLSCHED_VERBOSE tells). */
-    if (st->rank == 0 && !st->warned && (st->single_file || cs_verbose() || cs_strict())) {
+     * has nothing for this call is normal (COLLSCHED_VERBOSE tells). Strict mode does
+     * not fall back: its caller says what was refused (cs_note_refused). */
+    if (st->rank == 0 && !st->warned && !cs_strict() && (st->single_file || cs_verbose())) {
         say("%s: falling back to the MPI library", reason);
         st->warned = 1;
     }
@@ -536,7 +592,7 @@ int cs_select(cs_comm *st, uint64_t lo, uint64_t hi, cs_selection *sel)
     for (int i = 0; i < st->ncand; i++) {
         cs_candidate *c = &st->cand[i];
         if (!serves(st, &c->hdr, lo, hi, why, sizeof why)) continue;
-        int rc = c->state == 0 ? load_candidate(st, c) : MPI_SUCCESS;
+        int rc = c->state == 0 ? load_candidate(st, c, cs_strict()) : MPI_SUCCESS;
         if (rc != MPI_SUCCESS) return rc;
         if (c->state < 0) { /* the first match decides: a refused file is not skipped */
             set_last(st, NULL, c->reason);

@@ -7,7 +7,12 @@
 #include "internal.h"
 
 #define CS_TAG 1        /* the one tag of schedule traffic, on a private communicator */
-#define CS_TAG_SELF 2   /* local copy of a non-contiguous send buffer */
+#define CS_TAG_SELF 2   /* local copies through MPI (non-contiguous datatypes) */
+
+/* datatype.c: 1 if consecutive elements of t are one run of bytes in type-map order (size
+ * bytes per element, no holes, nothing reordered), starting *off bytes from the buffer's
+ * address; 0 if not (or if unsure). */
+int cs_type_run(MPI_Datatype t, MPI_Aint *off);
 
 /* Where the blocks live in the receive buffer (executor.c). */
 typedef struct cs_layout {
@@ -62,8 +67,11 @@ int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char
                    size_t len);
 /* Records that `what` ran (for collsched_last_call). */
 void cs_note_used(cs_comm *st, const char *what);
-/* Records a fallback decided before selection (datatype, sizes, ...). */
+/* Records a fallback decided after selection (a piece too large, PAT's reason). */
 void cs_note_fallback(cs_comm *st, const char *reason);
+/* Strict mode: rank 0 says once per communicator that `call` (lo..hi bytes per rank) was
+ * refused and why (the last reason recorded); collective over the communicator. */
+void cs_note_refused(cs_comm *st, const char *call, uint64_t lo, uint64_t hi);
 int cs_comm_rank(const cs_comm *st);
 int cs_comm_size(const cs_comm *st);
 MPI_Comm cs_comm_private(const cs_comm *st);

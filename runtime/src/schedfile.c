@@ -446,16 +446,31 @@ int collsched_load_memory(const void *data, size_t len, const char *name, uint32
     return load(&s, nranks, rank, out, err, errlen);
 }
 
-/* Opens `path` as a source; only regular files (a FIFO or device could block or lie). */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "a special file";
+}
+
+/* Opens `path` as a source: only a regular file (a symbolic link is followed to one). A
+ * FIFO or a device could block open() or read() forever, or never end: the type is
+ * checked before anything is opened, and again on the descriptor, opened non-blocking in
+ * case the path changed in between. What is read is bounded by the file's size. */
 static int open_source(const char *path, source *s, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
-        if (fd >= 0) close(fd);
-        return fail(COLLSCHED_EIO, err, errlen, path, "file", "cannot read a regular file (%s)",
-                    fd >= 0 ? "not a regular file" : strerror(e));
+    if (stat(path, &st) != 0)
+        return fail(COLLSCHED_EIO, err, errlen, path, "file", "cannot read (%s)", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return fail(COLLSCHED_EIO, err, errlen, path, "file", "expected a regular file, found %s",
+                    file_kind(st.st_mode));
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(COLLSCHED_EIO, err, errlen, path, "file", "cannot read (%s)", strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(COLLSCHED_EIO, err, errlen, path, "file", "expected a regular file, found %s",
+                    file_kind(st.st_mode));
     }
     *s = (source){ path, (uint64_t)st.st_size, fd, NULL };
     return COLLSCHED_OK;

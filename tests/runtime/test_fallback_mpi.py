@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from collsched.algorithms import Request, generate
 from collsched.ir import from_op_lists
 from collsched.verify import match, verify
 from rt_helpers import ROOT, TIMEOUT, make_schedule, mpirun_cmd, run_driver, build_c_tool
+from test_preload_mpi import preload_env
 
 P = 4
 
@@ -386,3 +388,60 @@ def test_whole_check_agrees_with_python_verifier(tmp_path):
     serial_recv_deadlocks = sum("serial execution" in e for e in expected)
     assert serial_recv_deadlocks >= 5, serial_recv_deadlocks
     assert expected.count("ok") >= 50
+
+
+# ---- strict mode through the error handler (issue 22, defect 5) ----
+
+@pytest.fixture(scope="module")
+def strict_app(tmp_path_factory) -> Path:
+    if not shutil.which("mpicc"):
+        pytest.skip("mpicc not installed")
+    exe = tmp_path_factory.mktemp("apps") / "strict_app"
+    subprocess.run(["mpicc", "-O1", "-Wall", "-Werror", "-o", str(exe),
+                    str(Path(__file__).parent / "apps" / "strict_app.c")], check=True, timeout=120)
+    return exe
+
+
+def run_strict(app: Path, schedules: Path, *args: str) -> subprocess.CompletedProcess:
+    env = preload_env(schedules, verbose=False)
+    env["COLLSCHED_STRICT"] = "1"
+    return subprocess.run(mpirun_cmd(P) + [str(app), *args], capture_output=True, text=True,
+                          timeout=60, env=env)
+
+
+def collsched_lines(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("collsched:")]
+
+
+REFUSED = ("collsched: COLLSCHED_STRICT=1: MPI_Allgather refused on a communicator of 4 ranks "
+           "(16 bytes per rank), no fallback to the MPI library: {}: nranks: expected 4 "
+           "(communicator size), found 8")
+REFUSED_INTER = ("collsched: COLLSCHED_STRICT=1: MPI_Allgather refused on an intercommunicator "
+                 "(not supported), no fallback to the MPI library")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("inter", [False, True])
+def test_strict_refusal_returns_through_the_error_handler(strict_app, tmp_path, inter):
+    """MPI_ERRORS_RETURN: both collectives return MPI_ERR_OTHER; a handler of the
+    program's own is called once per refused call; one line says what was refused."""
+    f = make_schedule(tmp_path / "p8.sched", "ring", 8)
+    proc = run_strict(strict_app, f, "return", *(["inter"] if inter else []))
+    assert proc.returncode == 0 and "strict_app: OK" in proc.stdout, proc.stdout + proc.stderr
+    lines = collsched_lines(proc.stderr)
+    if inter:  # rank 0 of each group
+        assert lines == [REFUSED_INTER] * 2, proc.stderr
+    else:
+        assert lines == [REFUSED.format(f)], proc.stderr
+    assert "falling back" not in proc.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("inter", [False, True])
+def test_strict_refusal_aborts_with_the_default_handler(strict_app, tmp_path, inter):
+    """MPI_ERRORS_ARE_FATAL (the default): the job aborts in MPI_Allgather instead of going
+    on with an unfilled buffer, after the line that says why."""
+    f = make_schedule(tmp_path / "p8.sched", "ring", 8)
+    proc = run_strict(strict_app, f, "fatal", *(["inter"] if inter else []))
+    assert proc.returncode != 0 and "strict_app: returned" not in proc.stdout, proc.stdout + proc.stderr
+    assert (REFUSED_INTER if inter else REFUSED.format(f)) in collsched_lines(proc.stderr), proc.stderr

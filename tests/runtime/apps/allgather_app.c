@@ -93,7 +93,7 @@ static void gather_types(MPI_Comm comm, int iter)
         ok &= recv[2 * o] == value(o, 0, iter) && recv[2 * o + 1] == value(o, 2, iter);
     check("MPI_Allgather strided send type", ok);
     for (int i = 0; i < 6 * P; i++) recv[i] = -1;
-    MPI_Allgather(send, 2, MPI_INT, recv, 1, strided, comm); /* strided receive: passes through */
+    MPI_Allgather(send, 2, MPI_INT, recv, 1, strided, comm); /* strided receive: staged */
     ok = 1;
     for (int o = 0; o < P; o++)
         ok &= recv[3 * o] == value(o, 0, iter) && recv[3 * o + 1] == -1

@@ -41,7 +41,7 @@ int cs_bdr_build(uint32_t P, const double *arrivals, double tau, uint32_t rank,
 {
     *out = NULL;
     *nout = 0;
-    if (P == 0 || rank >= P || P > (1u << 16)) return COLLSCHED_EFORMAT;
+    if (P == 0 || rank >= P || P > (1u << 16) || !isfinite(tau)) return COLLSCHED_EFORMAT;
     double amax = arrivals[0];
     for (uint32_t r = 1; r < P; r++) if (arrivals[r] > amax) amax = arrivals[r];
     int64_t *ps = calloc(P, sizeof *ps), maxps = 0;
@@ -49,14 +49,20 @@ int cs_bdr_build(uint32_t P, const double *arrivals, double tau, uint32_t rank,
     int64_t *first_send = malloc(P * sizeof *first_send);
     uint8_t *busy = calloc(P, 1);
     if (!ps || !prev_sent || !order || !first_send || !busy) goto nomem;
+    int refused = 0;
     for (uint32_t r = 0; r < P; r++) {
-        /* Same arithmetic as the Python generator, so the counts agree to the bit. */
-        ps[r] = tau > 0 ? (int64_t)floor((amax - arrivals[r]) / tau + 1e-9) : 0;
+        /* Same arithmetic as the Python generator, so the counts agree to the bit. The
+         * limit is checked in double before the cast: a tiny tau or a huge spread gave a
+         * quotient no int64_t holds (undefined behaviour, and the limit was bypassed);
+         * NaN and infinity (non-finite arrivals or tau) fail the comparison as well. */
+        double steps = tau > 0 ? floor((amax - arrivals[r]) / tau + 1e-9) : 0.0;
+        if (!(steps >= 0 && steps <= CS_BDR_MAX_PRESTEPS)) { refused = 1; steps = 0; }
+        ps[r] = (int64_t)steps;
         if (ps[r] > maxps) maxps = ps[r];
         order[r] = r;
         first_send[r] = INT64_MAX;
     }
-    if (maxps > CS_BDR_MAX_PRESTEPS) { /* the compiler refuses the same patterns */
+    if (refused) { /* the compiler refuses the same patterns */
         free(ps); free(prev_sent); free(order); free(first_send); free(busy);
         return COLLSCHED_EFORMAT;
     }

@@ -205,3 +205,84 @@ def test_min3_relays_in_the_background_under_real_mpi(tmp_path, p):
                          "--pat-schedules", tmp_path / "min3-it%d.sched", env={"COLLSCHED_VERBOSE": "1"})
     assert out["data_ok"] and out["errors"] == 0 and out["fallbacks"] == 0, out.get("fallback_reason")
     assert "(thread driver)" in err and background_ops(err) > 0
+
+
+# ---- hostile input (issue 22, item 7): every variable and argument validated ----
+
+APPS = ROOT / "tests" / "runtime" / "apps"
+SANFLAGS = os.environ.get("COLLSCHED_SANFLAGS", "").split()
+QUICK = 60  # a hang (a negative slice became a 71-minute usleep) fails within a minute
+
+BAD_ENV = [
+    ("COLLSCHED_PAT_SLICE_US", "-100", "microseconds from 1 to 1000000"),
+    ("COLLSCHED_PAT_SLICE_US", "0", "microseconds from 1 to 1000000"),
+    ("COLLSCHED_PAT_SLICE_US", "nan", "microseconds from 1 to 1000000"),
+    ("COLLSCHED_PAT_SLICE_US", "1e99", "microseconds from 1 to 1000000"),
+    ("COLLSCHED_PAT_SLICE_US", "200us", "microseconds from 1 to 1000000"),
+    ("COLLSCHED_PAT_POLL_US", "-1", "microseconds from 1 to 1000000"),
+    ("COLLSCHED_PAT_POLL_US", "2e6", "microseconds from 1 to 1000000"),
+    ("COLLSCHED_PAT_TAU", "1e-300", "0 (unknown) or seconds from 1e-09 to 1000"),
+    ("COLLSCHED_PAT_TAU", "-1", "0 (unknown) or seconds from 1e-09 to 1000"),
+    ("COLLSCHED_PAT_TAU", "inf", "0 (unknown) or seconds from 1e-09 to 1000"),
+    ("COLLSCHED_PAT_TAU", "1e999", "0 (unknown) or seconds from 1e-09 to 1000"),
+    ("COLLSCHED_PAT_TAU", "0x", "0 (unknown) or seconds from 1e-09 to 1000"),
+    ("COLLSCHED_PAT_EMA", "1.5", "a weight from 0 (off) to 1"),
+    ("COLLSCHED_PAT_EMA", "-0.1", "a weight from 0 (off) to 1"),
+    ("COLLSCHED_PAT_CHECK", "yes", "0 or 1"),
+    ("COLLSCHED_PAT_CHECK", "2", "0 or 1"),
+    ("COLLSCHED_PAT_DRIVER", "threads", "thread or explicit"),
+]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("driver", ["explicit", "thread"])
+@pytest.mark.parametrize("var,value,expected", BAD_ENV)
+def test_bad_environment_turns_the_engine_off_with_one_line(var, value, expected, driver):
+    """PAT_Init refuses on every rank, the first rank that saw the value says so in one
+    line, and the program runs on without the engine (every byte right), quickly."""
+    if not MINIBENCH.exists():
+        pytest.skip(f"{MINIBENCH} not built (make lab)")
+    env = {**os.environ, "COLLSCHED_PAT_DRIVER": driver, var: value}
+    proc = subprocess.run(mpirun_cmd(3) + [str(MINIBENCH), "--bytes", "1000", "--iterations", "2",
+                                           "--flat-iterations", "0", "--max-delay-ms", "2", "--seed", "1",
+                                           "--pat", "bdr", "--pat-tau", "2e-4"],
+                          capture_output=True, text=True, timeout=QUICK, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("{")))
+    assert out["errors"] == 0 and out["fallbacks"] == 3 * 2  # no engine: every call plain
+    lines = [ln for ln in proc.stderr.splitlines() if "collsched" in ln]
+    assert lines == [f"collsched PAT (rank 0): {var}={value}: expected {expected}; the PAT engine is off"], \
+        proc.stderr[-2000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("level", ["single", "multiple"])
+def test_bad_api_arguments_are_refused_and_the_engine_still_works(tmp_path, level):
+    """PAT_Declare(MPI_COMM_NULL) used to abort the job; PAT_Edge(1e-300) overflowed a
+    cast in bdr.c; PAT_Sleep(NaN) never returned. Each now returns its error code."""
+    lib = BUILD / "lib" / "libcollsched.a"
+    if not shutil.which("mpicc") or not lib.exists():
+        pytest.skip("mpicc or the library missing")
+    exe = tmp_path / "pat_args_app"
+    subprocess.run(["mpicc", "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread", *SANFLAGS,
+                    f"-I{ROOT / 'runtime' / 'include'}", str(APPS / "pat_args_app.c"), str(lib),
+                    "-lm", "-lpthread", "-o", str(exe)], check=True, timeout=120)
+    proc = subprocess.run(mpirun_cmd(3) + [str(exe), level], capture_output=True, text=True, timeout=QUICK)
+    assert proc.returncode == 0 and "pat_args_app: OK" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    assert "PAT_Declare: expected an intracommunicator" in proc.stderr
+
+
+def test_online_bdr_refuses_overflowing_patterns(tmp_path):
+    """A tiny tau, a huge spread or non-finite numbers: the pre-step count is compared with
+    the limit before the cast (UBSan: a float-to-int64 overflow before the fix, and the
+    limit bypassed). Exactly the limit is still built."""
+    from rt_helpers import build_c_tool
+    exe = build_c_tool(tmp_path / "bdr_main", ["bdr.c"], "bdr_main.c", "-O1", "-fsanitize=undefined,float-cast-overflow",
+                       "-fno-sanitize-recover=all")
+    cases = ["2 1e-300 0 1", "2 1e-9 0 1e300", "3 1e-4 0 inf 0", "3 1e-4 0 nan 0", "2 nan 0 1", "2 inf 0 1",
+             "2 1 0 1000001", "2 1 0 1000000"]
+    proc = subprocess.run([str(exe)], input="\n".join(cases) + "\n", capture_output=True, text=True, timeout=QUICK)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:7] == ["refused"] * 7, lines[:8]
+    assert lines[7].startswith("0:") and lines[8].startswith("1:"), lines[7:]

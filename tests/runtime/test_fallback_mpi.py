@@ -445,3 +445,25 @@ def test_strict_refusal_aborts_with_the_default_handler(strict_app, tmp_path, in
     proc = run_strict(strict_app, f, "fatal", *(["inter"] if inter else []))
     assert proc.returncode != 0 and "strict_app: returned" not in proc.stdout, proc.stdout + proc.stderr
     assert (REFUSED_INTER if inter else REFUSED.format(f)) in collsched_lines(proc.stderr), proc.stderr
+
+
+# ---- PAT_UseSchedule with a bad file: one line (issue 22, defect 11) ----
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["wrong_ranks", "deadlock"])
+def test_pat_use_schedule_bad_file_says_it_once(files, tmp_path, name):
+    """The loader's line and PAT_UseSchedule's repeated it on rank 0: now the loader's only."""
+    minibench = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build")) / "bin" / "collsched-minibench"
+    if not minibench.exists():
+        pytest.skip(f"{minibench} not built (make lab)")
+    d = tmp_path / "pat"
+    d.mkdir()
+    (d / "it-0.sched").write_bytes(files[name].read_bytes())
+    proc = subprocess.run(mpirun_cmd(P) + [str(minibench), "--bytes", "1000", "--iterations", "1",
+                                           "--flat-iterations", "0", "--max-delay-ms", "2", "--seed", "1",
+                                           "--pat", "bdr-files", "--pat-tau", "2e-4",
+                                           "--pat-schedules", str(d / "it-%d.sched")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if "it-0.sched" in ln]
+    assert len(lines) == 1 and EXPECTED_REASON[name] in lines[0], proc.stderr[-3000:]

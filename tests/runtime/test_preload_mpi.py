@@ -164,3 +164,43 @@ def test_directory_is_read_whole(app, tmp_path):
     assert proc.returncode == 0 and "allgather_app: OK" in proc.stdout, proc.stdout + proc.stderr
     assert "selected " + str(d / "zz-ring-p4.sched") in proc.stderr, proc.stderr
     assert f"skipped 5000 file(s) of {d} that are not valid schedules" in proc.stderr, proc.stderr
+
+
+RUNTIME_SOURCES = ("comm_state.c", "collectives.c", "datatype.c", "executor.c", "schedfile.c",
+                   "whole_check.c", "preload.c", "libcollsched")
+
+
+def definitely_lost(log: str) -> list[str]:
+    """The records (size line and stack) of valgrind's "definitely lost" blocks."""
+    out, cur = [], None
+    for line in log.splitlines():
+        body = line.split("== ", 1)[1] if "== " in line else ""
+        if "are definitely lost" in body:
+            cur = [body]
+        elif cur is not None:
+            if body.strip():
+                cur.append(body)
+            else:
+                out.append("\n".join(cur))
+                cur = None
+    return out
+
+
+@pytest.mark.mpi
+def test_no_leak_of_the_runtime_under_valgrind(app, library, tmp_path):
+    """valgrind: no block the runtime allocated is definitely lost (the keyval of its
+    MPI_Finalize hook was never freed: 64 bytes, issue 22). Open MPI's own leaks are not
+    ours."""
+    if not shutil.which("valgrind") or os.environ.get("COLLSCHED_ASAN") or os.environ.get("COLLSCHED_TSAN"):
+        pytest.skip("needs valgrind and an uninstrumented build")
+    logs = tmp_path / "vg"
+    logs.mkdir()
+    cmd = mpirun_cmd(4) + ["valgrind", "--leak-check=full", "--num-callers=40",
+                           f"--log-file={logs}/log.%p", str(app)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=preload_env(library, verbose=False))
+    assert proc.returncode == 0 and "allgather_app: OK" in proc.stdout, proc.stdout + proc.stderr
+    logs = [f.read_text() for f in sorted(logs.iterdir())]
+    assert len(logs) == 4 and all("definitely lost" in t or "no leaks" in t for t in logs), logs[:1]
+    ours = [r for t in logs for r in definitely_lost(t) if any(s in r for s in RUNTIME_SOURCES)]
+    assert not ours, ours[0]

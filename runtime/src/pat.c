@@ -39,6 +39,7 @@
 #endif
 #include "runtime.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,12 @@
 #define PAT_TAG_ESTIMATE 3
 #define PAT_REASON 240 /* fits cs_pat_job.reason with its prefix */
 #define PAT_CHECK_MAX_RANKS 64 /* above this the online schedule is not re-proven per iteration */
+#define CS_PAT_TAU_MIN 1e-9    /* tau (s): 1 ns to 1000 s; 0 or less: unknown */
+#define CS_PAT_TAU_MAX 1e3
+#define PAT_EDGE_MIN 0.01      /* PAT_Edge percent: 0.01 to 100 */
+#define PAT_SLEEP_MAX 1e6      /* PAT_Sleep: 0 to 1e6 s */
+
+enum { PAT_PHASE_IDLE, PAT_PHASE_COMPUTING, PAT_PHASE_SENT };
 
 enum pat_state {
     PAT_IDLE,       /* no iteration under way */
@@ -67,7 +74,7 @@ enum pat_state {
 };
 
 typedef struct pat_engine {
-    int on, threaded, alg_bdr, check;
+    int on, threaded, alg_bdr, check; /* on: read atomically (any thread's allgather asks) */
     char alg[32];
     MPI_Comm comm;                 /* dup of MPI_COMM_WORLD: estimates and schedule traffic */
     cs_comm *st;                   /* its collsched state (proofs of compiled schedules) */
@@ -81,7 +88,10 @@ typedef struct pat_engine {
     /* predictor */
     double alpha, ema_duration;    /* alpha > 0: EMA of past durations */
     int have_history;
-    /* the iteration */
+    /* the iteration. `phase` is the application thread's own view (IDLE, COMPUTING or
+     * SENT); `state` is the engine's, which the progress thread moves on between the edge
+     * and the call: the application thread reads it only after wait_for_thread. */
+    int phase;
     int state;
     long iteration;
     double t_start, estimate;
@@ -105,11 +115,12 @@ typedef struct pat_engine {
     char reason[PAT_REASON];
     double slice_s;
 #if PAT_THREADS
+    pthread_t owner;               /* the thread that called PAT_Init: the API's thread */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int work, busy, stop, fg_waiting;
-    long nap_ns;
+    struct timespec nap;
 #endif
 } pat_engine;
 
@@ -122,13 +133,102 @@ static void say(const char *what)
     fprintf(stderr, "collsched PAT (rank %d): %s\n", E.rank, what);
 }
 
-static double env_double(const char *name, double dflt)
+/* Sleeps `seconds` (0 to PAT_SLEEP_MAX): whole seconds, then the microseconds (usleep
+ * takes less than one second; SMPI redirects sleep and usleep to simulated time). */
+static void nap_for(double seconds)
 {
-    const char *v = getenv(name);
+    unsigned whole = (unsigned)seconds, us = (unsigned)((seconds - whole) * 1e6);
+    if (whole) sleep(whole);
+    if (us) usleep(us > 999999u ? 999999u : us);
+}
+
+/* A number in [lo, hi]: parsed whole (strtod, end pointer, errno), finite, not NaN. */
+static int number_in(const char *text, double lo, double hi, double *out)
+{
     char *end = NULL;
-    if (!v || !*v) return dflt;
-    double x = strtod(v, &end);
-    return end && !*end ? x : dflt;
+    errno = 0;
+    double x = strtod(text, &end);
+    if (end == text || *end || errno == ERANGE || !isfinite(x) || x < lo || x > hi) return 0;
+    *out = x;
+    return 1;
+}
+
+/* The COLLSCHED_PAT_* variables (docs/pat.md). Unset or empty: the default. A value
+ * outside its range is an error: PAT_Init returns MPI_ERR_ARG on every rank (and the
+ * engine stays off) after the first rank that saw it said which and what is accepted. */
+typedef struct pat_env {
+    double tau, alpha, slice_us, poll_us;
+    int check;                     /* -1: by the number of ranks */
+    int driver;                    /* 0 automatic, 1 thread, 2 explicit */
+    char bad[300];                 /* the first bad variable, as a message */
+} pat_env;
+
+static void env_bad(pat_env *v, const char *name, const char *value, const char *expected)
+{
+    if (!v->bad[0])
+        snprintf(v->bad, sizeof v->bad, "%s=%.40s%s: expected %s; the PAT engine is off", name, value,
+                 strlen(value) > 40 ? "..." : "", expected);
+}
+
+static void env_number(pat_env *v, const char *name, double lo, double hi, int zero_ok,
+                       const char *expected, double *out)
+{
+    const char *text = getenv(name);
+    double x = 0;
+    if (!text || !*text) return; /* *out keeps its default */
+    if (number_in(text, zero_ok ? 0.0 : lo, hi, &x) && (x >= lo || (zero_ok && x == 0))) *out = x;
+    else env_bad(v, name, text, expected);
+}
+
+static void read_env(pat_env *v)
+{
+    memset(v, 0, sizeof *v);
+    v->slice_us = 200.0;
+    v->poll_us = 50.0;
+    v->check = -1;
+    env_number(v, "COLLSCHED_PAT_TAU", CS_PAT_TAU_MIN, CS_PAT_TAU_MAX, 1,
+               "0 (unknown) or seconds from 1e-09 to 1000", &v->tau);
+    env_number(v, "COLLSCHED_PAT_EMA", 0.0, 1.0, 1, "a weight from 0 (off) to 1", &v->alpha);
+    env_number(v, "COLLSCHED_PAT_SLICE_US", 1.0, 1e6, 0, "microseconds from 1 to 1000000", &v->slice_us);
+    env_number(v, "COLLSCHED_PAT_POLL_US", 1.0, 1e6, 0, "microseconds from 1 to 1000000", &v->poll_us);
+    const char *chk = getenv("COLLSCHED_PAT_CHECK");
+    if (chk && *chk) {
+        if (!strcmp(chk, "0") || !strcmp(chk, "1")) v->check = chk[0] == '1';
+        else env_bad(v, "COLLSCHED_PAT_CHECK", chk, "0 or 1");
+    }
+    const char *drv = getenv("COLLSCHED_PAT_DRIVER");
+    if (drv && *drv) {
+        if (!strcmp(drv, "thread")) v->driver = 1;
+        else if (!strcmp(drv, "explicit")) v->driver = 2;
+        else env_bad(v, "COLLSCHED_PAT_DRIVER", drv, "thread or explicit");
+    }
+}
+
+static int engine_on(void) { return __atomic_load_n(&E.on, __ATOMIC_ACQUIRE); }
+
+/* A bad API argument: MPI_ERR_ARG (or the code given), with one line from rank 0 of
+ * MPI_COMM_WORLD (also when the engine is off: PAT_Sleep works without it). */
+static int bad_arg(int code, const char *what)
+{
+    int rank = E.rank, initialized = 0, finalized = 1;
+    if (!engine_on()) {
+        PMPI_Initialized(&initialized);
+        if (initialized) PMPI_Finalized(&finalized);
+        if (initialized && !finalized) PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    }
+    if (rank == 0) fprintf(stderr, "collsched PAT (rank 0): %s\n", what);
+    return code;
+}
+
+/* The PAT API belongs to the thread that called PAT_Init (docs/pat.md): allgathers from
+ * other threads, on other communicators, are never the engine's and must not touch it. */
+static int api_thread(void)
+{
+#if PAT_THREADS
+    return pthread_equal(pthread_self(), E.owner);
+#else
+    return 1;
+#endif
 }
 
 /* ---- the engine: one step at a time, from either driver ---- */
@@ -172,6 +272,7 @@ static void send_estimate(double estimate)
         PMPI_Isend(E.mine, 3, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
     }
     E.state = PAT_EXCHANGING;
+    E.phase = PAT_PHASE_SENT;
 }
 
 /* Proves the online schedule once more on every rank (each builds every rank's list: the
@@ -399,7 +500,7 @@ static int advance(int blocking, int posted_will_do)
 static void *driver(void *unused)
 {
     (void)unused;
-    struct timespec nap = { 0, E.nap_ns };
+    struct timespec nap = E.nap;
     pthread_mutex_lock(&E.mu);
     for (;;) {
         while (!E.work && !E.stop) pthread_cond_wait(&E.cv, &E.mu);
@@ -433,12 +534,19 @@ static void wait_for_thread(void)
 #endif
 }
 
+/* A setting changes between the edge and the call: the progress thread may be reading
+ * it, so it stops first (the call takes over from where it is, as usual). */
+static void quiesce(void)
+{
+    if (E.phase == PAT_PHASE_SENT) wait_for_thread();
+}
+
 /* An iteration that no allgather consumed: finish the exchange (every rank sent its
  * estimate) and withdraw the background receives (no peer runs the schedule). */
 static void abandon_iteration(void)
 {
     wait_for_thread();
-    if (E.state == PAT_COMPUTING) send_estimate(now());
+    if (E.phase == PAT_PHASE_COMPUTING) send_estimate(now());
     finish_exchange(1);
     if (E.state == PAT_EXCHANGING) {
         exchange_complete(1);
@@ -476,6 +584,7 @@ static void end_iteration(void)
     E.sched_owned = 0;
     E.nbg = 0;
     E.state = PAT_IDLE;
+    E.phase = PAT_PHASE_IDLE;
     E.reason[0] = 0;
 }
 
@@ -483,14 +592,30 @@ static void end_iteration(void)
 
 int PAT_Init(void)
 {
-    if (E.on) return MPI_SUCCESS;
-    int initialized = 0, provided = MPI_THREAD_SINGLE;
+    if (engine_on()) return MPI_SUCCESS;
+    int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
     PMPI_Initialized(&initialized);
-    if (!initialized) { fprintf(stderr, "collsched PAT: PAT_Init before MPI_Init\n"); return MPI_ERR_OTHER; }
+    if (initialized) PMPI_Finalized(&finalized);
+    if (!initialized || finalized) {
+        fprintf(stderr, "collsched PAT: PAT_Init %s MPI_Init\n", finalized ? "after MPI_Finalize" : "before");
+        return MPI_ERR_OTHER;
+    }
+    pat_env env;
+    read_env(&env);
     int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &E.comm);
     if (rc != MPI_SUCCESS) return rc;
     PMPI_Comm_rank(E.comm, &E.rank);
     PMPI_Comm_size(E.comm, &E.size);
+    /* A bad variable on any rank turns the engine off on all (they must agree); the
+     * lowest such rank says why. */
+    int first_bad = env.bad[0] ? E.rank : E.size;
+    rc = PMPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, E.comm);
+    if (rc != MPI_SUCCESS || first_bad < E.size) {
+        if (first_bad == E.rank) say(env.bad);
+        PMPI_Comm_free(&E.comm);
+        E.comm = MPI_COMM_NULL;
+        return rc != MPI_SUCCESS ? rc : MPI_ERR_ARG;
+    }
     E.theirs = calloc(3 * (size_t)E.size, sizeof *E.theirs);
     E.xreqs = malloc(2 * (size_t)E.size * sizeof *E.xreqs);
     if (!E.theirs || !E.xreqs) return MPI_ERR_NO_MEM;
@@ -507,36 +632,41 @@ int PAT_Init(void)
     E.offset = flag && global && *global ? 0.0 : t0 - mine;
     rc = cs_comm_state(E.comm, &E.st);
     if (rc != MPI_SUCCESS) return rc;
-    E.tau = env_double("COLLSCHED_PAT_TAU", 0.0);
-    E.alpha = env_double("COLLSCHED_PAT_EMA", 0.0);
-    E.slice_s = env_double("COLLSCHED_PAT_SLICE_US", 200.0) * 1e-6;
-    const char *chk = getenv("COLLSCHED_PAT_CHECK");
-    E.check = chk && *chk ? atoi(chk) != 0 : E.size <= PAT_CHECK_MAX_RANKS;
+    E.tau = env.tau;
+    E.alpha = env.alpha;
+    E.slice_s = env.slice_us * 1e-6;
+    E.check = env.check >= 0 ? env.check : E.size <= PAT_CHECK_MAX_RANKS;
     E.user = MPI_COMM_NULL;
     E.bytes = 0;
     E.state = PAT_IDLE;
+    E.phase = PAT_PHASE_IDLE;
     PMPI_Query_thread(&provided);
-    const char *drv = getenv("COLLSCHED_PAT_DRIVER");
-    E.threaded = PAT_THREADS && provided == MPI_THREAD_MULTIPLE && !(drv && !strcmp(drv, "explicit"));
+    E.threaded = PAT_THREADS && provided == MPI_THREAD_MULTIPLE && env.driver != 2;
 #if PAT_THREADS
+    E.owner = pthread_self();
     if (E.threaded) {
-        E.nap_ns = (long)(env_double("COLLSCHED_PAT_POLL_US", 50.0) * 1e3);
+        double poll_s = env.poll_us * 1e-6;
+        E.nap.tv_sec = (time_t)poll_s;
+        E.nap.tv_nsec = (long)((poll_s - floor(poll_s)) * 1e9);
         pthread_mutex_init(&E.mu, NULL);
         pthread_cond_init(&E.cv, NULL);
         E.work = E.busy = E.stop = 0;
         if (pthread_create(&E.thread, NULL, driver, NULL) != 0) E.threaded = 0;
     }
 #endif
-    if (drv && !strcmp(drv, "thread") && !E.threaded) {
+    if (env.driver == 1 && !E.threaded) {
         say("COLLSCHED_PAT_DRIVER=thread needs MPI_THREAD_MULTIPLE (and real MPI); using explicit progress");
     }
-    E.on = 1;
+    __atomic_store_n(&E.on, 1, __ATOMIC_RELEASE);
     return MPI_SUCCESS;
 }
 
 int PAT_UseAlg(const char *algorithm)
 {
-    if (!E.on || !algorithm) return MPI_ERR_OTHER;
+    if (!engine_on()) return MPI_ERR_OTHER;
+    if (!algorithm || !*algorithm || strlen(algorithm) >= sizeof E.alg)
+        return bad_arg(MPI_ERR_ARG, "PAT_UseAlg: expected an algorithm name of 1 to 31 characters");
+    quiesce();
     snprintf(E.alg, sizeof E.alg, "%s", algorithm);
     E.alg_bdr = !strcmp(algorithm, "bdr");
     return MPI_SUCCESS;
@@ -544,13 +674,22 @@ int PAT_UseAlg(const char *algorithm)
 
 int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s)
 {
-    if (!E.on || bytes_per_rank < 0) return MPI_ERR_OTHER;
+    if (!engine_on()) return MPI_ERR_OTHER;
+    int inter = 0;
+    if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter)
+        return bad_arg(MPI_ERR_COMM, "PAT_Declare: expected an intracommunicator with the ranks of "
+                                     "MPI_COMM_WORLD, got MPI_COMM_NULL or an intercommunicator");
+    if (bytes_per_rank < 0)
+        return bad_arg(MPI_ERR_ARG, "PAT_Declare: bytes per rank must be 0 (unknown) or more");
+    if (isnan(tau_s) || isinf(tau_s) || (tau_s > 0 && (tau_s < CS_PAT_TAU_MIN || tau_s > CS_PAT_TAU_MAX)))
+        return bad_arg(MPI_ERR_ARG, "PAT_Declare: tau must be <= 0 (unknown) or seconds from 1e-09 to 1000");
     int same = MPI_UNEQUAL;
     PMPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
     if (same != MPI_IDENT && same != MPI_CONGRUENT) {
         say("PAT_Declare: the communicator must hold the ranks of MPI_COMM_WORLD in the same order");
         return MPI_ERR_COMM;
     }
+    quiesce();
     E.user = comm;
     E.bytes = (uint64_t)bytes_per_rank;
     if (tau_s > 0) E.tau = tau_s;
@@ -560,7 +699,8 @@ int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s)
 
 int PAT_UseSchedule(const char *path)
 {
-    if (!E.on) return MPI_ERR_OTHER;
+    if (!engine_on()) return MPI_ERR_OTHER;
+    quiesce();
     if (E.next_file) { collsched_schedule_free(E.next_file); E.next_file = NULL; }
     if (!path) return MPI_SUCCESS;
     char why[PAT_REASON] = "";
@@ -581,18 +721,22 @@ int PAT_UseSchedule(const char *path)
 
 int PAT_ProcessingStart(void)
 {
-    if (!E.on) return MPI_ERR_OTHER;
-    if (E.state != PAT_IDLE) { abandon_iteration(); end_iteration(); }
+    if (!engine_on()) return MPI_ERR_OTHER;
+    if (E.phase != PAT_PHASE_IDLE) { abandon_iteration(); end_iteration(); }
     E.iteration++;
     E.t_start = now();
     E.state = PAT_COMPUTING;
+    E.phase = PAT_PHASE_COMPUTING;
     return MPI_SUCCESS;
 }
 
 int PAT_Edge(double percent)
 {
-    if (!E.on || E.state != PAT_COMPUTING) return E.on ? MPI_SUCCESS : MPI_ERR_OTHER;
-    if (!(percent > 0 && percent <= 100)) return MPI_ERR_ARG;
+    if (!engine_on()) return MPI_ERR_OTHER;
+    /* Below 0.01% the extrapolation (x 100 / percent) is no prediction any more. */
+    if (!(percent >= PAT_EDGE_MIN && percent <= 100))
+        return bad_arg(MPI_ERR_ARG, "PAT_Edge: expected a percentage from 0.01 to 100");
+    if (E.phase != PAT_PHASE_COMPUTING) return MPI_SUCCESS;
     double t = now(), duration = (t - E.t_start) * 100.0 / percent;
     if (E.alpha > 0 && E.have_history) duration = E.ema_duration; /* the option: past durations */
     send_estimate(E.t_start + duration);
@@ -611,38 +755,42 @@ int PAT_Edge(double percent)
 
 int PAT_ProcessingEnd(void)
 {
-    if (!E.on) return MPI_ERR_OTHER;
+    if (!engine_on()) return MPI_ERR_OTHER;
     double t = now(), duration = t - E.t_start;
     if (E.alpha > 0) {
         E.ema_duration = E.have_history ? E.alpha * duration + (1 - E.alpha) * E.ema_duration : duration;
         E.have_history = 1;
     }
-    if (E.state == PAT_COMPUTING) send_estimate(t); /* no edge: the arrival itself */
+    if (E.phase == PAT_PHASE_COMPUTING) send_estimate(t); /* no edge: the arrival itself */
     return MPI_SUCCESS;
 }
 
 int PAT_Progress(void)
 {
-    if (!E.on || E.threaded) return MPI_SUCCESS;
+    if (!engine_on() || E.threaded) return MPI_SUCCESS;
     if (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND) advance(0, 0);
     return MPI_SUCCESS;
 }
 
 int PAT_Sleep(double seconds)
 {
+    if (!(seconds >= 0 && seconds <= PAT_SLEEP_MAX)) /* NaN too: it never ended */
+        return bad_arg(MPI_ERR_ARG, "PAT_Sleep: expected seconds from 0 to 1e6");
     double end = PMPI_Wtime() + seconds;
+    int explicit = engine_on() && !E.threaded; /* the progress thread owns E.state */
     for (;;) {
         double left = end - PMPI_Wtime();
         if (left <= 0) return MPI_SUCCESS;
         /* Slices only while the engine has background work (estimates, receives, relays). */
-        int pending = E.on && !E.threaded && (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND);
+        int pending = explicit && (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND);
         /* Background receives and relays go one at a time: a slice well below tau keeps
          * the next one from waiting long for its turn (tau/8 cost arrival-aware min3, whose
          * relays chain from rank to rank, 4-9% against the cost model at 11-20 KB blocks;
          * tau/32 costs 0.4-1.6%). */
-        double slice = E.state == PAT_BACKGROUND && E.tau > 0 && E.tau / 32 < E.slice_s ? E.tau / 32 : E.slice_s;
+        double slice = pending && E.state == PAT_BACKGROUND && E.tau > 0 && E.tau / 32 < E.slice_s
+                       ? E.tau / 32 : E.slice_s;
         double nap = pending && left > slice ? slice : left;
-        usleep((useconds_t)(nap * 1e6 + 0.5));
+        nap_for(nap);
         if (pending) PAT_Progress();
         if (!pending) return MPI_SUCCESS;
     }
@@ -650,8 +798,8 @@ int PAT_Sleep(double seconds)
 
 int PAT_Finalize(void)
 {
-    if (!E.on) return MPI_SUCCESS;
-    if (E.state != PAT_IDLE) { abandon_iteration(); end_iteration(); }
+    if (!engine_on()) return MPI_SUCCESS;
+    if (E.phase != PAT_PHASE_IDLE) { abandon_iteration(); end_iteration(); }
     finish_exchange(1);
 #if PAT_THREADS
     if (E.threaded) {
@@ -664,6 +812,7 @@ int PAT_Finalize(void)
         pthread_cond_destroy(&E.cv);
     }
 #endif
+    __atomic_store_n(&E.on, 0, __ATOMIC_RELEASE);
     if (E.next_file) collsched_schedule_free(E.next_file);
     E.next_file = NULL;
     free(E.theirs);
@@ -682,7 +831,7 @@ int PAT_Finalize(void)
 int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
 {
     memset(job, 0, sizeof *job);
-    if (!E.on || E.state == PAT_IDLE) return CS_PAT_NOT_MINE;
+    if (!engine_on() || !api_thread() || E.phase == PAT_PHASE_IDLE) return CS_PAT_NOT_MINE;
     if (E.user == MPI_COMM_NULL) {
         /* Not declared: the first call on a communicator with world's ranks teaches the
          * engine what it serves; this iteration runs without a background part. */
@@ -694,7 +843,7 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
         if (!(E.tau > 0)) E.learn_tau = 1;
     }
     if (comm != E.user) return CS_PAT_NOT_MINE;
-    if (E.state == PAT_COMPUTING) send_estimate(now()); /* no PAT_ProcessingEnd either */
+    if (E.phase == PAT_PHASE_COMPUTING) send_estimate(now()); /* no PAT_ProcessingEnd either */
     take_over();
     if (E.iter_bytes && bytes != E.iter_bytes && E.state != PAT_FAILED) {
         abandon_iteration();
@@ -723,7 +872,7 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
     return CS_PAT_RUN;
 }
 
-int cs_pat_learning_tau(void) { return E.on && E.learn_tau; }
+int cs_pat_learning_tau(void) { return engine_on() && api_thread() && E.learn_tau; }
 
 void cs_pat_learned(double elapsed_s)
 {

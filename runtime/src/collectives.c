@@ -53,11 +53,10 @@ static int refuse(cs_comm *st, const call *c, uint64_t lo, uint64_t hi)
         static int said;
         int r = 0;
         PMPI_Comm_rank(c->comm, &r);
-        if (r == 0 && !said) {
+        if (r == 0 && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
             fprintf(stderr, "collsched: COLLSCHED_STRICT=1: %s refused on an intercommunicator "
                     "(not supported), no fallback to the MPI library\n", c->name);
             fflush(stderr);
-            said = 1;
         }
         PMPI_Barrier(c->comm); /* the line is out before any rank's handler aborts the job */
     }

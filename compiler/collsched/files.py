@@ -27,7 +27,9 @@ docs/benchmarks.md, unreadable to other users; its random names also cost more t
 small schedule's write.)
 
 `check_output_path(path, option)` runs the same checks up front (and tries to create the
-temporary), so that the command line refuses a bad -o before a long computation.
+temporary), and `check_input_path` the type check of read_input (stat only); the command line
+calls `check_path_options(args)` once, so that a FIFO --topology or a bad -o is refused,
+naming the option, before a long computation.
 """
 from __future__ import annotations
 
@@ -200,22 +202,65 @@ def check_output_options(args) -> None:
             check_output_dir(value, option)
 
 
+# The command line's input options (argparse attribute, option) and the positional FILE
+# and TOPOLOGY arguments; each must name a regular file (what it is, for the message).
+INPUT_OPTIONS = (("file", "FILE", "schedule"), ("topology", "--topology", "topology"),
+                 ("pap", "--pap", "process arrival pattern"),
+                 ("platform_from", "--platform-from", "topology"), ("hostfile", "--hostfile", "host"),
+                 ("cache", "--cache", "sweep cache"))
+
+
+def check_input_path(path, option: str, what: str) -> None:
+    """Refuse, before any work, an input that read_input would refuse for its type: a
+    missing file, a FIFO, a device, a socket, a directory. Reads nothing (stat only); a
+    missing --cache is fine (the sweep starts one)."""
+    text = os.fspath(path)
+    if text == "":
+        raise InputError(option, "''", f"expected the name of a {what} file")
+    try:
+        st = os.stat(text)
+    except FileNotFoundError:
+        if option == "--cache":
+            return
+        raise InputError(option, text, f"cannot read file: not found (expected a {what} file)") from None
+    except OSError as e:
+        raise InputError(option, text, f"cannot read file ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(option, text, f"expected a regular {what} file, found {file_kind(st.st_mode)}")
+
+
+def check_path_options(args) -> None:
+    """Every input and output option of an argparse namespace, checked before any work:
+    check_input_path for inputs, check_output_path / check_output_dir for outputs. The one
+    call the command line makes."""
+    for attr, option, what in INPUT_OPTIONS:
+        value = getattr(args, attr, None)
+        if isinstance(value, str):
+            if attr == "topology" and getattr(args, "command", None) == "pools":
+                option = "TOPOLOGY"  # a positional argument there
+            check_input_path(value, option, what)
+    check_output_options(args)
+
+
 def check_output_dir(path, option: str) -> Path:
     """A directory to create or fill (bench --keep): an existing directory, or a new name
-    in an existing directory."""
+    whose nearest existing ancestor is a writable directory (missing parents are made)."""
     text = os.fspath(path)
     if text == "":
         raise InputError(option, "''", "expected a directory name, got an empty string")
     p = Path(text)
-    if p.exists():
-        if not p.is_dir():
-            raise InputError(option, text, f"is {file_kind(os.stat(p).st_mode)}; expected a "
-                                           f"directory (existing, or to be created)")
-        if not os.access(p, os.W_OK | os.X_OK):
-            raise InputError(option, text, "directory is not writable")
-        return p
-    if not p.resolve().parent.is_dir():
-        raise InputError(option, text, "expected a directory in an existing directory")
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        if probe.is_symlink():
+            raise InputError(option, text, f"{str(probe)!r} is a symbolic link to a missing "
+                                           f"directory; expected a directory")
+        probe = probe.parent
+    if not probe.is_dir():
+        where = "is" if probe == p else f"is inside {str(probe)!r}, which is"
+        raise InputError(option, text, f"{where} {file_kind(os.stat(probe).st_mode)}; expected "
+                                       f"a directory (existing, or to be created)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(option, text, f"cannot create files in {str(probe)!r} (no permission)")
     return p
 
 

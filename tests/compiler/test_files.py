@@ -219,8 +219,10 @@ def test_check_output_dir(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(InputError, match="--keep: .*: is a regular file; expected a directory"):
         files.check_output_dir(str(tmp_path / "f"), "--keep")
-    with pytest.raises(InputError, match="existing directory"):
-        files.check_output_dir(str(tmp_path / "a" / "b"), "--keep")
+    with pytest.raises(InputError, match=r"is inside .*f', which is a regular file"):
+        files.check_output_dir(str(tmp_path / "f" / "b"), "--keep")
+    assert files.check_output_dir(str(tmp_path / "a" / "b"), "--keep") == tmp_path / "a" / "b"
+    assert names(tmp_path) == ["f"]
     assert files.check_output_dir(str(tmp_path / "new"), "--keep") == tmp_path / "new"
     assert files.check_output_dir(str(tmp_path), "--keep") == tmp_path
 
@@ -278,3 +280,24 @@ def test_read_input_size_limit_and_errors(tmp_path):
         os.chmod(p, 0)
         with pytest.raises(InputError, match="Permission denied"):
             files.read_input(p, "topology")
+
+
+def test_check_path_options_names_the_option(tmp_path):
+    from argparse import Namespace
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "t.yaml").write_text("x")
+    ok = Namespace(command="compile", topology=str(tmp_path / "t.yaml"), pap=None, json=True,
+                   output=str(tmp_path / "x.sched"), cache=str(tmp_path / "new-cache.json"))
+    files.check_path_options(ok)  # a flag --json, a missing --cache: fine
+    for ns, needle in (
+            (Namespace(command="compile", topology=str(tmp_path / "fifo")), "--topology: "),
+            (Namespace(command="pools", topology=str(tmp_path / "fifo")), "TOPOLOGY: "),
+            (Namespace(command="verify", file=str(tmp_path / "fifo")), "FILE: "),
+            (Namespace(command="compile", pap=str(tmp_path / "none.yaml")), "--pap: "),
+            (Namespace(command="sweep", json=str(tmp_path / "fifo")), "--json: "),
+            (Namespace(command="bench", keep=str(tmp_path / "t.yaml")), "--keep: ")):
+        with pytest.raises(InputError) as e:
+            files.check_path_options(ns)
+        assert e.value.line().startswith(needle), e.value.line()
+    assert names(tmp_path) == ["fifo", "t.yaml"]

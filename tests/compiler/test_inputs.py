@@ -596,10 +596,10 @@ def test_no_whole_value_in_messages(tmp_path):
                                    "-1", "1e308", "0x" + "f" * 500])
 def test_numeric_extremes(tmp_path, value):
     p = write(tmp_path, f"arrivals: [0, {value}]\n")
-    assert "arrivals[1]: expected" in one_error(load_pap, p)
+    assert "arrivals[1]: " in one_error(load_pap, p)
     p = write(tmp_path, f"sites:\n  - {{name: A, hosts: 4, lan: {{latency: {value}, bandwidth: 1Gbit/s}}}}\n",
               "t.yaml")
-    assert "sites[0].lan.latency: expected" in one_error(load_topology, p)
+    assert "sites[0].lan.latency: " in one_error(load_topology, p)
     p = write(tmp_path, f"sites:\n  - {{name: A, hosts: 4, lan: {{latency: 1us, bandwidth: {value}}}}}\n",
               "b.yaml")
     assert "sites[0].lan.bandwidth:" in one_error(load_topology, p)

@@ -37,7 +37,7 @@ class Case:
     name: str
     kind: str  # "topology" or "pap"
     body: bytes
-    code: int = 2  # the documented exit code
+    code: int | tuple = 2  # the documented exit code (a tuple: either is right)
     field: str | None = None  # a text the error line must contain besides the file name
     args: tuple = ()  # extra arguments (replacing the default --ranks 4 for topologies)
 
@@ -132,7 +132,7 @@ def numeric_cases() -> list[Case]:
             ("huge-int", HUGE_INT, 2), ("huge-digits", HUGE_DIGITS, 2), ("exp-string", '"1e999999999"', 2),
             ("exp-seconds", '"1e999999999 s"', 2), ("float-overflow", "1e400", 2), ("nan", ".nan", 2),
             ("inf", ".inf", 2), ("minus-inf", "-.inf", 2), ("negative", "-1", 2), ("neg-zero", "-0.0", 0),
-            ("tiny", "1e-320", 0), ("tiny-string", '"1e-999999999 s"', 0), ("big", "1e308", 2),
+            ("tiny", "1e-320", 0), ("tiny-string", '"1e-999999999 s"', (0, 2)), ("big", "1e308", 2),
             ("hex-huge", "0x" + "f" * 2000, 2), ("sexagesimal", "1:00:00", 0),
             ("bool", "true", 2), ("null", "null", 2), ("list", "[1]", 2), ("map", "{a: 1}", 2),
             ("unit-unknown", '"5 parsec"', 2), ("empty-string", '""', 2), ("long-string", '"' + "9" * 100000 + '"', 2)):
@@ -254,7 +254,7 @@ def listing(d: Path) -> list[str]:
 
 def check(case: Case, code: int, err: str, path: Path, out: Path, elapsed: float) -> None:
     assert "Traceback" not in err, err
-    assert code == case.code, (case.name, code, err[-2000:])
+    assert code in (case.code if isinstance(case.code, tuple) else (case.code,)), (case.name, code, err[-2000:])
     assert elapsed < TIME_LIMIT_S, f"{case.name}: {elapsed:.1f} s"
     if code == 0:
         assert listing(out) in ([], ["x.sched"]), listing(out)

@@ -101,8 +101,22 @@ def test_special_input_is_refused(capsys, tmp_path, specials, name, how):
     code, _, err = run(capsys, argv)
     line = one_line(err)
     assert code == 2
-    assert str(path) in line and ("expected a regular" in line), line
+    option = how if how.startswith("--") else "TOPOLOGY" if how == "pools" else "FILE"
+    assert f"{option}: {path}: expected a regular" in line, line
     assert listing(out) == []
+
+
+def test_loaders_refuse_special_files_on_their_own(tmp_path, specials):
+    """The CLI checks input options up front; the loaders still refuse by themselves (a file
+    swapped for a FIFO after the check, or a library caller)."""
+    from collsched import schedfile
+    from collsched.arrivals import load_pap
+    from collsched.errors import InputError
+    from collsched.topology import load_topology
+
+    for load in (load_topology, load_pap, schedfile.read):
+        with pytest.raises(InputError, match="found a FIFO"):
+            load(specials / "fifo")
 
 
 def test_dev_zero_pattern_fails_fast(capsys, tmp_path):

@@ -92,7 +92,8 @@ class Schedule:
     def piece_bytes(self, nbytes: int) -> np.ndarray:
         """Bytes of each segment index for `nbytes` per rank (docs/semantics.md)."""
         s = np.arange(self.nseg + 1, dtype=np.int64)
-        bounds = (s * int(nbytes)) // self.nseg
+        q, r = divmod(int(nbytes), self.nseg)  # as the runtime's cs_seg_lo: no 64-bit overflow
+        bounds = s * q + (s * r) // self.nseg
         return np.diff(bounds)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, native, schedfile
+from . import __version__, budget, native, schedfile
 from .algorithms import Request, generate
 # Imported here, not where used: the input libraries' import time (jsonschema alone takes
 # ~70 ms) is process start-up, not part of a compile job's timings.
@@ -24,6 +24,7 @@ from .errors import InputError
 from .ir import Schedule
 from .policy import mark_fifo_links, segment_candidates
 from .simulate import Metrics, simulate_pattern
+from .units import MAX_BYTES
 from .verify import Violation, verify_and_match
 
 
@@ -193,16 +194,22 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
         raise InputError("--collective", collective, "expected allgather (the only collective so far)")
     if model not in ("dag", "fluid"):
         raise InputError("--model", model, "expected dag or fluid")
-    if not isinstance(nranks, int) or nranks < 2:
-        raise InputError("--ranks", str(nranks), "expected an integer of at least 2")
-    if segments != "auto" and not (isinstance(segments, int) and 1 <= segments <= 65535):
-        raise InputError("--segments", str(segments), "expected 1..65535 or auto")
+    if not isinstance(nranks, int) or not 2 <= nranks <= schedfile.MAX_RANKS:
+        raise InputError("--ranks", str(nranks), f"expected an integer 2..{schedfile.MAX_RANKS} "
+                                                 "(the schedule format's limit)")
+    if segments != "auto" and not (isinstance(segments, int) and 1 <= segments <= schedfile.MAX_SEGMENTS):
+        raise InputError("--segments", str(segments), f"expected 1..{schedfile.MAX_SEGMENTS} or auto")
     lo, hi = (nbytes, nbytes) if isinstance(nbytes, int) else nbytes
+    if not 0 <= lo <= hi <= MAX_BYTES:
+        raise InputError("--bytes", f"{lo}:{hi}", f"expected 0 <= MIN <= MAX <= {MAX_BYTES}")
+    # Before anything P x P or per transfer is allocated (budget.py).
+    budget.check(nranks, segments if segments != "auto" else 1)
     timings = dict.fromkeys(("inputs", "generate", "verify", "simulate"), 0.0)
     t = time.perf_counter()
     topo = resolve_topology(nranks, topology, duplex)
     pattern = resolve_pattern(nranks, pap)
     candidates = segment_candidates(algorithm, topo, nranks) if segments == "auto" else [segments]
+    budget.check(nranks, max(candidates))
     digest = input_hash(algorithm, {"bytes": [lo, hi], "segments": candidates[0] if len(candidates) == 1
                                     else segments, "tau": tau, "duplex": topo.full_duplex},
                         topo, pattern)
@@ -258,7 +265,20 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
     else:
         _, _, metrics = simulate_pattern(sched, topo, hi, pattern, matching=matching)
     timings["simulate"] += time.perf_counter() - t
+    check_finite(metrics, topo, "--bytes", hi)
     return sched, metrics
+
+
+def check_finite(metrics: Metrics, topo, source: str, nbytes: int) -> None:
+    """InputError when a predicted time overflowed (latency 1e308 s, bandwidth 1e-320 B/s):
+    no result with inf or NaN is printed, written or handed to the lower bound's LP."""
+    values = (metrics.avg_elapsed_s, metrics.run_time_s, metrics.absorption_s, metrics.tau_s,
+              metrics.imbalance_factor, *metrics.exit_times_s)
+    if not all(np.isfinite(values)):
+        raise InputError(topo.name if source == "--bytes" else source, "",
+                         f"predicted times are not finite (run time {metrics.run_time_s} s at "
+                         f"{nbytes} bytes per rank): expected latencies, bandwidths, arrival times "
+                         f"and --bytes whose times fit a float")
 
 
 MAX_BOUND_RANKS = 1024  # beyond: the closed-form part alone takes seconds (P^2 log P)
@@ -278,6 +298,10 @@ def _attach_lower_bound(result: CompileResult, topo, nbytes: int, pattern: np.nd
 
 def verify_file(path: str | Path) -> tuple[Schedule, list[Violation]]:
     sched = schedfile.read(path)
+    # The file itself is at most schedfile.MAX_FILE_BYTES; matching and timing it take more.
+    budget.check(sched.nranks, transfers=sched.total_ops // 2, source=str(path),
+                 what=f"{sched.total_ops} ops on {sched.nranks} ranks",
+                 hint="expected a smaller schedule, or a machine with more memory")
     violations, _ = verify_and_match(sched)
     return sched, violations
 
@@ -305,4 +329,6 @@ def simulate_file(path: str | Path, *, topology: str | None = None, pap: str | N
     if model == "fluid":
         from .fluid import fluid_pattern as timing  # the same arguments and results
     timelines, per_iter, mean = timing(sched, topo, size, pattern)
+    for m in per_iter:
+        check_finite(m, topo, topology or "<homogeneous>", size)
     return sched, per_iter, mean, timelines

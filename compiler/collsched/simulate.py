@@ -141,7 +141,7 @@ class _Plan:
         # Previous transfer on the same directed link.
         link = src.astype(np.int64) * s.nranks + dst
         lo = np.lexsort((np.arange(n), link))
-        same = np.r_[False, link[lo][1:] == link[lo][:-1]]
+        same = np.r_[False, link[lo][1:] == link[lo][:-1]][:n]  # n = 0: a one-rank schedule
         prev_link = np.full(n, -1, np.int64)
         prev_link[lo[same]] = lo[np.nonzero(same)[0] - 1]
         preds.append(prev_link)

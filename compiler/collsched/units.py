@@ -16,9 +16,11 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal
+from fractions import Fraction
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_QUANTITY = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[^\s\d.+-][^\s]*)?\s*$")
+# ASCII digits only: int() and \d would read other scripts' digits ('٣' as 3).
+_QUANTITY = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[^\s\d.+-][^\s]*)?\s*$", re.ASCII)
 
 # Scaling is done in decimal (value * 10**exp exactly, then rounded once), so that
 # '50us' gives the same float as 50e-6 and '85.19 Mbit/s' the same as 85.19e6 / 8.
@@ -31,11 +33,29 @@ _PREFIXES = {**{p: 10.0**e for p, e in _DECIMAL_EXP.items()},
              **{p: 2.0**e for p, e in _BINARY_EXP.items()}}
 
 
+# The largest power of ten a quantity may carry: beyond it a float is inf (or 0) anyway,
+# and Decimal would raise its own Overflow instead of a message (1e999999999).
+_MAX_EXP10 = 400
+
+
+def _decimal(num: str) -> Decimal:
+    """The number's text as an exact Decimal, or ValueError when it is beyond any float."""
+    d = Decimal(num)
+    if d and not -_MAX_EXP10 <= d.adjusted() <= _MAX_EXP10:
+        raise ValueError(f"{_show(num)} is out of range (a power of ten within +-{_MAX_EXP10} expected)")
+    return d
+
+
 def _scale(num: str, prefix: str, extra_exp10: int = 0) -> float:
     """float(num * prefix * 10**extra_exp10), rounded once."""
     exp10 = _DECIMAL_EXP.get(prefix, 0) + extra_exp10
-    value = float(Decimal(num).scaleb(exp10))
+    value = float(_decimal(num).scaleb(exp10))
     return value * 2.0**_BINARY_EXP.get(prefix, 0)
+
+
+# Bytes per rank: the schedule file's field is u64; the compiler computes piece bounds in
+# signed 64 bits, so sizes go up to 2^63 - 1 (about 9.2 EB), parsed as exact integers.
+MAX_BYTES = (1 << 63) - 1
 
 # bandwidth: <prefix><base>, base in bits or bytes per second
 _BW_BASES = {"bit/s": 1 / 8, "b/s": 1 / 8, "bps": 1 / 8, "B/s": 1.0, "Bps": 1.0}
@@ -54,11 +74,11 @@ def _split(text, kind: str) -> tuple[str, str]:
                          f"got {type(text).__name__}")
     if isinstance(text, (int, float)):
         if not math.isfinite(text):
-            raise ValueError(f"expected a finite {kind}, got {text!r}")
+            raise ValueError(f"expected a finite {kind}, got {_show(text)}")
         return repr(text), ""
     m = _QUANTITY.match(text)
     if not m:
-        raise ValueError(f"cannot read {text!r} as a {kind}: expected a number followed "
+        raise ValueError(f"cannot read {_show(text)} as a {kind}: expected a number followed "
                          f"by an optional unit")
     return m.group("num"), m.group("unit") or ""
 
@@ -67,7 +87,7 @@ def parse_time(text) -> float:
     """Seconds from '50us', '50 ms', '0.05s', '1e-6' or a bare number (seconds)."""
     num, unit = _split(text, "time")
     if unit not in _TIME_EXP and unit != "":
-        raise ValueError(f"unknown time unit {unit!r} in {text!r} (use {TIME_HELP})")
+        raise ValueError(f"unknown time unit {_show(unit)} in {_show(text)} (use {TIME_HELP})")
     return _finite(_scale(num, "", _TIME_EXP.get(unit, 0)), text, "time")
 
 
@@ -78,7 +98,7 @@ def parse_bandwidth(text) -> float:
         return _finite(_scale(num, ""), text, "bandwidth")
     m = _BW_UNIT.match(unit)
     if not m:
-        raise ValueError(f"unknown bandwidth unit {unit!r} in {text!r} (use {BANDWIDTH_HELP})")
+        raise ValueError(f"unknown bandwidth unit {_show(unit)} in {_show(text)} (use {BANDWIDTH_HELP})")
     value = _scale(num, m.group("prefix")) * _BW_BASES[m.group("base")]  # /8 is exact
     return _finite(value, text, "bandwidth")
 
@@ -90,26 +110,38 @@ def parse_bytes(text) -> int:
     if unit:
         m = _SIZE_UNIT.match(unit)
         if not m:
-            raise ValueError(f"unknown size unit {unit!r} in {text!r} (use {SIZE_HELP})")
+            raise ValueError(f"unknown size unit {_show(unit)} in {_show(text)} (use {SIZE_HELP})")
         prefix = m.group("prefix")
-    value = _finite(_scale(num, prefix), text, "size")
+    # Exactly, as a fraction: no float round trip (2^53 + 1 stays itself).
+    d = _decimal(num)
+    if d and d.adjusted() + _DECIMAL_EXP.get(prefix, 0) > 30:
+        raise ValueError(f"expected a size of at most {MAX_BYTES} bytes (2^63 - 1), got {_show(text)}")
+    value = Fraction(d) * 10**_DECIMAL_EXP.get(prefix, 0) * 2**_BINARY_EXP.get(prefix, 0)
     if value < 0:
-        raise ValueError(f"expected a non-negative size, got {text!r}")
-    if value != math.floor(value):
-        raise ValueError(f"expected a whole number of bytes, got {text!r}")
+        raise ValueError(f"expected a non-negative size, got {_show(text)}")
+    if value.denominator != 1:
+        raise ValueError(f"expected a whole number of bytes, got {_show(text)}")
+    if value > MAX_BYTES:
+        raise ValueError(f"expected a size of at most {MAX_BYTES} bytes (2^63 - 1), got {_show(text)}")
     return int(value)
+
+
+def _show(text, limit: int = 40) -> str:
+    """repr of a user's value for a message, cut to `limit` characters."""
+    r = repr(text) if not isinstance(text, int) or abs(text) < 10**limit else f"<{text.bit_length()}-bit integer>"
+    return r if len(r) <= limit else r[:limit - 4] + "...'"
 
 
 def _finite(value: float, text, kind: str) -> float:
     if not math.isfinite(value):
-        raise ValueError(f"expected a finite {kind}, got {text!r}")
+        raise ValueError(f"expected a finite {kind}, got {_show(text)}")
     return value
 
 
 def time_unit_factor(unit: str) -> float:
     """Seconds per unit, for a column of bare numbers in that unit ('ms' -> 1e-3)."""
     if unit not in TIME_UNITS:
-        raise ValueError(f"unknown time unit {unit!r} (use {TIME_HELP})")
+        raise ValueError(f"unknown time unit {_show(unit)} (use {TIME_HELP})")
     return TIME_UNITS[unit]
 
 
@@ -117,7 +149,7 @@ def bandwidth_unit_factor(unit: str) -> float:
     """Bytes/s per unit ('Mbit/s' -> 125000.0)."""
     m = _BW_UNIT.match(unit) if isinstance(unit, str) else None
     if not m:
-        raise ValueError(f"unknown bandwidth unit {unit!r} (use {BANDWIDTH_HELP})")
+        raise ValueError(f"unknown bandwidth unit {_show(unit)} (use {BANDWIDTH_HELP})")
     return _PREFIXES[m.group("prefix")] * _BW_BASES[m.group("base")]
 
 

@@ -240,7 +240,7 @@ def check_progress(c: _Ctx) -> list[Violation]:
     sends = np.nonzero(c.is_send)[0]
     link = c.rank[sends].astype(np.int64) * s.nranks + (0 if serial else s.peer[sends])
     order = np.lexsort((sends, link))
-    same = np.r_[False, link[order][1:] == link[order][:-1]]
+    same = np.r_[False, link[order][1:] == link[order][:-1]][:len(sends)]  # no sends: P = 1
     fifo_dep = np.full(n, -1, np.int64)
     later = sends[order][same]
     fifo_dep[later] = recv_of_send[sends[order][np.nonzero(same)[0] - 1]]

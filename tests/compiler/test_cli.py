@@ -91,7 +91,7 @@ def test_failed_compile_keeps_existing_output(tmp_path, capsys):
     (["compile", "--algorithm", "ring", "--ranks", "4", "--bytes", "9:3", "-o", "x"], "MIN <= MAX"),
     (["compile", "--algorithm", "ring", "--ranks", "4", "--bytes", "8", "--collective", "bcast", "-o", "x"], "allgather"),
     (["compile", "--algorithm", "ring", "--ranks", "4", "--bytes", "8", "-o", "/no/such/dir/x"], "existing directory"),
-    (["compile", "--algorithm", "ring", "--ranks", "four", "--bytes", "8", "-o", "x"], "invalid int"),
+    (["compile", "--algorithm", "ring", "--ranks", "four", "--bytes", "8", "-o", "x"], "expected an integer 2..16777216"),
     (["verify", "/no/such/file.sched"], "cannot read file"),
     (["show", str(BAD / "sched" / "header-crc.sched")], "header_crc32"),
     (["frobnicate"], "invalid choice"),

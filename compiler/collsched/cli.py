@@ -1,13 +1,20 @@
 """`collsched` command line: each command is a thin layer over library functions.
 
-Exit status: 0 ok, 1 verification failure (or wrong data in a benchmark), 2 bad input,
-3 a benchmark run failed (MPI or SimGrid crashed or timed out). Bad input never shows a Python
-traceback: one line naming the file, the field and what was expected.
+Exit status: 0 ok, 1 verification failure (or wrong data in a benchmark), 2 bad input
+(an option, a file or an output that cannot be written), 3 a benchmark run failed (MPI
+or SimGrid crashed or timed out) or an internal error, 141 stdout closed early (`| head`).
+No error shows a Python traceback: bad input is one line naming the option or file, the
+field and what was expected; anything unexpected is one line too, with a hint to report it.
+Every numeric option is parsed strictly (ASCII digits, finite, in range) by the types
+below, before any work starts.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +23,61 @@ from .errors import InputError
 from .files import check_path_options, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_RUN_FAILED = 0, 1, 2, 3
+EXIT_INTERNAL = 3  # an unexpected exception: one line, a hint to report it
+EXIT_BROKEN_PIPE = 141  # stdout closed by its reader: as a shell reports SIGPIPE (128 + 13)
+MAX_RANKS = 1 << 24  # the schedule format's nranks (docs/schedule-format.md)
+REPORT_HINT = "please report this with the command line at the project's issue tracker"
+
+_INT = re.compile(r"[+-]?[0-9]{1,30}", re.ASCII)
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?", re.ASCII)
+# Formats a plot may be written in (by its suffix; none: PNG), all matplotlib's Agg and
+# vector backends write.
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+
+
+def _show(text: str) -> str:
+    """A user's value for a message: as typed when short and plain, else quoted and cut."""
+    from .units import _show as show
+
+    plain = isinstance(text, str) and 0 < len(text) <= 40 and text.isascii() and text.isprintable()
+    return text if plain and " " not in text else show(text)
+
+
+def _int_opt(flag: str, lo: int, hi: int):
+    """argparse type: an integer lo..hi in ASCII digits, else one line naming `flag`."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not _INT.fullmatch(t) or not lo <= int(t) <= hi:
+            raise InputError(flag, _show(text), f"expected an integer {lo}..{hi}")
+        return int(t)
+    return parse
+
+
+def _float_opt(flag: str, lo: float, hi: float):
+    """argparse type: a finite number lo..hi (no nan, inf or other scripts' digits)."""
+    def parse(text: str) -> float:
+        t = text.strip()
+        v = float(t) if _FLOAT.fullmatch(t) else None
+        if v is None or not lo <= v <= hi:
+            raise InputError(flag, _show(text), f"expected a finite number {lo:g}..{hi:g}")
+        return v
+    return parse
+
+
+def _plot_path(flag: str):
+    """argparse type: a figure file name whose suffix is a format we write (none: PNG)."""
+    def parse(text: str) -> str:
+        suffix = Path(text).suffix.lower()
+        if suffix and suffix not in PLOT_SUFFIXES:
+            raise InputError(flag, _show(text), f"expected a figure file ending in "
+                                                f"{', '.join(PLOT_SUFFIXES)} (or no suffix: PNG)")
+        return text
+    return parse
+
+
+def _json(obj, **kw) -> str:
+    """JSON for stdout or a file: NaN and Infinity are not JSON, and never written."""
+    return json.dumps(obj, allow_nan=False, **kw)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,7 +100,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        description=f"Generate, verify and simulate a schedule, then write it. Algorithms: {algs}.")
     c.add_argument("--collective", default="allgather", help="collective (allgather)")
     c.add_argument("--algorithm", required=True, help=f"one of: {algs}")
-    c.add_argument("--ranks", type=int, required=True, help="number of ranks P")
+    c.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS), required=True,
+                   help="number of ranks P")
     c.add_argument("--bytes", required=True,
                    help="bytes per rank: B or MIN:MAX (one file serves the range); units like 64KiB allowed")
     c.add_argument("--segments", default="auto",
@@ -71,16 +134,18 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sh = sub.add_parser("show", help="print a schedule file's header and operations")
     sh.add_argument("file")
-    sh.add_argument("--rank", type=int, help="only this rank's operations")
+    sh.add_argument("--rank", type=_int_opt("--rank", 0, MAX_RANKS - 1), help="only this rank's operations")
 
     pl = sub.add_parser("plot", help="draw a Gantt chart of the simulated schedule")
     pl.add_argument("file")
-    pl.add_argument("-o", "--output", required=True, help="PNG to write")
+    pl.add_argument("-o", "--output", required=True, type=_plot_path("-o"),
+                    help="figure to write: PNG (or by the suffix: .pdf, .svg, ...)")
     pl.add_argument("--topology")
     pl.add_argument("--pap")
     pl.add_argument("--bytes")
     pl.add_argument("--duplex", choices=("half", "full"))
-    pl.add_argument("--max-ranks", type=int, default=64, help="lanes to draw (default 64)")
+    pl.add_argument("--max-ranks", type=_int_opt("--max-ranks", 1, 4096), default=64,
+                    help="lanes to draw (default 64)")
 
     b = sub.add_parser("bench", help="run the lab mini-benchmark (SMPI or MPI), or the compiler benchmark",
                        description="lab (default): the BDR paper's mini-benchmark for each algorithm in "
@@ -100,14 +165,15 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--algorithms", default="ring,bruck,native",
                    help="comma-separated: compiled algorithms, native, native:NAME")
     b.add_argument("--algorithm", default="ring", help="compiler suite: the algorithm to compile")
-    b.add_argument("--max-delay-ms", type=float, default=0.0, help="maxDelay of the arrival pattern")
-    b.add_argument("--iterations", type=int, default=None,
+    b.add_argument("--max-delay-ms", type=_float_opt("--max-delay-ms", 0, 3.6e6), default=0.0,
+                   help="maxDelay of the arrival pattern")
+    b.add_argument("--iterations", type=_int_opt("--iterations", 1, 1_000_000), default=None,
                    help="lab: iterations (default 4); compile-grid: fresh-process runs per case (default 15; a third of it at 1024 ranks)")
-    b.add_argument("--flat-iterations", type=int, default=2,
+    b.add_argument("--flat-iterations", type=_int_opt("--flat-iterations", 0, 1_000_000), default=2,
                    help="extra iterations without delay, for the absorption time")
-    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1)
     b.add_argument("--network-model", default="CM02", help="SMPI network model: CM02 (default), SMPI, LV08")
-    b.add_argument("--tcp-gamma", type=int, default=None,
+    b.add_argument("--tcp-gamma", type=_int_opt("--tcp-gamma", 1, 2**62), default=None,
                    help="SMPI TCP window in bytes (network/TCP-gamma); default: the topology's "
                         "tcp_window, else 4194304 (Linux's default maximum)")
     b.add_argument("--shared-data", choices=("auto", "yes", "no"), default="auto",
@@ -115,7 +181,7 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--keep", help="keep the run directory (platform, schedules) here")
     b.add_argument("--doc", help="Markdown page to update (a marked section)")
     b.add_argument("--section", default="lab-run", help="lab suite: the section of --doc to write")
-    b.add_argument("--plot", help="PNG of the results")
+    b.add_argument("--plot", type=_plot_path("--plot"), help="PNG of the results")
     b.add_argument("--json", action="store_true")
     _add_measure_parser(sub)
     _add_sweep_parser(sub)
@@ -124,19 +190,69 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every outcome is an exit status and at most one line on stderr."""
+    from .simulate import ModelCycle
+
+    args = None
     try:
         args = _build_parser().parse_args(argv)
         check_path_options(args)  # files.py: a FIFO --topology or a bad -o fails before any work
-        return _COMMANDS[args.command](args)
-    except InputError as e:
-        print(f"collsched: error: {e.line()}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except RuntimeError as e:  # lab.runner.LabRunError: the run itself failed
-        print(f"collsched: error: {e}", file=sys.stderr)
-        return EXIT_RUN_FAILED
+        status = _COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return status
+    except InputError as e:  # also files.OutputError: an output that cannot be written
+        return _say(f"collsched: error: {e.line()}", EXIT_BAD_INPUT)
+    except ModelCycle as e:  # a hand-made schedule whose lists the cost model cannot order
+        return _say(f"collsched: error: {getattr(args, 'file', '')}: cannot time this schedule: {e}",
+                    EXIT_BAD_INPUT)
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        print("collsched: interrupted", file=sys.stderr)
-        return 130
+        return _say("collsched: interrupted", 130)
+    except MemoryError:
+        return _say("collsched: error: out of memory (expected a smaller job: fewer --ranks or "
+                    "--segments, a smaller schedule)", EXIT_INTERNAL)
+    except RecursionError as e:  # before RuntimeError, whose subclass it is
+        return _internal(e)
+    except RuntimeError as e:  # lab.runner.LabRunError: the run itself failed
+        return _say(f"collsched: error: {e}", EXIT_RUN_FAILED)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f"{e.filename}: " if e.filename else ""
+            return _say(f"collsched: error: {where}no space left on the device", EXIT_BAD_INPUT)
+        if e.filename is not None:  # a file named on the command line (or one beside it)
+            return _say(f"collsched: error: {e.filename}: {e.strerror}", EXIT_BAD_INPUT)
+        return _internal(e)
+    except Exception as e:  # noqa: BLE001 - the one place every other error is reported
+        return _internal(e)
+
+
+def _say(line: str, status: int) -> int:
+    """One line on stderr (newlines in a message folded, a long one cut), then `status`."""
+    line = " ".join(str(line).split())
+    if len(line) > 1000:
+        line = line[:997] + "..."
+    try:
+        print(line, file=sys.stderr)
+    except (OSError, ValueError):  # stderr closed too: the status says it
+        pass
+    return status
+
+
+def _internal(e: BaseException) -> int:
+    return _say(f"collsched: internal error: {type(e).__name__}: {e} ({REPORT_HINT})", EXIT_INTERNAL)
+
+
+def _drop_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null, so that the interpreter's final flush of
+    what is still buffered does not print a second error."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests capture it)
+        pass
 
 
 def _size_arg(text: str | None) -> int | None:
@@ -153,10 +269,10 @@ def _size_arg(text: str | None) -> int | None:
 def _segments_arg(text: str) -> int | str:
     if text == "auto":
         return text
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError("--segments", text, "expected 1..65535 or auto") from None
+    t = text.strip()
+    if not _INT.fullmatch(t) or not 1 <= int(t) <= 65535:
+        raise InputError("--segments", _show(text), "expected 1..65535 or auto")
+    return int(t)
 
 
 def _time_arg(text: str | None, flag: str) -> float | None:
@@ -185,7 +301,7 @@ def cmd_compile(a) -> int:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID
     if a.json:
-        print(json.dumps(res.summary()))
+        print(_json(res.summary()))
     else:
         m = res.metrics
         segs = res.schedule.nseg
@@ -225,7 +341,7 @@ def cmd_simulate(a) -> int:
     if a.json:
         d = {k: v for k, v in mean.to_dict().items()}
         d["iterations"] = [m.to_dict() | {"exit_times_s": None} for m in per_iter] if len(per_iter) > 1 else None
-        print(json.dumps({k: v for k, v in d.items() if v is not None}))
+        print(_json({k: v for k, v in d.items() if v is not None}))
     else:
         print(f"{a.file}: {sched.algorithm}, {sched.nranks} ranks, {len(per_iter)} arrival pattern(s)")
         print(f"  average elapsed time  {mean.avg_elapsed_s * 1e3:12.4f} ms")
@@ -240,14 +356,14 @@ def cmd_show(a) -> int:
     from .ir import KIND_NAMES, PHASE_NAMES
 
     s = schedfile.read(a.file)
+    if a.rank is not None and not 0 <= a.rank < s.nranks:
+        raise InputError("--rank", str(a.rank), f"expected 0..{s.nranks - 1}")
     print(f"file        {a.file} ({s.meta['file_bytes']} bytes, format {s.meta['version']})")
     print(f"collective  {s.collective}   algorithm {s.algorithm}   compiler {s.compiler_version}")
     print(f"ranks       {s.nranks}   segments/block {s.nseg}   ops {s.total_ops}   "
           f"duplex {'full' if s.full_duplex else 'half'}   background ops {'yes' if s.has_background else 'no'}")
     print(f"bytes/rank  {s.bytes_min}" + (f"..{s.bytes_max}" if s.bytes_max != s.bytes_min else ""))
     print(f"input hash  {s.input_hash.hex()}")
-    if a.rank is not None and not 0 <= a.rank < s.nranks:
-        raise InputError("--rank", str(a.rank), f"expected 0..{s.nranks - 1}")
     ranks = [a.rank] if a.rank is not None else range(s.nranks)
     for r in ranks:
         ops = s.ops_of(r)
@@ -285,8 +401,12 @@ def cmd_bench(a) -> int:
     if a.suite == "compiler":
         from .bench_compiler import run_compiler_bench
 
-        ranks = _int_list(a.ranks or "64,256,1024", "--ranks")
-        return run_compiler_bench(ranks, a.algorithm, _size_arg(a.bytes or "1MiB"), doc=a.doc,
+        ranks = _int_list(a.ranks or "64,256,1024", "--ranks", lo=2)
+        nbytes = _size_arg(a.bytes or "1MiB")
+        from . import budget
+
+        budget.check(max(ranks))
+        return run_compiler_bench(ranks, a.algorithm, nbytes, doc=a.doc,
                                   plot=a.plot, as_json=a.json)
     if a.suite == "model":
         from rich.progress import Progress
@@ -308,23 +428,32 @@ def cmd_bench(a) -> int:
             replace_section(a.doc, "lab-scale", md)
         print(md)
         return EXIT_OK if all(r["data_ok"] for r in scale["results"]) else EXIT_INVALID
+    # Every option is checked here, before the lab compiles anything or starts SMPI/MPI.
+    from .algorithms import REGISTRY
+
+    if a.collective != "allgather":
+        raise InputError("--collective", _show(a.collective), "expected allgather")
+    ranks = _int_list(a.ranks or "8", "--ranks", lo=2)
+    if len(ranks) != 1:
+        raise InputError("--ranks", _show(a.ranks), "expected one rank count of at least 2")
+    a.iterations = 4 if a.iterations is None else a.iterations
+    nbytes = _size_arg(a.bytes or "64KiB")
+    algorithms = [x.strip() for x in a.algorithms.split(",") if x.strip()]
+    for name in algorithms or [""]:
+        if name not in REGISTRY and name != "native" and not (name.startswith("native:") and name[7:]):
+            raise InputError("--algorithms", _show(name), f"expected comma-separated names of "
+                             f"{', '.join(sorted(REGISTRY))}, native or native:NAME")
+    from . import budget
+
+    budget.check(ranks[0])
     from .lab.report import print_report, plot_report
     from .lab.runner import LabConfig, run_lab
 
-    if a.collective != "allgather":
-        raise InputError("--collective", a.collective, "expected allgather")
-    ranks = _int_list(a.ranks or "8", "--ranks")
-    if len(ranks) != 1 or ranks[0] < 2:
-        raise InputError("--ranks", a.ranks, "expected one rank count of at least 2")
-    a.iterations = 4 if a.iterations is None else a.iterations
-    if a.iterations < 1 or a.flat_iterations < 0 or a.max_delay_ms < 0:
-        raise InputError("--iterations", str(a.iterations), "expected iterations >= 1 and delays >= 0")
     cfg = LabConfig(backend=a.backend, topology=a.topology, ranks=ranks[0],
-                    nbytes=_size_arg(a.bytes or "64KiB"), iterations=a.iterations,
+                    nbytes=nbytes, iterations=a.iterations,
                     max_delay_ms=a.max_delay_ms, seed=a.seed, flat_iterations=a.flat_iterations,
                     network_model=a.network_model, tcp_gamma=a.tcp_gamma,
                     shared_data=a.shared_data, workdir=a.keep)
-    algorithms = [x for x in a.algorithms.split(",") if x]
     from rich.progress import Progress
 
     with Progress(transient=True, disable=a.json) as prog:
@@ -332,7 +461,7 @@ def cmd_bench(a) -> int:
         report = run_lab(cfg, algorithms, progress=lambda name: prog.update(
             task, description=f"{cfg.backend}: {name}", advance=1))
     if a.json:
-        print(json.dumps(report))
+        print(_json(report))
     else:
         print_report(report)
     if a.plot:
@@ -357,18 +486,19 @@ def _add_measure_parser(sub) -> None:
                                    "pairs; fit, group hosts into sites, write a topology YAML "
                                    "(docs/measure.md).")
     m.add_argument("--backend", choices=("mpi", "smpi"), required=True)
-    m.add_argument("--ranks", type=int, required=True, help="number of ranks P (at least 2)")
+    m.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS), required=True,
+                   help="number of ranks P (at least 2)")
     m.add_argument("--platform-from", help="smpi: topology YAML whose SimGrid platform is measured")
     m.add_argument("--sizes", default=DEFAULT_SIZES, help=f"message sizes (default {DEFAULT_SIZES})")
-    m.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="runs per size; the median counts")
-    m.add_argument("--gap-burst", type=int, default=DEFAULT_GAP_BURST,
+    m.add_argument("--repeats", type=_int_opt("--repeats", 1, 1_000_000), default=DEFAULT_REPEATS, help="runs per size; the median counts")
+    m.add_argument("--gap-burst", type=_int_opt("--gap-burst", 0, 1_000_000), default=DEFAULT_GAP_BURST,
                    help="messages per stream for g(m); 0 = do not measure g")
-    m.add_argument("--site-factor", type=float, default=DEFAULT_SITE_FACTOR,
+    m.add_argument("--site-factor", type=_float_opt("--site-factor", 1, 1e12), default=DEFAULT_SITE_FACTOR,
                    help="hosts within this factor of their nearest host's latency share a site")
     m.add_argument("--all-pairs", action="store_true",
                    help="sweep sizes for every rank pair, not one rank pair per host pair")
     m.add_argument("--network-model", default="CM02", help="smpi: CM02 (default), SMPI, LV08")
-    m.add_argument("--tcp-gamma", type=int, help="smpi: TCP window in bytes (default: the topology's, else 4 MiB)")
+    m.add_argument("--tcp-gamma", type=_int_opt("--tcp-gamma", 1, 2**62), help="smpi: TCP window in bytes (default: the topology's, else 4 MiB)")
     m.add_argument("--hostfile", help="mpi: host file for mpirun")
     m.add_argument("--overheads", action="store_true",
                    help="also write the measured os(m) and g(m) (medians over host pairs) to the topology")
@@ -381,7 +511,10 @@ def cmd_measure(a) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
+    from . import budget
     from .measure import MeasureConfig, measure, parse_sizes, text_report
+
+    budget.check(a.ranks, 0, what=f"{a.ranks} ranks' measured matrices")
 
     cfg = MeasureConfig(backend=a.backend, ranks=a.ranks, sizes=parse_sizes(a.sizes), repeats=a.repeats,
                         gap_burst=a.gap_burst, site_factor=a.site_factor, all_pairs=a.all_pairs,
@@ -394,7 +527,7 @@ def cmd_measure(a) -> int:
             prog.update(task, description=f"{a.backend}: {phase} round", completed=done, total=total)
 
         report = measure(cfg, a.output, progress=progress, raw_output=a.raw, overheads=a.overheads)
-    print(json.dumps(report) if a.json else text_report(report))
+    print(_json(report) if a.json else text_report(report))
     return EXIT_OK
 
 
@@ -415,15 +548,15 @@ def _add_sweep_parser(sub) -> None:
                    help="comma-separated maxDelay values (ms)")
     s.add_argument("--algorithms", default=",".join(sw.PAPER_ALGORITHMS),
                    help="comma-separated: compiled algorithms, native, native:NAME")
-    s.add_argument("--iterations", type=int, default=sw.DEFAULT_ITERATIONS,
+    s.add_argument("--iterations", type=_int_opt("--iterations", 1, 1_000_000), default=sw.DEFAULT_ITERATIONS,
                    help=f"iterations per run (default {sw.DEFAULT_ITERATIONS}; the paper: {sw.PAPER_ITERATIONS})")
-    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1)
     s.add_argument("--network-model", default="CM02", help="SMPI network model: CM02 (default), SMPI, LV08")
     s.add_argument("--cache", help="JSON cache of finished runs (default out/sweep/<topology>-cache.json)")
     s.add_argument("--fresh", action="store_true", help="drop the cache and run everything again")
     s.add_argument("--redo", default="", help="comma-separated algorithms to run again despite the cache")
     s.add_argument("--json", help="write the whole sweep (every run, every verdict) to this JSON file")
-    s.add_argument("--plot", help="PNG heat map of the tables")
+    s.add_argument("--plot", type=_plot_path("--plot"), help="PNG heat map of the tables")
     s.add_argument("--doc", help="Markdown page to update (a marked section)")
     s.add_argument("--section", default="lab-sweep", help="the section of --doc to write")
 
@@ -434,10 +567,8 @@ def cmd_sweep(a) -> int:
     from .lab import sweep as sw
 
     def delays(text):
-        try:
-            return tuple(float(x) for x in text.split(",") if x)
-        except ValueError:
-            raise InputError("--max-delays-ms", text, "expected comma-separated numbers") from None
+        parse = _float_opt("--max-delays-ms", 0, 3.6e6)
+        return tuple(parse(x) for x in text.split(",") if x.strip())
 
     for out in (a.json, a.plot):
         if out and not Path(out).resolve().parent.is_dir():
@@ -458,7 +589,7 @@ def cmd_sweep(a) -> int:
     sw.summarize(sweep)
     sw.print_tables(sweep)
     if a.json:
-        write_atomic(a.json, json.dumps(sweep, indent=1))
+        write_atomic(a.json, _json(sweep, indent=1))
     if a.plot:
         sw.plot_heatmap(sweep, a.plot)
     if a.doc:
@@ -474,11 +605,11 @@ def cmd_sweep(a) -> int:
     return EXIT_OK if all(r.get("data_ok") for r in runs) else EXIT_INVALID
 
 
-def _int_list(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise InputError(flag, text, "expected comma-separated integers") from None
+def _int_list(text: str, flag: str, lo: int = 1, hi: int = MAX_RANKS) -> list[int]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items or not all(_INT.fullmatch(x) and lo <= int(x) <= hi for x in items):
+        raise InputError(flag, _show(text), f"expected comma-separated integers {lo}..{hi}")
+    return [int(x) for x in items]
 
 
 def _add_pools_parser(sub) -> None:
@@ -486,8 +617,9 @@ def _add_pools_parser(sub) -> None:
                         description="Group the ranks of a topology into pools by link bandwidth, "
                                     "recursively, as Min3 schedules them (docs/grid.md).")
     po.add_argument("topology", help="topology YAML")
-    po.add_argument("--ranks", type=int, help="number of ranks P (default: as the placement provides)")
-    po.add_argument("--plot", help="PNG of the tree to write")
+    po.add_argument("--ranks", type=_int_opt("--ranks", 1, MAX_RANKS),
+                    help="number of ranks P (default: as the placement provides)")
+    po.add_argument("--plot", type=_plot_path("--plot"), help="PNG of the tree to write")
     po.add_argument("--json", action="store_true", help="print the tree as JSON")
 
 
@@ -497,10 +629,14 @@ def cmd_pools(a) -> int:
 
     if a.plot and not Path(a.plot).resolve().parent.is_dir():
         raise InputError(a.plot, "--plot", "expected a file in an existing directory")
+    from . import budget
+
+    if a.ranks is not None:
+        budget.check(a.ranks, 0, what=f"{a.ranks} ranks' topology matrices")
     topo = load_topology(a.topology, a.ranks)
     tree = pools.pool_tree(topo)
     if a.json:
-        print(json.dumps(pools.to_json(tree) | {"topology": topo.name}))
+        print(_json(pools.to_json(tree) | {"topology": topo.name}))
     else:
         print(f"{a.topology}: {topo.nranks} ranks on {len(set(topo.rank_host.tolist()))} hosts")
         print(pools.describe(tree))

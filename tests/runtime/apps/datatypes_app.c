@@ -160,18 +160,25 @@ static void compare(const char *coll, const char *mode, const ctype *s, const ct
 static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
 
 /* Every origin o contributes k_o "units" of L = lcm(n_s, n_r) ints: k_o * L / n_s elements
- * of the send type, k_o * L / n_r of the receive type. Allgather: k_o = units; allgatherv:
- * k_o = units + o % 2, with one receive element of gap after each block. */
+ * of the send type, k_o * L / n_r of the receive type. Allgather (vee 0): k_o = units;
+ * allgatherv: k_o = units + o % 2, with one receive element of gap after each block, the
+ * blocks in rank order (vee 1) or in reverse order, with displacements counted from the
+ * middle of the buffer, so that some are negative (vee 2). */
 static void one_case(const ctype *s, const ctype *r, int units, int in_place, int vee, int iter)
 {
     int L = s->n / gcd(s->n, r->n) * r->n, su = L / s->n, ru = L / r->n;
     int k_me = units + (vee ? rank % 2 : 0), sendcount = k_me * su;
     int *counts = malloc(sizeof(int) * P), *displs = malloc(sizeof(int) * P), total = 0;
-    for (int o = 0; o < P; o++) {
+    for (int i = 0; i < P; i++) {
+        int o = vee == 2 ? P - 1 - i : i;
         counts[o] = (units + (vee ? o % 2 : 0)) * ru;
         displs[o] = total;
         total += counts[o] + (vee ? 1 : 0);
     }
+    MPI_Aint lb, ext;
+    MPI_Type_get_extent(r->t, &lb, &ext);
+    int shift = vee == 2 ? total / 2 : 0;
+    for (int o = 0; o < P; o++) displs[o] -= shift;
     int64_t relems = vee ? total : (int64_t)P * units * ru;
     buf sb, ref, got;
     buf_make(&sb, s->t, sendcount);
@@ -182,10 +189,10 @@ static void one_case(const ctype *s, const ctype *r, int units, int in_place, in
     fill_recv(&got, in_place);
     const void *send = in_place ? MPI_IN_PLACE : sb.at;
     int rc_ref, rc;
-    const char *mode = in_place ? "in-place" : "";
+    const char *mode = in_place ? (vee == 2 ? "in-place reversed" : "in-place") : (vee == 2 ? "reversed" : "");
     if (vee) {
-        rc_ref = PMPI_Allgatherv(send, sendcount, s->t, ref.at, counts, displs, r->t, MPI_COMM_WORLD);
-        rc = MPI_Allgatherv(send, sendcount, s->t, got.at, counts, displs, r->t, MPI_COMM_WORLD);
+        rc_ref = PMPI_Allgatherv(send, sendcount, s->t, ref.at + shift * ext, counts, displs, r->t, MPI_COMM_WORLD);
+        rc = MPI_Allgatherv(send, sendcount, s->t, got.at + shift * ext, counts, displs, r->t, MPI_COMM_WORLD);
         compare("MPI_Allgatherv", mode, s, r, units, rc_ref, rc, &ref, &got);
     } else {
         rc_ref = PMPI_Allgather(send, sendcount, s->t, ref.at, units * ru, r->t, MPI_COMM_WORLD);
@@ -204,7 +211,7 @@ int main(int argc, char **argv)
     build_catalogue();
     ctype plain = { "int", MPI_INT, 1 };
     int units[] = { 0, 1, 3, 700 }; /* 700: pieces cut inside elements (2 segments) */
-    for (int vee = 0; vee < 2; vee++)
+    for (int vee = 0; vee < 3; vee++)
         for (int u = 0; u < 4; u++)
             for (int i = 0; i < ncat; i++) {
                 const ctype *t = &cat[i], *other = &cat[(i + 1) % ncat];

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
 from . import __version__
@@ -197,7 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         check_path_options(args)  # files.py: a FIFO --topology or a bad -o fails before any work
-        status = _COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            # numpy's "overflow encountered" would be a second stderr line: results are
+            # checked for finite values instead (pipeline.check_finite), one line each.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            status = _COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return status
     except InputError as e:  # also files.OutputError: an output that cannot be written
@@ -208,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _drop_stdout()
         return EXIT_BROKEN_PIPE
+    except SystemExit as e:  # --help, --version; a command's own exit status
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else _say(e.code, EXIT_BAD_INPUT))
     except KeyboardInterrupt:
         return _say("collsched: interrupted", 130)
     except MemoryError:
@@ -401,8 +408,8 @@ def cmd_bench(a) -> int:
     if a.suite == "compiler":
         from .bench_compiler import run_compiler_bench
 
-        ranks = _int_list(a.ranks or "64,256,1024", "--ranks", lo=2)
-        nbytes = _size_arg(a.bytes or "1MiB")
+        ranks = _int_list("64,256,1024" if a.ranks is None else a.ranks, "--ranks", lo=2)
+        nbytes = _size_arg("1MiB" if a.bytes is None else a.bytes)
         from . import budget
 
         budget.check(max(ranks))
@@ -429,20 +436,14 @@ def cmd_bench(a) -> int:
         print(md)
         return EXIT_OK if all(r["data_ok"] for r in scale["results"]) else EXIT_INVALID
     # Every option is checked here, before the lab compiles anything or starts SMPI/MPI.
-    from .algorithms import REGISTRY
-
     if a.collective != "allgather":
         raise InputError("--collective", _show(a.collective), "expected allgather")
-    ranks = _int_list(a.ranks or "8", "--ranks", lo=2)
+    ranks = _int_list("8" if a.ranks is None else a.ranks, "--ranks", lo=2)
     if len(ranks) != 1:
         raise InputError("--ranks", _show(a.ranks), "expected one rank count of at least 2")
     a.iterations = 4 if a.iterations is None else a.iterations
-    nbytes = _size_arg(a.bytes or "64KiB")
-    algorithms = [x.strip() for x in a.algorithms.split(",") if x.strip()]
-    for name in algorithms or [""]:
-        if name not in REGISTRY and name != "native" and not (name.startswith("native:") and name[7:]):
-            raise InputError("--algorithms", _show(name), f"expected comma-separated names of "
-                             f"{', '.join(sorted(REGISTRY))}, native or native:NAME")
+    nbytes = _size_arg("64KiB" if a.bytes is None else a.bytes)
+    algorithms = _algorithm_list(a.algorithms)
     from . import budget
 
     budget.check(ranks[0])
@@ -568,14 +569,14 @@ def cmd_sweep(a) -> int:
 
     def delays(text):
         parse = _float_opt("--max-delays-ms", 0, 3.6e6)
-        return tuple(parse(x) for x in text.split(",") if x.strip())
+        return tuple(parse(x) for x in text.split(","))  # an empty item is refused too
 
     for out in (a.json, a.plot):
         if out and not Path(out).resolve().parent.is_dir():
             raise InputError(out, "", "expected a file in an existing directory")
-    cfg = sw.SweepConfig(ranks=tuple(_int_list(a.ranks, "--ranks")), floats=sw.parse_floats(a.floats),
+    cfg = sw.SweepConfig(ranks=tuple(_int_list(a.ranks, "--ranks", lo=2)), floats=sw.parse_floats(a.floats),
                          delays_ms=delays(a.max_delays_ms),
-                         algorithms=tuple(x for x in a.algorithms.split(",") if x),
+                         algorithms=tuple(_algorithm_list(a.algorithms)),
                          iterations=a.iterations, seed=a.seed, topology=a.topology,
                          network_model=a.network_model, cache=a.cache)
     root = Path(__file__).resolve().parents[2]
@@ -603,6 +604,18 @@ def cmd_sweep(a) -> int:
     if any("error" in r for r in runs):
         return EXIT_RUN_FAILED
     return EXIT_OK if all(r.get("data_ok") for r in runs) else EXIT_INVALID
+
+
+def _algorithm_list(text: str, flag: str = "--algorithms") -> list[str]:
+    """Comma-separated compiled algorithms, native or native:NAME (the lab's names)."""
+    from .algorithms import REGISTRY
+
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    for name in names or [""]:
+        if name not in REGISTRY and name != "native" and not (name.startswith("native:") and name[7:]):
+            raise InputError(flag, _show(name), f"expected comma-separated names of "
+                             f"{', '.join(sorted(REGISTRY))}, native or native:NAME")
+    return names
 
 
 def _int_list(text: str, flag: str, lo: int = 1, hi: int = MAX_RANKS) -> list[int]:

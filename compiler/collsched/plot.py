@@ -7,6 +7,7 @@ piece's origin when there is room) and its exit (red tick).
 from __future__ import annotations
 
 import os
+import warnings
 
 import matplotlib
 
@@ -55,7 +56,9 @@ def gantt(tl: Timeline, title: str, path: str | os.PathLike, max_ranks: int = 64
               loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.5 / (1.2 + 0.32 * shown)),
               fontsize=7, ncol=4, frameon=False)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
+    with warnings.catch_warnings():  # a chart of one lane has no room for the margins: say nothing
+        warnings.simplefilter("ignore", UserWarning)
+        fig.tight_layout()
     _save(fig, path)
 
 

@@ -4,10 +4,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
+from collsched import schedfile
+from collsched.algorithms import Request, generate
 from collsched.cli import main
+from collsched.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "tests" / "data" / "bad"
@@ -150,3 +154,108 @@ def test_console_script_and_module_entry_points(tmp_path):
                        capture_output=True, text=True, cwd=ROOT,
                        env={"PYTHONPATH": str(ROOT / "compiler"), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# --- issue 22, defect 9: every outcome of main is an exit status and one line ------------
+
+@pytest.mark.parametrize("exc,status,text", [
+    (ZeroDivisionError("division by zero"), 3, "internal error: ZeroDivisionError: division by zero"),
+    (RecursionError("maximum recursion depth exceeded"), 3, "internal error: RecursionError"),
+    (MemoryError(), 3, "out of memory"),
+    (KeyError("x\ny"), 3, "internal error: KeyError"),
+    (FileNotFoundError(2, "No such file or directory", "/nowhere/x.yaml"), 2, "/nowhere/x.yaml: No such file"),
+    (OSError(28, "No space left on device", "/full/x.sched"), 2, "/full/x.sched: no space left on the device"),
+    (OSError(5, "Input/output error"), 3, "internal error: OSError"),
+])
+def test_unexpected_errors_are_one_line(tmp_path, capsys, monkeypatch, exc, status, text):
+    """Whatever a command raises, main prints one line (no traceback) and returns the
+    documented status: 3 with a hint to report it, 2 for a file named by the error."""
+    import collsched.cli as cli
+
+    def boom(_args):
+        raise exc
+    monkeypatch.setitem(cli._COMMANDS, "verify", boom)
+    (tmp_path / "x.sched").write_bytes(b"")  # a regular file: the input checks pass
+    code = main(["verify", str(tmp_path / "x.sched")])
+    out, err = capsys.readouterr()
+    assert code == status
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert text in err
+    if status == 3 and not isinstance(exc, MemoryError):
+        assert "please report" in err
+
+
+def test_closed_stdout_is_quiet(tmp_path, capsys, monkeypatch):
+    import collsched.cli as cli
+
+    def closed(_args):
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setitem(cli._COMMANDS, "verify", closed)
+    (tmp_path / "x.sched").write_bytes(b"")
+    assert main(["verify", str(tmp_path / "x.sched")]) == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_version_and_help_return_0(capsys):
+    assert main(["--version"]) == 0
+    assert main(["compile", "--help"]) == 0
+    assert "collsched" in capsys.readouterr().out
+
+
+def test_bytes_above_2_53_keep_every_digit(tmp_path, capsys):
+    """--bytes is an exact integer up to 2^63 - 1 (no float round trip), and refused
+    beyond with one line naming --bytes and the range."""
+    out = tmp_path / "b.sched"
+    for size in (2**53 + 1, 2**63 - 1):
+        assert main(["compile", "--algorithm", "ring", "--ranks", "4", "--bytes", str(size),
+                     "--segments", "3", "-o", str(out)]) == 0
+        assert schedfile.read(out).bytes_max == size
+    for text in ("9223372036854775808", "18446744073709551615", "1e30", "1e999999999"):
+        assert main(["compile", "--algorithm", "ring", "--ranks", "4", "--bytes", text, "-o",
+                     str(tmp_path / "n.sched")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--bytes" in err and "Traceback" not in err
+    assert not (tmp_path / "n.sched").exists()
+
+
+def test_piece_bounds_do_not_overflow():
+    """Piece sizes at 2^63 - 1 bytes and 65535 segments: the runtime's formula, exact."""
+    s = generate("ring", Request(2, nseg=65535))
+    n = 2**63 - 1
+    sizes = s.piece_bytes(n)
+    assert int(sizes.sum()) == n and sizes.min() >= 0
+    assert [int(x) for x in sizes[:3]] == [((k + 1) * n) // 65535 - (k * n) // 65535 for k in range(3)]
+
+
+def test_memory_estimate_refuses_before_allocating(tmp_path, capsys):
+    """--ranks 100000 (74.5 GiB in one matrix) and --segments 65535 at 64 ranks are
+    refused by budget.py's estimate at once, naming the options."""
+    import resource
+
+    from collsched import budget
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for argv in (["--ranks", "100000"], ["--ranks", "64", "--segments", "65535"]):
+        assert main(["compile", "--algorithm", "ring", "--bytes", "1", "-o", str(tmp_path / "x.sched"),
+                     *argv]) == 2
+        err = capsys.readouterr().err
+        assert "--ranks" in err and "--segments" in err and "of memory" in err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB
+    assert budget.estimate(64, 65535) > 100 * 2**30
+    assert budget.estimate(256, 8) < 2**30  # the compiler benchmark's sizes fit
+
+
+def test_non_finite_predictions_are_refused():
+    """A prediction that overflowed (a latency of 1e308 s) is refused in one line, never
+    printed as Infinity in JSON."""
+    from collsched.pipeline import check_finite
+    from collsched.simulate import simulate
+    from collsched.topology import homogeneous
+
+    topo = homogeneous(4, latency_s=1e308)
+    s = generate("ring", Request(4))
+    with np.errstate(over="ignore"):
+        _, m = simulate(s, topo, 1 << 20)
+    assert not np.isfinite(m.run_time_s)
+    with pytest.raises(InputError, match="not finite"):
+        check_finite(m, topo, "--topology", 1 << 20)

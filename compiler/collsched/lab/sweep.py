@@ -114,8 +114,10 @@ def parse_floats(text: str) -> tuple[int, ...]:
             continue
         factor = {"K": KILO, "M": KILO * KILO}.get(item[-1].upper(), 1)
         digits = item[:-1] if factor > 1 else item
-        if not digits.isdigit() or int(digits) == 0:
-            raise InputError("--floats", text, "expected comma-separated positive counts such as 131072, 128K or 2M")
+        # ASCII digits only (str.isdigit takes other scripts' too), at most 2^40 floats
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 13) or not 0 < int(digits) * factor <= 1 << 40:
+            raise InputError("--floats", item[:40], "expected comma-separated positive counts such as "
+                                                    "131072, 128K or 2M (at most 2^40)")
         out.append(int(digits) * factor)
     if not out:
         raise InputError("--floats", text, "expected at least one count")

@@ -27,8 +27,8 @@ _QUANTITY = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[^\s\d.+-][^\s]*)?\s
 _TIME_EXP = {"s": 0, "sec": 0, "ms": -3, "us": -6, "µs": -6, "μs": -6, "ns": -9}
 TIME_UNITS = {u: 10.0**e for u, e in _TIME_EXP.items()}
 
-_DECIMAL_EXP = {"": 0, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12}
-_BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}  # powers of two
+_DECIMAL_EXP = {"": 0, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12, "P": 15}
+_BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50}  # powers of two
 _PREFIXES = {**{p: 10.0**e for p, e in _DECIMAL_EXP.items()},
              **{p: 2.0**e for p, e in _BINARY_EXP.items()}}
 
@@ -59,8 +59,8 @@ MAX_BYTES = (1 << 63) - 1
 
 # bandwidth: <prefix><base>, base in bits or bytes per second
 _BW_BASES = {"bit/s": 1 / 8, "b/s": 1 / 8, "bps": 1 / 8, "B/s": 1.0, "Bps": 1.0}
-_BW_UNIT = re.compile(r"^(?P<prefix>[kKMGT]i?|)(?P<base>bit/s|b/s|bps|B/s|Bps)$")
-_SIZE_UNIT = re.compile(r"^(?P<prefix>[kKMGT]i?|)B$")
+_BW_UNIT = re.compile(r"^(?P<prefix>[kKMGTP]i?|)(?P<base>bit/s|b/s|bps|B/s|Bps)$")
+_SIZE_UNIT = re.compile(r"^(?P<prefix>[kKMGTP]i?|)B$")
 
 TIME_HELP = "s, ms, us, ns"
 BANDWIDTH_HELP = "bit/s, kbit/s, Mbit/s, Gbit/s, Mb/s, Mbps, B/s, KB/s, MB/s, GB/s, KiB/s, MiB/s, GiB/s"

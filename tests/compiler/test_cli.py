@@ -259,3 +259,16 @@ def test_non_finite_predictions_are_refused():
     assert not np.isfinite(m.run_time_s)
     with pytest.raises(InputError, match="not finite"):
         check_finite(m, topo, "--topology", 1 << 20)
+
+
+def test_units_read_numbers_strictly():
+    """ASCII digits only, exact sizes, P prefixes, and one ValueError for absurd exponents
+    (Decimal's own Overflow escaped before: latency '1e999999999 s')."""
+    from collsched.units import parse_bandwidth, parse_bytes, parse_time
+
+    assert parse_bytes("9007199254740993") == 2**53 + 1
+    assert parse_bytes("1PiB") == 2**50 and parse_bandwidth("8Pbit/s") == 1e15
+    for fn, text in ((parse_bytes, "٣"), (parse_time, "1e999999999 s"), (parse_time, "1e-999999999"),
+                     (parse_bandwidth, "1e999999999"), (parse_bytes, "0.5"), (parse_bytes, "2**70")):
+        with pytest.raises(ValueError):
+            fn(text)

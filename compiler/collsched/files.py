@@ -43,7 +43,8 @@ from pathlib import Path
 from .errors import InputError, OutputError
 
 # Largest input file read (topology, arrival pattern): far above any real one (a measured
-# 700-host matrix is about 20 MB), far below what would exhaust memory.
+# 255-host matrix, the most schemas.MAX_NODES allows, is about 2 MB), far below what would
+# exhaust memory.
 MAX_INPUT_BYTES = 64 << 20
 
 

@@ -202,27 +202,49 @@ class Doc:
     data: object
 
     def line_of(self, parts) -> int | None:
-        """1-based line of the node at the path, or None when the path is not in the file."""
+        """1-based line of the node at the path (of its key, in a mapping), or None when the
+        path is not in the file. Walks the parser's events (no nodes are built: a message
+        about the last of a million values stays fast)."""
         if not parts:
             return None
+        target = list(parts)
+        # One frame per open collection: its path, whether it is a mapping, the next index
+        # (sequence) or the pending key and its line (mapping), whether it is inside a key.
+        frames: list[dict] = []
         try:
-            node = yaml.compose(self.text, Loader=_SafeLoader)
+            for ev in yaml.parse(self.text, Loader=_SafeLoader):
+                if isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                    frames.pop()
+                    continue
+                if not isinstance(ev, (yaml.ScalarEvent, yaml.SequenceStartEvent,
+                                       yaml.MappingStartEvent, yaml.AliasEvent)):
+                    continue
+                top = frames[-1] if frames else None
+                path, line, skip = None, ev.start_mark.line + 1, False
+                if top is None:
+                    path = []
+                elif top["skip"]:
+                    skip = True
+                elif top["map"] and top["key_next"]:  # this node is a key
+                    top["key_next"] = False
+                    top["key"] = ev.value if isinstance(ev, yaml.ScalarEvent) else None
+                    top["key_line"] = line
+                    skip = True
+                elif top["map"]:
+                    top["key_next"] = True
+                    path, line = top["path"] + [top["key"]], top["key_line"]
+                else:
+                    path = top["path"] + [top["i"]]
+                    top["i"] += 1
+                if path is not None and path == target:
+                    return line
+                if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                    frames.append({"path": path, "map": isinstance(ev, yaml.MappingStartEvent),
+                                   "i": 0, "key_next": True, "key": None, "key_line": None,
+                                   "skip": skip or path is None})
         except yaml.YAMLError:
             return None
-        line = None
-        for p in parts:
-            nxt = None
-            if isinstance(node, yaml.MappingNode):
-                for k, v in node.value:
-                    if k.value == p:
-                        nxt, line = v, k.start_mark.line + 1
-            elif isinstance(node, yaml.SequenceNode) and isinstance(p, int) and 0 <= p < len(node.value):
-                nxt = node.value[p]
-                line = nxt.start_mark.line + 1
-            if nxt is None:
-                return None
-            node = nxt
-        return line
+        return None
 
     def fail(self, parts, expected: str, line_at=None) -> InputError:
         """An InputError for the field at `parts` (list of keys / indices), to raise.
@@ -241,10 +263,10 @@ _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Bounds on a YAML input, checked on the parser's event stream before anything is built:
 # no input needs more (the largest bundled topology has a few hundred values; a measured
-# 700-host matrix about a million), and within them loading takes a few seconds and well
-# under 1 GiB. Aliases (*name) are refused outright: no input needs them, and a few
-# hundred bytes of nested aliases expand to billions of values (a "billion laughs").
-MAX_NODES = 1 << 20
+# matrix of 255 hosts 2 x 255^2), and within them a file loads, or is refused, within a
+# few seconds and well under 1 GiB. Aliases (*name) are refused outright: no input needs
+# them, and a few hundred bytes of nested aliases expand to billions of values.
+MAX_NODES = 1 << 17
 MAX_DEPTH = 64
 
 

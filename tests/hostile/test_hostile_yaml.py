@@ -119,6 +119,18 @@ def nesting_cases() -> list[Case]:
                     field="too many values"))
     out.append(Case("long-list", "pap", _b("arrivals: [" + ", ".join(["0"] * 5000) + "]\n"),
                     field="arrivals"))
+    # just under the limit, the one mistake at the very end
+    n = schemas.MAX_NODES - 10
+    out.append(Case("late-error-pap", "pap", _b("arrivals: [" + "0, " * (n - 1) + "-1]\n"),
+                    field="expected 4 arrival times"))
+    h = 250  # 2 h^2 = 125,000 values
+    row = "[" + ", ".join(["1"] * h) + "]"
+    bad = "[" + ", ".join(["1"] * (h - 2)) + ", -5, 1]"  # off the diagonal (which is unused)
+    hosts = ", ".join(f"{{name: h{i}, site: A}}" for i in range(h))
+    out.append(Case("late-error-matrix", "topology",
+                    _b(f"hosts: [{hosts}]\nmatrix:\n  latency: [{', '.join([row] * h)}]\n"
+                       f"  bandwidth: [{', '.join([row] * (h - 1) + [bad])}]\n"),
+                    field=f"matrix.bandwidth[{h - 1}][{h - 2}]"))
     return out
 
 

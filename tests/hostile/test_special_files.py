@@ -247,3 +247,26 @@ def test_special_files_subprocess(tmp_path, specials, argv):
     one_line(proc.stderr)
     assert listing(out) == []
     assert stat.S_ISFIFO(os.lstat(specials / "fifo").st_mode)
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    """A 16 KiB tmpfs (root, where mount is allowed): a real full disk."""
+    d = tmp_path / "tiny"
+    d.mkdir()
+    if not IS_ROOT or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(d)],
+                                     capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield d
+    subprocess.run(["umount", str(d)], check=True)
+
+
+def test_real_full_disk(capsys, tiny_fs):
+    """A 32-rank ring schedule (about 24 KB) on a 16 KiB file system: ENOSPC from the kernel."""
+    out = tiny_fs / "x.sched"
+    out.write_text("old")
+    code, _, err = run(capsys, ["compile", "--algorithm", "ring", "--ranks", "32", "--bytes", "1KiB",
+                                "-o", out])
+    line = one_line(err)
+    assert code == 2 and "no space left" in line, line
+    assert out.read_text() == "old" and listing(tiny_fs) == ["x.sched"]

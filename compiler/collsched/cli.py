@@ -77,8 +77,29 @@ def _plot_path(flag: str):
 
 
 def _json(obj, **kw) -> str:
-    """JSON for stdout or a file: NaN and Infinity are not JSON, and never written."""
-    return json.dumps(obj, allow_nan=False, **kw)
+    """JSON for stdout or a file: NaN and Infinity are not JSON, and never written.
+
+    compile and simulate refuse non-finite predictions before (pipeline.check_finite); a
+    long run's report (bench, sweep, measure) writes null for a value that is not a
+    number rather than losing the run."""
+    try:
+        return json.dumps(obj, allow_nan=False, **kw)
+    except ValueError:
+        return json.dumps(_finite_or_null(obj), allow_nan=False, **kw)
+
+
+def _finite_or_null(x):
+    import math
+
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite_or_null(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_or_null(v) for v in x]
+    if hasattr(x, "dtype") and hasattr(x, "tolist"):  # numpy scalars and arrays
+        return _finite_or_null(x.tolist())
+    return x
 
 
 class _Parser(argparse.ArgumentParser):

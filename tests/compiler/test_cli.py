@@ -272,3 +272,11 @@ def test_units_read_numbers_strictly():
                      (parse_bandwidth, "1e999999999"), (parse_bytes, "0.5"), (parse_bytes, "2**70")):
         with pytest.raises(ValueError):
             fn(text)
+
+
+def test_json_never_carries_nan_or_infinity():
+    from collsched.cli import _json
+
+    text = _json({"a": float("nan"), "b": [1.0, float("inf"), {"c": -float("inf")}], "d": 2.5})
+    assert json.loads(text) == {"a": None, "b": [1.0, None, {"c": None}], "d": 2.5}
+    assert "NaN" not in text and "Infinity" not in text

@@ -3,6 +3,9 @@
 Model: the Min3 paper's Eq. 1-3 (latency, bandwidth, send overhead os(m), gap g(m);
 single-port hosts, half or full duplex) with per-rank arrival times; details and the one
 deliberate simplification (a rank's list order is its port order) in docs/semantics.md.
+In half duplex, lists that give no single-port order (a schedule compiled for full
+duplex) keep their sends and receives in list order and share the one port greedily in
+simulated time instead (_GreedyPorts): no ModelCycle for any verified schedule.
 
 Every transfer waits for a few earlier ones: the previous use of the sender's port, the
 previous use of the receiver's port, the previous transfer on the same rank pair, the

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-# Longest source (a path or an option), field path and explanation shown, in characters.
-_LIMITS = (240, 160, 400)
+# Longest source (a path: up to 1024 characters shown whole), field and explanation shown.
+_LIMITS = (1024, 160, 400)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 

@@ -63,7 +63,7 @@ def _size_text(n: int) -> str:
     return f"{n >> 20} MiB" if n % (1 << 20) == 0 and n else f"{n:,} bytes"
 
 
-def read_input(path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+def read_input(path, what: str, limit: int = MAX_INPUT_BYTES) -> bytearray:
     """The bytes of the regular file `path` (a `what`: 'topology', 'schedule', ...).
 
     InputError (one line: the path, what was expected) for a missing or unreadable file,
@@ -97,17 +97,22 @@ def read_input(path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
         if st.st_size > limit:
             raise InputError(source, "", f"{what} file too large: {_size_text(st.st_size)}, "
                                          f"at most {_size_text(limit)} are read")
-        chunks, total = [], 0
-        while True:  # the file may grow while it is read: stop one byte past the limit
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise InputError(source, "", f"{what} file too large: more than "
-                                             f"{_size_text(limit)}, at most that is read")
-        return b"".join(chunks)
+        # Read into one buffer of the file's size (no second copy of a large schedule), one
+        # byte more to see a file that grew since fstat; never past limit + 1 bytes.
+        buf, n = bytearray(st.st_size + 1), 0
+        with open(fd, "rb", buffering=0, closefd=False) as f:
+            while True:
+                if n == len(buf):
+                    if n > limit:
+                        raise InputError(source, "", f"{what} file too large: more than "
+                                                     f"{_size_text(limit)}, at most that is read")
+                    buf.extend(bytes(min(max(n, 1 << 16), limit + 1 - n)))
+                k = f.readinto(memoryview(buf)[n:])
+                if not k:
+                    break
+                n += k
+        del buf[n:]
+        return buf
     except OSError as e:
         raise InputError(source, "", f"cannot read file ({e.strerror}; expected a {what} file)") from None
     finally:

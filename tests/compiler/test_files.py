@@ -301,3 +301,12 @@ def test_check_path_options_names_the_option(tmp_path):
             files.check_path_options(ns)
         assert e.value.line().startswith(needle), e.value.line()
     assert names(tmp_path) == ["fifo", "t.yaml"]
+
+
+def test_read_input_of_a_file_larger_than_its_stat_says():
+    """A file that grows after fstat (here a /proc file, whose size reads as 0) is read whole,
+    and still no further than the limit."""
+    data = files.read_input("/proc/self/status", "status")
+    assert bytes(data).startswith(b"Name:") and len(data) > 100
+    with pytest.raises(InputError, match="too large: more than 10 bytes"):
+        files.read_input("/proc/self/status", "status", limit=10)

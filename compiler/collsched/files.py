@@ -218,19 +218,16 @@ INPUT_OPTIONS = (("file", "FILE", "schedule"), ("topology", "--topology", "topol
 
 def check_input_path(path, option: str, what: str) -> None:
     """Refuse, before any work, an input that read_input would refuse for its type: a
-    missing file, a FIFO, a device, a socket, a directory. Reads nothing (stat only); a
-    missing --cache is fine (the sweep starts one)."""
+    FIFO, a device, a socket, a directory. Reads nothing (stat only). A path that does not
+    exist here is left to the reader (sweep finds a bundled topology relative to the
+    repository; a missing --cache is started) - it names the file when it is missing."""
     text = os.fspath(path)
     if text == "":
         raise InputError(option, "''", f"expected the name of a {what} file")
     try:
         st = os.stat(text)
-    except FileNotFoundError:
-        if option == "--cache":
-            return
-        raise InputError(option, text, f"cannot read file: not found (expected a {what} file)") from None
-    except OSError as e:
-        raise InputError(option, text, f"cannot read file ({e.strerror})") from None
+    except OSError:
+        return
     if not stat.S_ISREG(st.st_mode):
         raise InputError(option, text, f"expected a regular {what} file, found {file_kind(st.st_mode)}")
 

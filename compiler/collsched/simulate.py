@@ -476,28 +476,33 @@ class _Plan:
         return out
 
 
+def _edge_lists(plan: _Plan):
+    """The transfer DAG of a plan as flat Python lists (no object per edge): the in-edges
+    of transfer v are first[v]..first[v + 1] of pred, rel (the index of the pred's release
+    time, _NK * pred + kind) and offset; its out-edges succ[succ_start[v]..succ_start[v + 1]];
+    indeg[v] its number of in-edges."""
+    valid = plan.pred >= 0
+    q = plan.pred[valid]
+    first = np.r_[0, np.cumsum(valid.sum(1))].tolist()
+    rel = (_NK * q + plan.kind[valid]).tolist()
+    by_pred = np.argsort(q, kind="stable")
+    succ = np.nonzero(valid)[0][by_pred].tolist()
+    succ_start = np.searchsorted(q[by_pred], np.arange(plan.n + 1)).tolist()
+    return first, q.tolist(), plan.offset[valid].tolist(), rel, succ, succ_start, valid.sum(1).tolist()
+
+
 class _PyGraph:
     """The transfer DAG of a _Plan as Python lists, timed transfer by transfer with the
     arithmetic of _Plan._longest_paths (the same float operations: the same results)."""
 
     def __init__(self, plan: _Plan):
         n = self.n = plan.n
-        valid = plan.pred >= 0
-        q = plan.pred[valid]
-        # In-edges of transfer v: first[v]..first[v + 1] of pred, rel (the index of the
-        # pred's release time, _NK * pred + kind) and offset. Flat lists: no object per edge.
-        self.first = np.r_[0, np.cumsum(valid.sum(1))].tolist()
-        self.pred, self.offset = q.tolist(), plan.offset[valid].tolist()
-        self.rel = (_NK * q + plan.kind[valid]).tolist()
+        self.first, self.pred, self.offset, self.rel, succ, start, indeg = _edge_lists(plan)
         self.duration, self.os_all = plan.duration.tolist(), plan.os_all.tolist()
         self.g_all, self.wan_time = plan.g_all.tolist(), plan.wan_time.tolist()
         self.wan, self.on_wan = plan.wan.tolist(), plan.on_wan.tolist()
         # Levels (the wave of each transfer in _Plan._topological_waves) and a topological
         # order, by Kahn's algorithm; levels None if the graph has a cycle.
-        by_pred = np.argsort(q, kind="stable")
-        succ = np.nonzero(valid)[0][by_pred].tolist()
-        start = np.searchsorted(q[by_pred], np.arange(n + 1)).tolist()
-        indeg = valid.sum(1).tolist()
         level = [0] * n
         order = [v for v in range(n) if not indeg[v]]
         for v in order:  # grows while it is walked
@@ -595,16 +600,9 @@ class _GreedyPorts:
     and no cycle can arise (the DAG without ports is acyclic; ports only delay)."""
 
     def __init__(self, plan: _Plan):
-        n = self.n = plan.n
-        valid = plan.pred >= 0
-        q = plan.pred[valid]
-        self.first = np.r_[0, np.cumsum(valid.sum(1))].tolist()
-        self.pred, self.offset = q.tolist(), plan.offset[valid].tolist()
-        self.rel = (_NK * q + plan.kind[valid]).tolist()
-        by_pred = np.argsort(q, kind="stable")
-        self.succ = np.nonzero(valid)[0][by_pred].tolist()
-        self.succ_start = np.searchsorted(q[by_pred], np.arange(n + 1)).tolist()
-        self.indeg = valid.sum(1).tolist()
+        self.n = plan.n
+        (self.first, self.pred, self.offset, self.rel, self.succ, self.succ_start,
+         self.indeg) = _edge_lists(plan)
         self.src, self.dst = plan.src.tolist(), plan.dst.tolist()
         self.duration, self.os_all = plan.duration.tolist(), plan.os_all.tolist()
         self.g_all, self.wan_time = plan.g_all.tolist(), plan.wan_time.tolist()

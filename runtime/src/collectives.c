@@ -191,17 +191,16 @@ static int place_own(const call *c, cs_layout *lay, int staged, MPI_Comm priv)
     return copy_bytes(c->sendbuf, c->sendcount, c->sendtype, dst, bytes, 1, priv, c->rank);
 }
 
-/* Runs the schedule: layout, own block, executor (or the PAT engine's rest), unstaging. */
-static int run(const call *c, cs_layout *lay, const collsched_schedule *s, MPI_Comm priv,
-               MPI_Request *reqs, int pat)
+/* Runs the schedule: layout, own block, executor (taking over what was started), unstaging. */
+static int run(const call *c, const collsched_schedule *s, MPI_Comm priv, MPI_Request *reqs,
+               const cs_started *started)
 {
+    cs_layout lay = { 0 };
     char *stage = NULL;
-    int rc = open_recv(c, lay, &stage);
-    if (rc == MPI_SUCCESS) rc = place_own(c, lay, stage != NULL, priv);
-    if (rc == MPI_SUCCESS)
-        rc = pat ? cs_execute_pat(s, (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0, priv, lay, reqs)
-                 : cs_execute(s, priv, lay, reqs);
-    if (rc == MPI_SUCCESS && stage) rc = close_recv(c, lay, priv);
+    int rc = open_recv(c, &lay, &stage);
+    if (rc == MPI_SUCCESS) rc = place_own(c, &lay, stage != NULL, priv);
+    if (rc == MPI_SUCCESS) rc = cs_execute(s, priv, &lay, reqs, started);
+    if (rc == MPI_SUCCESS && stage) rc = close_recv(c, &lay, priv);
     free(stage);
     return rc;
 }
@@ -243,16 +242,14 @@ static int choose(cs_comm *st, const call *c, uint64_t lo, uint64_t hi, cs_selec
     return -1;
 }
 
-/* The PAT engine's iteration (pat.c): its background receives are in its staging
- * buffer; the executor puts them and the own block in place and runs the rest. */
+/* The PAT engine's iteration (pat.c): the executor takes its background part over
+ * (requests, receives held in its staging buffer), puts the held pieces and the own
+ * block in place and runs the rest. */
 static int run_pat(const cs_pat_job *job, cs_comm *st, const call *c)
 {
-    cs_layout lay = { .staging = job->staging, .slot = job->slot, .nstaged = job->nbg,
-                      .bg_posted = job->bg_posted, .bg_sent = job->bg_sent,
-                      .unstaged = job->unstaged };
-    int rc = run(c, &lay, job->sched, job->comm, job->reqs, 1);
+    int rc = run(c, job->sched, job->comm, job->reqs, &job->started);
     cs_note_used(st, job->name);
-    cs_pat_done();
+    cs_pat_done(job);
     return raise_error(c->comm, rc);
 }
 
@@ -290,8 +287,7 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
         if (claim == CS_PAT_FALL_BACK) cs_note_fallback(st, job.reason); /* the news for a PAT user */
         goto pmpi;
     }
-    cs_layout lay = { 0 };
-    return raise_error(comm, run(&c, &lay, sel.sched, sel.comm, sel.reqs, 0));
+    return raise_error(comm, run(&c, sel.sched, sel.comm, sel.reqs, NULL));
 pmpi:
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -349,8 +345,7 @@ int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
     int how = choose(st, &c, lo, hi, &sel, &rc);
     if (how < 0) return rc;
     if (how == 0) goto pmpi;
-    cs_layout lay = { 0 };
-    return raise_error(comm, run(&c, &lay, sel.sched, sel.comm, sel.reqs, 0));
+    return raise_error(comm, run(&c, sel.sched, sel.comm, sel.reqs, NULL));
 pmpi:
     return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
 }

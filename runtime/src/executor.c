@@ -13,7 +13,12 @@
  * first instead: a big copy slows the transfers it overlaps). Serial schedules send one
  * message and receive one at a time, the sends and the receives each in list order but
  * neither waiting for the other (run_serial; docs/semantics.md). No buffer proportional to the
- * message is allocated here (the PAT engine's staging of background pieces aside).
+ * message is allocated here.
+ *
+ * The executor may also take over operations someone else started before the call
+ * (cs_started: say receives posted while the rank still computed, before its receive
+ * buffer was known), with their requests and the places their pieces landed instead of
+ * the receive buffer; it copies those into place. Who started them it does not know.
  */
 #include "runtime.h"
 
@@ -148,7 +153,7 @@ static void trace_write(cs_trace *tr, const collsched_schedule *s, uint32_t rank
 
 /* Address and size of piece (origin, segment): in the receive buffer, or for an own
  * piece with own_src set, in the send buffer. */
-char *cs_piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len)
+static char *piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len)
 {
     int64_t base; /* displacements may be negative (allgatherv) */
     uint64_t c;
@@ -179,49 +184,54 @@ static void drain(MPI_Request *reqs, uint32_t n, const collsched_op *ops)
     PMPI_Waitall((int)n, reqs, MPI_STATUSES_IGNORE);
 }
 
-/* A background piece goes from its staging slot to its place (once it has arrived). */
-static void unstage(const collsched_schedule *s, const cs_layout *lay, uint32_t i)
+/* One call of the executor: the schedule, where its pieces go, what was started. */
+typedef struct run {
+    const collsched_schedule *s;
+    MPI_Comm comm;
+    const cs_layout *lay;
+    MPI_Request *reqs;
+    const cs_started *st;
+    cs_trace *tr;
+} run;
+
+/* A piece that landed elsewhere goes to its place (once it has arrived). */
+static void unhold(const run *r, int32_t i)
 {
-    if (!lay->unstaged[i]) return;
+    const cs_started *st = r->st;
+    if (i < 0 || (uint32_t)i >= st->nops || !st->held || !st->held[i]) return;
     int len;
-    char *dst = cs_piece_at(lay, s->hdr.nseg, &s->ops[i], &len);
-    if (len) memcpy(dst, lay->staging + (uint64_t)i * lay->slot, (size_t)len);
-    lay->unstaged[i] = 0;
+    char *dst = piece_at(r->lay, r->s->hdr.nseg, &r->s->ops[i], &len);
+    if (len) memcpy(dst, st->held[i], (size_t)len);
+    st->held[i] = NULL;
 }
 
-static int issue(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
-                 MPI_Request *reqs, cs_trace *tr)
+static int issue(const run *r, uint32_t i)
 {
-    const collsched_op *op = &s->ops[i];
+    const collsched_op *op = &r->s->ops[i];
+    MPI_Request *reqs = r->reqs;
     int len;
-    char *buf = cs_piece_at(lay, s->hdr.nseg, op, &len);
+    char *buf = piece_at(r->lay, r->s->hdr.nseg, op, &len);
     if (op->kind == COLLSCHED_RECV)
-        return PMPI_Irecv(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
+        return PMPI_Irecv(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, r->comm, &reqs[i]);
     /* The walk's two waits: a forwarded piece must have arrived, and the previous message
      * to the same peer must be complete (FIFO per link: messages to one peer never share
      * the link, so the first one, which the peer may have to forward, is not slowed). */
     if (op->dep >= 0 && reqs[op->dep] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->dep], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
-        trace_done(tr, (uint32_t)op->dep);
+        trace_done(r->tr, (uint32_t)op->dep);
     }
-    if (op->dep >= 0 && (uint32_t)op->dep < lay->nstaged) unstage(s, lay, (uint32_t)op->dep);
+    unhold(r, op->dep);
     if (op->prev >= 0 && reqs[op->prev] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->prev], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
-        trace_done(tr, (uint32_t)op->prev);
+        trace_done(r->tr, (uint32_t)op->prev);
     }
     /* A FIFO send is synchronous: it completes once the peer has matched it, whatever its
      * size (an eager Isend would complete at once and the next one would share the link). */
     if (op->fifo)
-        return PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
-    return PMPI_Isend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[i]);
-}
-
-int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
-               MPI_Request *reqs)
-{
-    return cs_execute_pat(s, (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0, comm, lay, reqs);
+        return PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, r->comm, &reqs[i]);
+    return PMPI_Isend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, r->comm, &reqs[i]);
 }
 
 /* Serial execution (docs/semantics.md): one synchronous send and one receive in flight
@@ -231,40 +241,41 @@ int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
  * previous receive before posting the next held back the sends listed after it: BDR's
  * early ranks, whose pre-step sends interleave with receives, started the ring 1.6 ms
  * late at P = 48, 10,922 bytes per rank, maxDelay 5 ms under SMPI.) The receive chain
- * and the send chain go on from where the PAT engine left them: its receive and its send
- * in flight, if any, are the current ones. */
+ * and the send chain go on from where the operations started before the call left them:
+ * their receive and their send in flight, if any, are the current ones. */
 static uint32_t next_of(const collsched_schedule *s, uint32_t i, uint8_t kind)
 {
     while (i < s->nops && s->ops[i].kind != kind) i++;
     return i;
 }
 
-/* Posts receive i; one of the background part that the engine left goes straight to its
- * place (the receive buffer is known now), not through staging. */
-static int post_recv(const collsched_schedule *s, uint32_t i, MPI_Comm comm, const cs_layout *lay,
-                     MPI_Request *reqs, cs_trace *tr)
+/* Posts receive i; one whose piece would have landed elsewhere (a started op's) goes
+ * straight to its place now: the receive buffer is known. */
+static int post_recv(const run *r, uint32_t i)
 {
-    if (i < lay->nstaged) lay->unstaged[i] = 0;
-    int rc = issue(s, i, comm, lay, reqs, tr);
-    if (tr) tr->issued[i] = PMPI_Wtime();
+    if (i < r->st->nops && r->st->held) r->st->held[i] = NULL;
+    int rc = issue(r, i);
+    if (r->tr) r->tr->issued[i] = PMPI_Wtime();
     return rc;
 }
 
-static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
-                      MPI_Request *reqs, int copy_own, cs_trace *tr)
+static int run_serial(const run *r, int copy_own)
 {
+    const collsched_schedule *s = r->s;
+    const cs_layout *lay = r->lay;
+    MPI_Request *reqs = r->reqs;
     uint32_t n = s->nops;
-    uint32_t ns = next_of(s, lay->bg_sent, COLLSCHED_SEND), nr = next_of(s, lay->bg_posted, COLLSCHED_RECV);
-    int32_t cur[2] = { -1, -1 }; /* the send and the receive in flight (maybe the engine's) */
-    for (uint32_t i = 0; i < lay->bg_posted; i++)
+    uint32_t ns = next_of(s, r->st->sends, COLLSCHED_SEND), nr = next_of(s, r->st->recvs, COLLSCHED_RECV);
+    int32_t cur[2] = { -1, -1 }; /* the send and the receive in flight (maybe started before) */
+    for (uint32_t i = 0; i < r->st->recvs; i++)
         if (s->ops[i].kind == COLLSCHED_RECV && reqs[i] != MPI_REQUEST_NULL) cur[1] = (int32_t)i;
-    for (uint32_t i = 0; i < lay->bg_sent; i++)
+    for (uint32_t i = 0; i < r->st->sends; i++)
         if (s->ops[i].kind == COLLSCHED_SEND && reqs[i] != MPI_REQUEST_NULL) cur[0] = (int32_t)i;
     int rc = MPI_SUCCESS;
     while (rc == MPI_SUCCESS) {
         int moved = 0;
         if (cur[1] < 0 && nr < n) {
-            rc = post_recv(s, nr, comm, lay, reqs, tr);
+            rc = post_recv(r, nr);
             cur[1] = (int32_t)nr;
             nr = next_of(s, nr + 1, COLLSCHED_RECV);
             moved = 1;
@@ -275,10 +286,10 @@ static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layou
             if (dep < 0 || ((uint32_t)dep < nr && dep != cur[1])) {
                 const collsched_op *op = &s->ops[ns];
                 int len;
-                if (dep >= 0 && (uint32_t)dep < lay->nstaged) unstage(s, lay, (uint32_t)dep);
-                char *buf = cs_piece_at(lay, s->hdr.nseg, op, &len);
-                rc = PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, comm, &reqs[ns]);
-                if (tr) tr->issued[ns] = PMPI_Wtime();
+                unhold(r, dep);
+                char *buf = piece_at(lay, s->hdr.nseg, op, &len);
+                rc = PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, r->comm, &reqs[ns]);
+                if (r->tr) r->tr->issued[ns] = PMPI_Wtime();
                 cur[0] = (int32_t)ns;
                 ns = next_of(s, ns + 1, COLLSCHED_SEND);
                 moved = 1;
@@ -296,20 +307,39 @@ static int run_serial(const collsched_schedule *s, MPI_Comm comm, const cs_layou
         rc = PMPI_Waitany(2, w, &k, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || k == MPI_UNDEFINED) break;
         reqs[cur[k]] = MPI_REQUEST_NULL; /* Waitany freed it through the copy */
-        trace_done(tr, (uint32_t)cur[k]);
+        trace_done(r->tr, (uint32_t)cur[k]);
         cur[k] = -1;
     }
     return rc;
 }
 
-/* One function for both entries: a plain call has no background part (nstaged = 0). */
-int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const cs_layout *lay,
-                   MPI_Request *reqs)
+/* Dataflow execution: the walk in list order (the file's header comment). */
+static int run_dataflow(const run *r, int copy_own)
 {
+    const collsched_schedule *s = r->s;
     int rc = MPI_SUCCESS;
-    cs_trace *tr = trace_begin(s->nops);
-    /* Requests of the background part are the engine's (NULL: not issued, or complete). */
-    for (uint32_t i = lay->nstaged; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
+    for (uint32_t i = 0; i < s->nops && rc == MPI_SUCCESS; i++) {
+        if (s->ops[i].kind == COLLSCHED_RECV) {
+            if (i >= r->st->recvs) rc = post_recv(r, i); /* else started before */
+            continue;
+        }
+        if (i < r->st->sends) continue; /* started before */
+        rc = issue(r, i);
+        if (r->tr) r->tr->issued[i] = PMPI_Wtime();
+    }
+    if (copy_own && rc == MPI_SUCCESS)
+        memcpy(r->lay->own_dst, r->lay->own_src, (size_t)r->lay->own_bytes); /* overlaps the transfers */
+    return rc;
+}
+
+int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
+               MPI_Request *reqs, const cs_started *started)
+{
+    static const cs_started none = { 0, 0, 0, NULL };
+    run r = { s, comm, lay, reqs, started ? started : &none, trace_begin(s->nops) };
+    int rc = MPI_SUCCESS;
+    /* Requests of the started ops are their starter's (NULL: not started, or complete). */
+    for (uint32_t i = r.st->nops; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
     /* A large own block is copied before the walk: copied while the first transfers run,
      * it competed with them for memory bandwidth (ring, P = 8, shared memory, 1 MiB: our
      * time / Open MPI's ring 1.07-1.11 with the copy overlapped, 1.05-1.07 before; below
@@ -317,20 +347,9 @@ int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const
     int copy_first = lay->own_src && lay->own_bytes >= CS_OWN_COPY_FIRST_BYTES;
     if (copy_first) memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes);
     int copy_later = !copy_first && lay->own_src && lay->own_bytes;
-    if (serial) {
-        rc = run_serial(s, comm, lay, reqs, copy_later, tr);
-    } else {
-        for (uint32_t i = 0; i < s->nops && rc == MPI_SUCCESS; i++) {
-            if (s->ops[i].kind == COLLSCHED_RECV) {
-                if (i >= lay->bg_posted) rc = post_recv(s, i, comm, lay, reqs, tr); /* else the engine's */
-                continue;
-            }
-            rc = issue(s, i, comm, lay, reqs, tr);
-            if (tr) tr->issued[i] = PMPI_Wtime();
-        }
-        if (copy_later && rc == MPI_SUCCESS)
-            memcpy(lay->own_dst, lay->own_src, (size_t)lay->own_bytes); /* overlaps the transfers */
-    }
+    rc = (s->hdr.flags & COLLSCHED_FLAG_SERIAL) ? run_serial(&r, copy_later)
+                                                : run_dataflow(&r, copy_later);
+    cs_trace *tr = r.tr;
     if (rc == MPI_SUCCESS && tr) {
         /* Completions one by one, for their times. */
         int n = 0;
@@ -344,6 +363,6 @@ int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const
     trace_free(tr);
     if (rc == MPI_SUCCESS) rc = PMPI_Waitall((int)s->nops, reqs, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) drain(reqs, s->nops, s->ops);
-    for (uint32_t i = 0; rc == MPI_SUCCESS && i < lay->nstaged; i++) unstage(s, lay, i);
+    for (uint32_t i = 0; rc == MPI_SUCCESS && i < r.st->nops; i++) unhold(&r, (int32_t)i);
     return rc;
 }

@@ -111,7 +111,8 @@ typedef struct pat_engine {
     uint32_t reqs_cap;
     char *staging;
     uint64_t staging_cap, slot;
-    uint8_t *unstaged;             /* per background op: its piece is still only in staging */
+    char **held;                   /* per background op: its staging slot while its piece is
+                                      only there, else NULL (the executor copies it in place) */
     char reason[PAT_REASON];
     double slice_s;
 #if PAT_THREADS
@@ -373,10 +374,11 @@ static int post_background(void)
         E.staging = grown;
         E.staging_cap = (uint64_t)nbg * slot;
     }
-    uint8_t *flags = realloc(E.unstaged, nbg ? nbg : 1);
-    if (!flags) { fail_iteration("%s", "no memory for the background staging flags"); return 0; }
-    E.unstaged = flags;
-    for (uint32_t i = 0; i < nbg; i++) E.unstaged[i] = s->ops[i].kind == COLLSCHED_RECV;
+    char **held = realloc(E.held, (nbg ? nbg : 1) * sizeof *held);
+    if (!held) { fail_iteration("%s", "no memory for the background staging slots"); return 0; }
+    E.held = held;
+    for (uint32_t i = 0; i < nbg; i++)
+        E.held[i] = s->ops[i].kind == COLLSCHED_RECV ? E.staging + (uint64_t)i * slot : NULL;
     E.slot = slot;
     E.nbg = nbg;
     E.bg_next = 0;
@@ -819,7 +821,7 @@ int PAT_Finalize(void)
     free(E.xreqs);
     free(E.reqs);
     free(E.staging);
-    free(E.unstaged);
+    free(E.held);
     PMPI_Comm_free(&E.comm);
     memset(&E, 0, sizeof E);
     E.comm = E.user = MPI_COMM_NULL;
@@ -858,16 +860,14 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
         fprintf(stderr, "collsched PAT (rank %d): iteration %ld: %s, %u of %u ops in the background (%s driver)\n",
                 E.rank, E.iteration, E.sched_name, E.nbg, E.sched->nops, E.threaded ? "thread" : "explicit");
     job->sched = E.sched;
-    job->nbg = E.nbg;
-    /* Receives the engine posted: all of a dataflow schedule's; a serial one's up to the
-     * one in flight (or all, once the chain is done). */
-    job->bg_posted = E.state == PAT_BACKGROUND && E.bg_serial ? E.bg_next + (uint32_t)E.bg_posted_current : E.nbg;
-    job->bg_sent = E.bg_serial ? E.bs_next : 0; /* sends before it: issued by the engine */
     job->comm = E.comm;
     job->reqs = E.reqs;
-    job->staging = E.staging;
-    job->slot = E.slot;
-    job->unstaged = E.unstaged;
+    job->started.nops = E.nbg;
+    /* Receives the engine posted: all of a dataflow schedule's; a serial one's up to the
+     * one in flight (or all, once the chain is done). */
+    job->started.recvs = E.state == PAT_BACKGROUND && E.bg_serial ? E.bg_next + (uint32_t)E.bg_posted_current : E.nbg;
+    job->started.sends = E.bg_serial ? E.bs_next : 0; /* sends before it: issued by the engine */
+    job->started.held = E.held;
     snprintf(job->name, sizeof job->name, "%s", E.sched_name);
     return CS_PAT_RUN;
 }
@@ -884,4 +884,4 @@ void cs_pat_learned(double elapsed_s)
     if (E.size > 1 && t > 0) E.tau = t / (E.size - 1);
 }
 
-void cs_pat_done(void) { end_iteration(); }
+void cs_pat_done(const cs_pat_job *job) { (void)job; end_iteration(); }

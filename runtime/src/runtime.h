@@ -14,7 +14,7 @@
  * address; 0 if not (or if unsure). */
 int cs_type_run(MPI_Datatype t, MPI_Aint *off);
 
-/* Where the blocks live in the receive buffer (executor.c). */
+/* Where the blocks live in the receive buffer (executor.c): only the layout. */
 typedef struct cs_layout {
     char *base;             /* receive buffer + true lower bound of the type */
     uint64_t block;         /* allgather: bytes per rank (counts == NULL) */
@@ -26,27 +26,28 @@ typedef struct cs_layout {
                                copied to own_dst after the walk; NULL: already in place */
     char *own_dst;
     uint64_t own_bytes;
-    /* PAT: the ops before `nstaged` are the background part, whose requests are the
-     * engine's. It posted the receives before `bg_posted` (into staging, one slot per
-     * op): they sit there until the executor copies them in place, when a send forwards
-     * one, else at the end (unstaged[i] = 1 until then). It issued the sends before
-     * `bg_sent` (serial schedules: relays from staging). The executor does the rest. */
-    const char *staging;
-    uint64_t slot;
-    uint32_t nstaged, bg_posted, bg_sent;
-    uint8_t *unstaged;
 } cs_layout;
 
-/* Runs the rank's operations; returns an MPI error code. reqs holds s->nops requests.
- * Unless lay->own_src is set, the own block must be in the receive buffer on entry. */
+/* Operations someone else started before the call (the executor does not know who); the
+ * executor takes them over where they are and runs the rest. Ops [0, nops) are the
+ * starter's: reqs[i] is its request (MPI_REQUEST_NULL: not started, or complete); the
+ * executor starts the others itself. Receives before `recvs` and sends before `sends`
+ * were started (a serial schedule's chains go on from the last of each). held[i], for
+ * i < nops, is where op i's piece landed instead of its place in the layout (a receive
+ * started before the receive buffer was known), NULL if not: the executor copies it to
+ * its place before a send forwards it, else at the end, and then sets held[i] = NULL. */
+typedef struct cs_started {
+    uint32_t nops;
+    uint32_t recvs, sends;
+    char **held;
+} cs_started;
+
+/* Runs the rank's operations; returns an MPI error code. reqs holds s->nops requests;
+ * started: the operations already under way, NULL for none. Serial or dataflow as the
+ * schedule's header says (docs/semantics.md). Unless lay->own_src is set, the own block
+ * must be in the receive buffer on entry. */
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
-               MPI_Request *reqs);
-/* The same, with the PAT engine's background part (lay->nstaged, lay->bg_posted). With
- * `serial`, one synchronous send and one receive in flight at a time, each in list order. */
-int cs_execute_pat(const collsched_schedule *s, int serial, MPI_Comm comm, const cs_layout *lay,
-                   MPI_Request *reqs);
-/* Address and length of a piece in the layout (executor.c). */
-char *cs_piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len);
+               MPI_Request *reqs, const cs_started *started);
 
 /* comm_state.c: per-communicator state and schedule selection. */
 typedef struct cs_comm cs_comm;
@@ -81,21 +82,17 @@ int cs_source_configured(void);
 
 /* pat.c: the PAT background engine's side of an allgather call. */
 typedef struct cs_pat_job {
+    struct pat_engine *engine;        /* the engine that claimed the call */
     const collsched_schedule *sched;  /* the iteration's schedule */
-    uint32_t nbg;                     /* its background part: ops [0, nbg) */
-    uint32_t bg_posted;               /* receives before this were posted by the engine */
-    uint32_t bg_sent;                 /* sends before this were issued by the engine */
     MPI_Comm comm;                    /* the engine's communicator */
     MPI_Request *reqs;
-    const char *staging;              /* background pieces, one slot each */
-    uint64_t slot;
-    uint8_t *unstaged;                /* 1 per background op: still only in staging */
+    cs_started started;               /* its background part, as far as it went */
     char name[256];                   /* what runs (collsched_last_call) */
     char reason[256];                 /* why not (CS_PAT_FALL_BACK) */
 } cs_pat_job;
 enum { CS_PAT_NOT_MINE = 0, CS_PAT_RUN = 1, CS_PAT_FALL_BACK = 2 };
 int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job);
-void cs_pat_done(void);
+void cs_pat_done(const cs_pat_job *job);
 int cs_pat_learning_tau(void);
 void cs_pat_learned(double elapsed_s);
 

@@ -73,8 +73,9 @@ enum pat_state {
     PAT_FAILED      /* no schedule this iteration: the call falls back (reason) */
 };
 
+/* Everything the engine knows, one instance per engine: every function below takes it. */
 typedef struct pat_engine {
-    int on, threaded, alg_bdr, check; /* on: read atomically (any thread's allgather asks) */
+    int threaded, alg_bdr, check;
     char alg[32];
     MPI_Comm comm;                 /* dup of MPI_COMM_WORLD: estimates and schedule traffic */
     cs_comm *st;                   /* its collsched state (proofs of compiled schedules) */
@@ -125,13 +126,21 @@ typedef struct pat_engine {
 #endif
 } pat_engine;
 
-static pat_engine E = { .comm = MPI_COMM_NULL, .user = MPI_COMM_NULL };
+/* The process's engine. The PAT API has no communicator argument (one engine per process,
+ * as in the paper: PAT_Edge, PAT_ProcessingEnd, ... name none), so its entry points find
+ * the engine here; nothing below them does. Set by PAT_Init, cleared by PAT_Finalize,
+ * neither of which runs while another thread is in a collsched call (docs/pat.md); read
+ * atomically, since any thread's allgather asks (cs_pat_claim). NULL: the engine is off.
+ * Under SMPI each rank has its own (SMPI privatizes globals per rank). */
+static pat_engine *pat_active;
 
-static double now(void) { return PMPI_Wtime() + E.offset; }
+static pat_engine *engine(void) { return __atomic_load_n(&pat_active, __ATOMIC_ACQUIRE); }
 
-static void say(const char *what)
+static double now(const pat_engine *e) { return PMPI_Wtime() + e->offset; }
+
+static void say(const pat_engine *e, const char *what)
 {
-    fprintf(stderr, "collsched PAT (rank %d): %s\n", E.rank, what);
+    fprintf(stderr, "collsched PAT (rank %d): %s\n", e->rank, what);
 }
 
 /* Sleeps `seconds` (0 to PAT_SLEEP_MAX): whole seconds, then the microseconds (usleep
@@ -205,14 +214,12 @@ static void read_env(pat_env *v)
     }
 }
 
-static int engine_on(void) { return __atomic_load_n(&E.on, __ATOMIC_ACQUIRE); }
-
 /* A bad API argument: MPI_ERR_ARG (or the code given), with one line from rank 0 of
  * MPI_COMM_WORLD (also when the engine is off: PAT_Sleep works without it). */
-static int bad_arg(int code, const char *what)
+static int bad_arg(const pat_engine *e, int code, const char *what)
 {
-    int rank = E.rank, initialized = 0, finalized = 1;
-    if (!engine_on()) {
+    int rank = e ? e->rank : 0, initialized = 0, finalized = 1;
+    if (!e) {
         PMPI_Initialized(&initialized);
         if (initialized) PMPI_Finalized(&finalized);
         if (initialized && !finalized) PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -223,64 +230,65 @@ static int bad_arg(int code, const char *what)
 
 /* The PAT API belongs to the thread that called PAT_Init (docs/pat.md): allgathers from
  * other threads, on other communicators, are never the engine's and must not touch it. */
-static int api_thread(void)
+static int api_thread(const pat_engine *e)
 {
 #if PAT_THREADS
-    return pthread_equal(pthread_self(), E.owner);
+    return pthread_equal(pthread_self(), e->owner);
 #else
+    (void)e;
     return 1;
 #endif
 }
 
 /* ---- the engine: one step at a time, from either driver ---- */
 
-static void fail_iteration(const char *fmt, const char *arg)
+static void fail_iteration(pat_engine *e, const char *fmt, const char *arg)
 {
-    snprintf(E.reason, sizeof E.reason, fmt, arg);
-    E.state = PAT_FAILED;
+    snprintf(e->reason, sizeof e->reason, fmt, arg);
+    e->state = PAT_FAILED;
 }
 
 /* Whether this iteration's estimate exchange is complete; `blocking` waits for it. */
-static int exchange_complete(int blocking)
+static int exchange_complete(pat_engine *e, int blocking)
 {
-    int done = 1, n = 2 * (E.size - 1);
-    if (blocking) PMPI_Waitall(n, E.xreqs, MPI_STATUSES_IGNORE);
-    else PMPI_Testall(n, E.xreqs, &done, MPI_STATUSES_IGNORE);
+    int done = 1, n = 2 * (e->size - 1);
+    if (blocking) PMPI_Waitall(n, e->xreqs, MPI_STATUSES_IGNORE);
+    else PMPI_Testall(n, e->xreqs, &done, MPI_STATUSES_IGNORE);
     return done;
 }
 
 /* Completes the estimate exchange a compiled schedule went ahead of (x_pending). */
-static void finish_exchange(int blocking)
+static void finish_exchange(pat_engine *e, int blocking)
 {
-    if (E.x_pending && exchange_complete(blocking)) E.x_pending = 0;
+    if (e->x_pending && exchange_complete(e, blocking)) e->x_pending = 0;
 }
 
-static void send_estimate(double estimate)
+static void send_estimate(pat_engine *e, double estimate)
 {
-    finish_exchange(1); /* the previous iteration's: every rank sent it before its call */
+    finish_exchange(e, 1); /* the previous iteration's: every rank sent it before its call */
     /* What the iteration serves is fixed here, in program order before its call on every
      * rank, so that all ranks decide alike whatever the threads' timing. */
-    E.iter_bytes = E.bytes;
-    E.estimate = estimate;
-    E.mine[0] = estimate;
-    E.mine[1] = E.tau;
-    E.mine[2] = now();
-    for (int k = 0; k < 3; k++) E.theirs[3 * E.rank + k] = E.mine[k];
+    e->iter_bytes = e->bytes;
+    e->estimate = estimate;
+    e->mine[0] = estimate;
+    e->mine[1] = e->tau;
+    e->mine[2] = now(e);
+    for (int k = 0; k < 3; k++) e->theirs[3 * e->rank + k] = e->mine[k];
     int n = 0;
-    for (int r = 0; r < E.size; r++) {
-        if (r == E.rank) continue;
-        PMPI_Irecv(&E.theirs[3 * r], 3, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
-        PMPI_Isend(E.mine, 3, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, E.comm, &E.xreqs[n++]);
+    for (int r = 0; r < e->size; r++) {
+        if (r == e->rank) continue;
+        PMPI_Irecv(&e->theirs[3 * r], 3, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, e->comm, &e->xreqs[n++]);
+        PMPI_Isend(e->mine, 3, MPI_DOUBLE, r, PAT_TAG_ESTIMATE, e->comm, &e->xreqs[n++]);
     }
-    E.state = PAT_EXCHANGING;
-    E.phase = PAT_PHASE_SENT;
+    e->state = PAT_EXCHANGING;
+    e->phase = PAT_PHASE_SENT;
 }
 
 /* Proves the online schedule once more on every rank (each builds every rank's list: the
  * same verdict everywhere, no messages). */
-static int prove_online(const double *arrivals, double tau, char *why, size_t len)
+static int prove_online(pat_engine *e, const double *arrivals, double tau, char *why, size_t len)
 {
-    uint32_t P = (uint32_t)E.size;
+    uint32_t P = (uint32_t)e->size;
     int *counts = calloc(P, sizeof *counts);
     cs_wire_op *all = NULL;
     size_t n = 0, cap = 0;
@@ -308,103 +316,103 @@ out:
     return verdict == CS_WHOLE_OK;
 }
 
-static int build_online(void)
+static int build_online(pat_engine *e)
 {
-    uint32_t P = (uint32_t)E.size;
+    uint32_t P = (uint32_t)e->size;
     double *arrivals = malloc(P * sizeof *arrivals), first = INFINITY, tau = 0, known = -INFINITY;
     char err[PAT_REASON] = "";
-    if (!arrivals) { fail_iteration("%s", "no memory for the arrival pattern"); return 0; }
+    if (!arrivals) { fail_iteration(e, "%s", "no memory for the arrival pattern"); return 0; }
     /* Nobody can start before the pattern is known, i.e. before the last prediction was
      * sent: a rank predicted to arrive earlier counts as arriving then (with a long
      * computation and a late last edge, BDR planned for the raw predictions sends in
      * pre-steps that cannot happen and comes out slower than the ring). */
     for (uint32_t r = 0; r < P; r++) {
-        if (E.theirs[3 * r + 1] > tau) tau = E.theirs[3 * r + 1];
-        if (E.theirs[3 * r + 2] > known) known = E.theirs[3 * r + 2];
+        if (e->theirs[3 * r + 1] > tau) tau = e->theirs[3 * r + 1];
+        if (e->theirs[3 * r + 2] > known) known = e->theirs[3 * r + 2];
     }
     for (uint32_t r = 0; r < P; r++) {
-        arrivals[r] = E.theirs[3 * r] > known ? E.theirs[3 * r] : known;
+        arrivals[r] = e->theirs[3 * r] > known ? e->theirs[3 * r] : known;
         if (arrivals[r] < first) first = arrivals[r];
     }
     for (uint32_t r = 0; r < P; r++) arrivals[r] -= first;
     if (!(tau > 0)) {
         free(arrivals);
-        fail_iteration("%s", "tau unknown (PAT_Declare, COLLSCHED_PAT_TAU, or a first call to learn it)");
+        fail_iteration(e, "%s", "tau unknown (PAT_Declare, COLLSCHED_PAT_TAU, or a first call to learn it)");
         return 0;
     }
     collsched_op *ops = NULL;
     uint32_t n = 0;
-    int rc = cs_bdr_build(P, arrivals, tau, (uint32_t)E.rank, &ops, &n);
+    int rc = cs_bdr_build(P, arrivals, tau, (uint32_t)e->rank, &ops, &n);
     if (rc == COLLSCHED_OK)
-        rc = cs_schedule_adopt(P, 1, (uint32_t)E.rank, ops, n, "online BDR", &E.sched, err, sizeof err);
+        rc = cs_schedule_adopt(P, 1, (uint32_t)e->rank, ops, n, "online BDR", &e->sched, err, sizeof err);
     else
         free(ops);
-    if (rc == COLLSCHED_OK && E.check && !prove_online(arrivals, tau, err, sizeof err)) {
-        collsched_schedule_free(E.sched);
-        E.sched = NULL;
+    if (rc == COLLSCHED_OK && e->check && !prove_online(e, arrivals, tau, err, sizeof err)) {
+        collsched_schedule_free(e->sched);
+        e->sched = NULL;
         rc = COLLSCHED_EFORMAT;
     }
     free(arrivals);
     if (rc != COLLSCHED_OK) {
-        fail_iteration("online BDR refused: %s", err[0] ? err : "pre-steps beyond the limit");
+        fail_iteration(e, "online BDR refused: %s", err[0] ? err : "pre-steps beyond the limit");
         return 0;
     }
-    E.sched->hdr.flags = COLLSCHED_FLAG_FULL_DUPLEX | COLLSCHED_FLAG_SERIAL; /* as the compiler's bdr */
-    E.sched_owned = 1;
-    snprintf(E.sched_name, sizeof E.sched_name, "PAT bdr (online, tau %.3g s)", tau);
+    e->sched->hdr.flags = COLLSCHED_FLAG_FULL_DUPLEX | COLLSCHED_FLAG_SERIAL; /* as the compiler's bdr */
+    e->sched_owned = 1;
+    snprintf(e->sched_name, sizeof e->sched_name, "PAT bdr (online, tau %.3g s)", tau);
     return 1;
 }
 
 /* The background part: the leading receives of the rank's list, into the staging buffer. */
-static int post_background(void)
+static int post_background(pat_engine *e)
 {
-    const collsched_schedule *s = E.sched;
+    const collsched_schedule *s = e->sched;
     uint32_t nbg = 0;
     while (nbg < s->nops && s->ops[nbg].phase == 1) nbg++; /* sends among them: the call's */
-    if (s->nops > E.reqs_cap) {
-        MPI_Request *grown = realloc(E.reqs, s->nops * sizeof *grown);
-        if (!grown) { fail_iteration("%s", "no memory for requests"); return 0; }
-        E.reqs = grown;
-        E.reqs_cap = s->nops;
+    if (s->nops > e->reqs_cap) {
+        MPI_Request *grown = realloc(e->reqs, s->nops * sizeof *grown);
+        if (!grown) { fail_iteration(e, "%s", "no memory for requests"); return 0; }
+        e->reqs = grown;
+        e->reqs_cap = s->nops;
     }
-    uint64_t nseg = s->hdr.nseg, slot = (E.iter_bytes + nseg - 1) / nseg;
-    if ((uint64_t)nbg * slot > E.staging_cap) {
-        char *grown = realloc(E.staging, (size_t)((uint64_t)nbg * slot));
-        if (!grown) { fail_iteration("%s", "no memory for the background staging buffer"); return 0; }
-        E.staging = grown;
-        E.staging_cap = (uint64_t)nbg * slot;
+    uint64_t nseg = s->hdr.nseg, slot = (e->iter_bytes + nseg - 1) / nseg;
+    if ((uint64_t)nbg * slot > e->staging_cap) {
+        char *grown = realloc(e->staging, (size_t)((uint64_t)nbg * slot));
+        if (!grown) { fail_iteration(e, "%s", "no memory for the background staging buffer"); return 0; }
+        e->staging = grown;
+        e->staging_cap = (uint64_t)nbg * slot;
     }
-    char **held = realloc(E.held, (nbg ? nbg : 1) * sizeof *held);
-    if (!held) { fail_iteration("%s", "no memory for the background staging slots"); return 0; }
-    E.held = held;
+    char **held = realloc(e->held, (nbg ? nbg : 1) * sizeof *held);
+    if (!held) { fail_iteration(e, "%s", "no memory for the background staging slots"); return 0; }
+    e->held = held;
     for (uint32_t i = 0; i < nbg; i++)
-        E.held[i] = s->ops[i].kind == COLLSCHED_RECV ? E.staging + (uint64_t)i * slot : NULL;
-    E.slot = slot;
-    E.nbg = nbg;
-    E.bg_next = 0;
-    E.bg_posted_current = 0;
-    E.bs_next = 0;
-    E.bs_cur = -1;
-    E.bs_stopped = 0;
-    E.bg_serial = (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0;
-    for (uint32_t i = 0; i < nbg; i++) E.reqs[i] = MPI_REQUEST_NULL;
-    E.state = PAT_BACKGROUND;
+        e->held[i] = s->ops[i].kind == COLLSCHED_RECV ? e->staging + (uint64_t)i * slot : NULL;
+    e->slot = slot;
+    e->nbg = nbg;
+    e->bg_next = 0;
+    e->bg_posted_current = 0;
+    e->bs_next = 0;
+    e->bs_cur = -1;
+    e->bs_stopped = 0;
+    e->bg_serial = (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0;
+    for (uint32_t i = 0; i < nbg; i++) e->reqs[i] = MPI_REQUEST_NULL;
+    e->state = PAT_BACKGROUND;
     return 1;
 }
 
 /* Bytes of the piece op i moves (its segment of a block). */
-static int piece_len(uint32_t i)
+static int piece_len(pat_engine *e, uint32_t i)
 {
-    uint64_t nseg = E.sched->hdr.nseg;
-    uint32_t g = E.sched->ops[i].segment;
-    return (int)(cs_seg_lo(g + 1u, E.iter_bytes, nseg) - cs_seg_lo(g, E.iter_bytes, nseg));
+    uint64_t nseg = e->sched->hdr.nseg;
+    uint32_t g = e->sched->ops[i].segment;
+    return (int)(cs_seg_lo(g + 1u, e->iter_bytes, nseg) - cs_seg_lo(g, e->iter_bytes, nseg));
 }
 
 /* Posts background receive i into its staging slot. */
-static void post_bg(uint32_t i)
+static void post_bg(pat_engine *e, uint32_t i)
 {
-    PMPI_Irecv(E.staging + (uint64_t)i * E.slot, piece_len(i), MPI_BYTE, (int)E.sched->ops[i].peer,
-               CS_TAG, E.comm, &E.reqs[i]);
+    PMPI_Irecv(e->staging + (uint64_t)i * e->slot, piece_len(e, i), MPI_BYTE, (int)e->sched->ops[i].peer,
+               CS_TAG, e->comm, &e->reqs[i]);
 }
 
 /* One step; `blocking` waits instead of testing. Returns 1 while background work is
@@ -412,48 +420,48 @@ static void post_bg(uint32_t i)
  * stop once a dataflow schedule's background receives are all posted, and at once for a
  * serial one (its receive in flight, if any, becomes the executor's). Called with the
  * engine locked out from the other driver (busy flag). */
-static int advance(int blocking, int posted_will_do)
+static int advance(pat_engine *e, int blocking, int posted_will_do)
 {
-    finish_exchange(0);
-    if (E.state == PAT_EXCHANGING) {
-        if (E.alg_bdr) { /* the online schedule is built from everybody's estimate */
-            if (!exchange_complete(blocking)) return 1;
+    finish_exchange(e, 0);
+    if (e->state == PAT_EXCHANGING) {
+        if (e->alg_bdr) { /* the online schedule is built from everybody's estimate */
+            if (!exchange_complete(e, blocking)) return 1;
         } else {
-            E.x_pending = 1; /* a compiled schedule goes ahead; finish_exchange completes it */
+            e->x_pending = 1; /* a compiled schedule goes ahead; finish_exchange completes it */
         }
-        if (!E.iter_bytes) {
-            fail_iteration("%s", "message size unknown: PAT_Declare, or a first call teaches it");
+        if (!e->iter_bytes) {
+            fail_iteration(e, "%s", "message size unknown: PAT_Declare, or a first call teaches it");
             return 0;
         }
-        if (E.alg_bdr) {
-            if (!build_online()) return 0;
-        } else if (E.next_file) {
-            E.sched = E.next_file;
-            E.next_file = NULL;
-            E.sched_owned = 1;
-            snprintf(E.sched_name, sizeof E.sched_name, "%s", E.next_name);
+        if (e->alg_bdr) {
+            if (!build_online(e)) return 0;
+        } else if (e->next_file) {
+            e->sched = e->next_file;
+            e->next_file = NULL;
+            e->sched_owned = 1;
+            snprintf(e->sched_name, sizeof e->sched_name, "%s", e->next_name);
         } else {
-            fail_iteration("%s", "no schedule named for this iteration (PAT_UseSchedule)");
+            fail_iteration(e, "%s", "no schedule named for this iteration (PAT_UseSchedule)");
             return 0;
         }
-        if (!post_background()) return 0;
+        if (!post_background(e)) return 0;
     }
     /* Serial schedules: one background receive at a time, in list order (Listing 2, lines
      * 47-51: blocking receives), as the foreground and the cost model have it: several at
      * once would share the rank's link and slow every sender's synchronous send. */
-    if (E.state == PAT_BACKGROUND && !E.bg_serial) { /* dataflow: all at once */
+    if (e->state == PAT_BACKGROUND && !e->bg_serial) { /* dataflow: all at once */
         /* Posted once, tracked by bg_next (a partial Testall may already have set some
          * requests to MPI_REQUEST_NULL under some MPIs: never repost by looking at them). */
-        if (E.bg_next == 0)
-            for (E.bg_next = 1; E.bg_next <= E.nbg; E.bg_next++)
-                if (E.sched->ops[E.bg_next - 1].kind == COLLSCHED_RECV) post_bg(E.bg_next - 1);
+        if (e->bg_next == 0)
+            for (e->bg_next = 1; e->bg_next <= e->nbg; e->bg_next++)
+                if (e->sched->ops[e->bg_next - 1].kind == COLLSCHED_RECV) post_bg(e, e->bg_next - 1);
         if (posted_will_do) return 0;
         int done = 1;
-        if (blocking) PMPI_Waitall((int)E.nbg, E.reqs, MPI_STATUSES_IGNORE);
-        else if (E.nbg) PMPI_Testall((int)E.nbg, E.reqs, &done, MPI_STATUSES_IGNORE);
+        if (blocking) PMPI_Waitall((int)e->nbg, e->reqs, MPI_STATUSES_IGNORE);
+        else if (e->nbg) PMPI_Testall((int)e->nbg, e->reqs, &done, MPI_STATUSES_IGNORE);
         if (!done) return 1;
-        E.bg_next = E.nbg;
-        E.state = PAT_READY;
+        e->bg_next = e->nbg;
+        e->state = PAT_READY;
         return 0;
     }
     /* Serial schedules: two chains, as the executor runs them (run_serial). The receives
@@ -462,139 +470,161 @@ static int advance(int blocking, int posted_will_do)
      * (semantics rule 4; arrival-aware min3 plans them) - one at a time, synchronous, each
      * once its piece is in. The send chain stops at a send of the rank's own piece: its
      * data are the call's. The call takes both chains over where they are. */
-    if (E.state == PAT_BACKGROUND) {
+    if (e->state == PAT_BACKGROUND) {
         if (posted_will_do) return 0;
-        const collsched_op *ops = E.sched->ops;
+        const collsched_op *ops = e->sched->ops;
         for (int moved = 1; moved;) {
             moved = 0;
-            while (E.bg_next < E.nbg && ops[E.bg_next].kind != COLLSCHED_RECV) E.bg_next++;
-            if (E.bg_next < E.nbg) {
-                if (!E.bg_posted_current) { post_bg(E.bg_next); E.bg_posted_current = 1; }
+            while (e->bg_next < e->nbg && ops[e->bg_next].kind != COLLSCHED_RECV) e->bg_next++;
+            if (e->bg_next < e->nbg) {
+                if (!e->bg_posted_current) { post_bg(e, e->bg_next); e->bg_posted_current = 1; }
                 int done = 0;
-                PMPI_Test(&E.reqs[E.bg_next], &done, MPI_STATUS_IGNORE);
-                if (done) { E.bg_next++; E.bg_posted_current = 0; moved = 1; }
+                PMPI_Test(&e->reqs[e->bg_next], &done, MPI_STATUS_IGNORE);
+                if (done) { e->bg_next++; e->bg_posted_current = 0; moved = 1; }
             }
-            if (E.bs_cur >= 0) {
+            if (e->bs_cur >= 0) {
                 int done = 0;
-                PMPI_Test(&E.reqs[E.bs_cur], &done, MPI_STATUS_IGNORE);
-                if (done) { E.bs_cur = -1; moved = 1; }
+                PMPI_Test(&e->reqs[e->bs_cur], &done, MPI_STATUS_IGNORE);
+                if (done) { e->bs_cur = -1; moved = 1; }
             }
-            while (E.bs_next < E.nbg && ops[E.bs_next].kind != COLLSCHED_SEND) E.bs_next++;
-            if (E.bs_cur < 0 && !E.bs_stopped && E.bs_next < E.nbg) {
-                const collsched_op *op = &ops[E.bs_next];
-                if (op->dep < 0 || op->origin == (uint32_t)E.rank) {
-                    E.bs_stopped = 1;
-                } else if ((uint32_t)op->dep < E.bg_next) { /* receives complete in list order */
-                    PMPI_Issend(E.staging + (uint64_t)op->dep * E.slot, piece_len(E.bs_next), MPI_BYTE,
-                                (int)op->peer, CS_TAG, E.comm, &E.reqs[E.bs_next]);
-                    E.bs_cur = (int32_t)E.bs_next++;
+            while (e->bs_next < e->nbg && ops[e->bs_next].kind != COLLSCHED_SEND) e->bs_next++;
+            if (e->bs_cur < 0 && !e->bs_stopped && e->bs_next < e->nbg) {
+                const collsched_op *op = &ops[e->bs_next];
+                if (op->dep < 0 || op->origin == (uint32_t)e->rank) {
+                    e->bs_stopped = 1;
+                } else if ((uint32_t)op->dep < e->bg_next) { /* receives complete in list order */
+                    PMPI_Issend(e->staging + (uint64_t)op->dep * e->slot, piece_len(e, e->bs_next), MPI_BYTE,
+                                (int)op->peer, CS_TAG, e->comm, &e->reqs[e->bs_next]);
+                    e->bs_cur = (int32_t)e->bs_next++;
                     moved = 1;
                 }
             }
         }
-        if (E.bg_next >= E.nbg && E.bs_cur < 0 && (E.bs_stopped || E.bs_next >= E.nbg)) E.state = PAT_READY;
-        return E.state == PAT_BACKGROUND;
+        if (e->bg_next >= e->nbg && e->bs_cur < 0 && (e->bs_stopped || e->bs_next >= e->nbg)) e->state = PAT_READY;
+        return e->state == PAT_BACKGROUND;
     }
     return 0;
 }
 
 #if PAT_THREADS
-static void *driver(void *unused)
+static void *driver(void *engine_)
 {
-    (void)unused;
-    struct timespec nap = E.nap;
-    pthread_mutex_lock(&E.mu);
+    pat_engine *e = engine_;
+    struct timespec nap = e->nap;
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!E.work && !E.stop) pthread_cond_wait(&E.cv, &E.mu);
-        if (E.stop) break;
-        E.work = 0;
-        pthread_mutex_unlock(&E.mu);
+        while (!e->work && !e->stop) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stop) break;
+        e->work = 0;
+        pthread_mutex_unlock(&e->mu);
         /* Until the work is done, or - for a dataflow schedule whose receives are all
          * posted - the call has come to take the requests over. */
-        while (advance(0, 0) && !(__atomic_load_n(&E.fg_waiting, __ATOMIC_ACQUIRE) &&
-                                  E.state == PAT_BACKGROUND && (E.bg_serial || E.bg_next)))
+        while (advance(e, 0, 0) && !(__atomic_load_n(&e->fg_waiting, __ATOMIC_ACQUIRE) &&
+                                  e->state == PAT_BACKGROUND && (e->bg_serial || e->bg_next)))
             nanosleep(&nap, NULL);
-        pthread_mutex_lock(&E.mu);
-        E.busy = 0;
-        pthread_cond_broadcast(&E.cv);
+        pthread_mutex_lock(&e->mu);
+        e->busy = 0;
+        pthread_cond_broadcast(&e->cv);
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&e->mu);
     return NULL;
 }
 #endif
 
-static void wait_for_thread(void)
+static void wait_for_thread(pat_engine *e)
 {
-#if PAT_THREADS
-    if (E.threaded) {
-        pthread_mutex_lock(&E.mu);
-        __atomic_store_n(&E.fg_waiting, 1, __ATOMIC_RELEASE);
-        while (E.busy) pthread_cond_wait(&E.cv, &E.mu);
-        __atomic_store_n(&E.fg_waiting, 0, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&E.mu);
+#if !PAT_THREADS
+    (void)e;
+#else
+    if (e->threaded) {
+        pthread_mutex_lock(&e->mu);
+        __atomic_store_n(&e->fg_waiting, 1, __ATOMIC_RELEASE);
+        while (e->busy) pthread_cond_wait(&e->cv, &e->mu);
+        __atomic_store_n(&e->fg_waiting, 0, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&e->mu);
     }
 #endif
 }
 
 /* A setting changes between the edge and the call: the progress thread may be reading
  * it, so it stops first (the call takes over from where it is, as usual). */
-static void quiesce(void)
+static void quiesce(pat_engine *e)
 {
-    if (E.phase == PAT_PHASE_SENT) wait_for_thread();
+    if (e->phase == PAT_PHASE_SENT) wait_for_thread(e);
 }
 
 /* An iteration that no allgather consumed: finish the exchange (every rank sent its
  * estimate) and withdraw the background receives (no peer runs the schedule). */
-static void abandon_iteration(void)
+static void abandon_iteration(pat_engine *e)
 {
-    wait_for_thread();
-    if (E.phase == PAT_PHASE_COMPUTING) send_estimate(now());
-    finish_exchange(1);
-    if (E.state == PAT_EXCHANGING) {
-        exchange_complete(1);
-        E.state = PAT_FAILED;
+    wait_for_thread(e);
+    if (e->phase == PAT_PHASE_COMPUTING) send_estimate(e, now(e));
+    finish_exchange(e, 1);
+    if (e->state == PAT_EXCHANGING) {
+        exchange_complete(e, 1);
+        e->state = PAT_FAILED;
     }
-    if (E.state == PAT_BACKGROUND || E.state == PAT_READY) {
-        for (uint32_t i = 0; i < E.nbg; i++) {
-            if (E.reqs[i] == MPI_REQUEST_NULL) continue; /* unposted, or complete */
-            PMPI_Cancel(&E.reqs[i]);
-            if (E.sched->ops[i].kind == COLLSCHED_RECV) {
-                PMPI_Wait(&E.reqs[i], MPI_STATUS_IGNORE);
+    if (e->state == PAT_BACKGROUND || e->state == PAT_READY) {
+        for (uint32_t i = 0; i < e->nbg; i++) {
+            if (e->reqs[i] == MPI_REQUEST_NULL) continue; /* unposted, or complete */
+            PMPI_Cancel(&e->reqs[i]);
+            if (e->sched->ops[i].kind == COLLSCHED_RECV) {
+                PMPI_Wait(&e->reqs[i], MPI_STATUS_IGNORE);
             } else { /* a relayed send whose peer gave up too may never match: let it go */
                 int done = 0;
-                PMPI_Test(&E.reqs[i], &done, MPI_STATUS_IGNORE);
-                if (!done) PMPI_Request_free(&E.reqs[i]);
+                PMPI_Test(&e->reqs[i], &done, MPI_STATUS_IGNORE);
+                if (!done) PMPI_Request_free(&e->reqs[i]);
             }
         }
-        E.state = PAT_FAILED;
+        e->state = PAT_FAILED;
     }
 }
 
 /* The foreground takes the iteration over: waits for the thread, then finishes the
  * exchange and the posting of a dataflow schedule's receives; the executor takes the
  * requests over (a serial schedule's chain from the receive in flight on). */
-static void take_over(void)
+static void take_over(pat_engine *e)
 {
-    wait_for_thread();
-    while (advance(1, 1)) {}
+    wait_for_thread(e);
+    while (advance(e, 1, 1)) {}
 }
 
-static void end_iteration(void)
+static void end_iteration(pat_engine *e)
 {
-    if (E.sched_owned && E.sched) collsched_schedule_free(E.sched);
-    E.sched = NULL;
-    E.sched_owned = 0;
-    E.nbg = 0;
-    E.state = PAT_IDLE;
-    E.phase = PAT_PHASE_IDLE;
-    E.reason[0] = 0;
+    if (e->sched_owned && e->sched) collsched_schedule_free(e->sched);
+    e->sched = NULL;
+    e->sched_owned = 0;
+    e->nbg = 0;
+    e->state = PAT_IDLE;
+    e->phase = PAT_PHASE_IDLE;
+    e->reason[0] = 0;
 }
 
-/* ---- the API ---- */
+/* An engine that is off: its memory and its communicator (with its collsched state). */
+static void engine_free(pat_engine *e)
+{
+    if (e->next_file) collsched_schedule_free(e->next_file);
+    free(e->theirs);
+    free(e->xreqs);
+    free(e->reqs);
+    free(e->staging);
+    free(e->held);
+    if (e->comm != MPI_COMM_NULL) PMPI_Comm_free(&e->comm);
+    free(e);
+}
+
+/* The explicit driver's step (PAT_Progress, PAT_Sleep). */
+static void progress(pat_engine *e)
+{
+    if (e->threaded) return;
+    if (e->state == PAT_EXCHANGING || e->state == PAT_BACKGROUND) advance(e, 0, 0);
+}
+
+/* ---- the API: each entry point finds the process's engine ---- */
 
 int PAT_Init(void)
 {
-    if (engine_on()) return MPI_SUCCESS;
+    if (engine()) return MPI_SUCCESS;
     int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
     PMPI_Initialized(&initialized);
     if (initialized) PMPI_Finalized(&finalized);
@@ -604,227 +634,228 @@ int PAT_Init(void)
     }
     pat_env env;
     read_env(&env);
-    int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &E.comm);
-    if (rc != MPI_SUCCESS) return rc;
-    PMPI_Comm_rank(E.comm, &E.rank);
-    PMPI_Comm_size(E.comm, &E.size);
+    pat_engine *e = calloc(1, sizeof *e);
+    if (!e) return MPI_ERR_NO_MEM;
+    e->comm = e->user = MPI_COMM_NULL;
+    int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &e->comm);
+    if (rc != MPI_SUCCESS) { free(e); return rc; }
+    PMPI_Comm_rank(e->comm, &e->rank);
+    PMPI_Comm_size(e->comm, &e->size);
     /* A bad variable on any rank turns the engine off on all (they must agree); the
      * lowest such rank says why. */
-    int first_bad = env.bad[0] ? E.rank : E.size;
-    rc = PMPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, E.comm);
-    if (rc != MPI_SUCCESS || first_bad < E.size) {
-        if (first_bad == E.rank) say(env.bad);
-        PMPI_Comm_free(&E.comm);
-        E.comm = MPI_COMM_NULL;
+    int first_bad = env.bad[0] ? e->rank : e->size;
+    rc = PMPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, e->comm);
+    if (rc != MPI_SUCCESS || first_bad < e->size) {
+        if (first_bad == e->rank) say(e, env.bad);
+        engine_free(e);
         return rc != MPI_SUCCESS ? rc : MPI_ERR_ARG;
     }
-    E.theirs = calloc(3 * (size_t)E.size, sizeof *E.theirs);
-    E.xreqs = malloc(2 * (size_t)E.size * sizeof *E.xreqs);
-    if (!E.theirs || !E.xreqs) return MPI_ERR_NO_MEM;
-    for (int i = 0; i < 2 * E.size; i++) E.xreqs[i] = MPI_REQUEST_NULL;
+    e->theirs = calloc(3 * (size_t)e->size, sizeof *e->theirs);
+    e->xreqs = malloc(2 * (size_t)e->size * sizeof *e->xreqs);
+    if (!e->theirs || !e->xreqs) { engine_free(e); return MPI_ERR_NO_MEM; }
+    for (int i = 0; i < 2 * e->size; i++) e->xreqs[i] = MPI_REQUEST_NULL;
     /* One clock for the estimates: rank 0's, offset taken right after a barrier (ranks
      * leave it within a latency). Skipped where MPI says the clock is global. */
     int *global = NULL, flag = 0;
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_WTIME_IS_GLOBAL, &global, &flag);
     double t0 = 0, mine = 0;
-    PMPI_Barrier(E.comm);
+    PMPI_Barrier(e->comm);
     mine = PMPI_Wtime();
     t0 = mine;
-    PMPI_Bcast(&t0, 1, MPI_DOUBLE, 0, E.comm);
-    E.offset = flag && global && *global ? 0.0 : t0 - mine;
-    rc = cs_comm_state(E.comm, &E.st);
-    if (rc != MPI_SUCCESS) return rc;
-    E.tau = env.tau;
-    E.alpha = env.alpha;
-    E.slice_s = env.slice_us * 1e-6;
-    E.check = env.check >= 0 ? env.check : E.size <= PAT_CHECK_MAX_RANKS;
-    E.user = MPI_COMM_NULL;
-    E.bytes = 0;
-    E.state = PAT_IDLE;
-    E.phase = PAT_PHASE_IDLE;
+    PMPI_Bcast(&t0, 1, MPI_DOUBLE, 0, e->comm);
+    e->offset = flag && global && *global ? 0.0 : t0 - mine;
+    rc = cs_comm_state(e->comm, &e->st);
+    if (rc != MPI_SUCCESS) { engine_free(e); return rc; }
+    e->tau = env.tau;
+    e->alpha = env.alpha;
+    e->slice_s = env.slice_us * 1e-6;
+    e->check = env.check >= 0 ? env.check : e->size <= PAT_CHECK_MAX_RANKS;
+    e->user = MPI_COMM_NULL;
+    e->bytes = 0;
+    e->state = PAT_IDLE;
+    e->phase = PAT_PHASE_IDLE;
     PMPI_Query_thread(&provided);
-    E.threaded = PAT_THREADS && provided == MPI_THREAD_MULTIPLE && env.driver != 2;
+    e->threaded = PAT_THREADS && provided == MPI_THREAD_MULTIPLE && env.driver != 2;
 #if PAT_THREADS
-    E.owner = pthread_self();
-    if (E.threaded) {
+    e->owner = pthread_self();
+    if (e->threaded) {
         double poll_s = env.poll_us * 1e-6;
-        E.nap.tv_sec = (time_t)poll_s;
-        E.nap.tv_nsec = (long)((poll_s - floor(poll_s)) * 1e9);
-        pthread_mutex_init(&E.mu, NULL);
-        pthread_cond_init(&E.cv, NULL);
-        E.work = E.busy = E.stop = 0;
-        if (pthread_create(&E.thread, NULL, driver, NULL) != 0) E.threaded = 0;
+        e->nap.tv_sec = (time_t)poll_s;
+        e->nap.tv_nsec = (long)((poll_s - floor(poll_s)) * 1e9);
+        pthread_mutex_init(&e->mu, NULL);
+        pthread_cond_init(&e->cv, NULL);
+        e->work = e->busy = e->stop = 0;
+        if (pthread_create(&e->thread, NULL, driver, e) != 0) e->threaded = 0;
     }
 #endif
-    if (env.driver == 1 && !E.threaded) {
-        say("COLLSCHED_PAT_DRIVER=thread needs MPI_THREAD_MULTIPLE (and real MPI); using explicit progress");
+    if (env.driver == 1 && !e->threaded) {
+        say(e, "COLLSCHED_PAT_DRIVER=thread needs MPI_THREAD_MULTIPLE (and real MPI); using explicit progress");
     }
-    __atomic_store_n(&E.on, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&pat_active, e, __ATOMIC_RELEASE);
     return MPI_SUCCESS;
 }
 
 int PAT_UseAlg(const char *algorithm)
 {
-    if (!engine_on()) return MPI_ERR_OTHER;
-    if (!algorithm || !*algorithm || strlen(algorithm) >= sizeof E.alg)
-        return bad_arg(MPI_ERR_ARG, "PAT_UseAlg: expected an algorithm name of 1 to 31 characters");
-    quiesce();
-    snprintf(E.alg, sizeof E.alg, "%s", algorithm);
-    E.alg_bdr = !strcmp(algorithm, "bdr");
+    pat_engine *e = engine();
+    if (!e) return MPI_ERR_OTHER;
+    if (!algorithm || !*algorithm || strlen(algorithm) >= sizeof e->alg)
+        return bad_arg(e, MPI_ERR_ARG, "PAT_UseAlg: expected an algorithm name of 1 to 31 characters");
+    quiesce(e);
+    snprintf(e->alg, sizeof e->alg, "%s", algorithm);
+    e->alg_bdr = !strcmp(algorithm, "bdr");
     return MPI_SUCCESS;
 }
 
 int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s)
 {
-    if (!engine_on()) return MPI_ERR_OTHER;
+    pat_engine *e = engine();
+    if (!e) return MPI_ERR_OTHER;
     int inter = 0;
     if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter)
-        return bad_arg(MPI_ERR_COMM, "PAT_Declare: expected an intracommunicator with the ranks of "
+        return bad_arg(e, MPI_ERR_COMM, "PAT_Declare: expected an intracommunicator with the ranks of "
                                      "MPI_COMM_WORLD, got MPI_COMM_NULL or an intercommunicator");
     if (bytes_per_rank < 0)
-        return bad_arg(MPI_ERR_ARG, "PAT_Declare: bytes per rank must be 0 (unknown) or more");
+        return bad_arg(e, MPI_ERR_ARG, "PAT_Declare: bytes per rank must be 0 (unknown) or more");
     if (isnan(tau_s) || isinf(tau_s) || (tau_s > 0 && (tau_s < CS_PAT_TAU_MIN || tau_s > CS_PAT_TAU_MAX)))
-        return bad_arg(MPI_ERR_ARG, "PAT_Declare: tau must be <= 0 (unknown) or seconds from 1e-09 to 1000");
+        return bad_arg(e, MPI_ERR_ARG, "PAT_Declare: tau must be <= 0 (unknown) or seconds from 1e-09 to 1000");
     int same = MPI_UNEQUAL;
     PMPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
     if (same != MPI_IDENT && same != MPI_CONGRUENT) {
-        say("PAT_Declare: the communicator must hold the ranks of MPI_COMM_WORLD in the same order");
+        say(e, "PAT_Declare: the communicator must hold the ranks of MPI_COMM_WORLD in the same order");
         return MPI_ERR_COMM;
     }
-    quiesce();
-    E.user = comm;
-    E.bytes = (uint64_t)bytes_per_rank;
-    if (tau_s > 0) E.tau = tau_s;
-    if (!(E.tau > 0)) E.learn_tau = 1; /* from the first call, which runs without PAT */
+    quiesce(e);
+    e->user = comm;
+    e->bytes = (uint64_t)bytes_per_rank;
+    if (tau_s > 0) e->tau = tau_s;
+    if (!(e->tau > 0)) e->learn_tau = 1; /* from the first call, which runs without PAT */
     return MPI_SUCCESS;
 }
 
 int PAT_UseSchedule(const char *path)
 {
-    if (!engine_on()) return MPI_ERR_OTHER;
-    quiesce();
-    if (E.next_file) { collsched_schedule_free(E.next_file); E.next_file = NULL; }
+    pat_engine *e = engine();
+    if (!e) return MPI_ERR_OTHER;
+    quiesce(e);
+    if (e->next_file) { collsched_schedule_free(e->next_file); e->next_file = NULL; }
     if (!path) return MPI_SUCCESS;
     char why[PAT_REASON] = "";
-    int rc = cs_load_proven(E.st, path, &E.next_file, why, sizeof why);
+    int rc = cs_load_proven(e->st, path, &e->next_file, why, sizeof why);
     if (rc != MPI_SUCCESS) return rc;
-    if (!E.next_file) { /* the loader said why, once, on the rank that found it */
+    if (!e->next_file) { /* the loader said why, once, on the rank that found it */
         return cs_strict() ? MPI_ERR_OTHER : MPI_SUCCESS;
     }
-    if (E.bytes && (E.bytes < E.next_file->hdr.bytes_min || E.bytes > E.next_file->hdr.bytes_max)) {
-        if (E.rank == 0) say("PAT_UseSchedule: the file does not serve the declared bytes per rank");
-        collsched_schedule_free(E.next_file);
-        E.next_file = NULL;
+    if (e->bytes && (e->bytes < e->next_file->hdr.bytes_min || e->bytes > e->next_file->hdr.bytes_max)) {
+        if (e->rank == 0) say(e, "PAT_UseSchedule: the file does not serve the declared bytes per rank");
+        collsched_schedule_free(e->next_file);
+        e->next_file = NULL;
         return cs_strict() ? MPI_ERR_OTHER : MPI_SUCCESS;
     }
-    snprintf(E.next_name, sizeof E.next_name, "%s", path);
+    snprintf(e->next_name, sizeof e->next_name, "%s", path);
     return MPI_SUCCESS;
 }
 
 int PAT_ProcessingStart(void)
 {
-    if (!engine_on()) return MPI_ERR_OTHER;
-    if (E.phase != PAT_PHASE_IDLE) { abandon_iteration(); end_iteration(); }
-    E.iteration++;
-    E.t_start = now();
-    E.state = PAT_COMPUTING;
-    E.phase = PAT_PHASE_COMPUTING;
+    pat_engine *e = engine();
+    if (!e) return MPI_ERR_OTHER;
+    if (e->phase != PAT_PHASE_IDLE) { abandon_iteration(e); end_iteration(e); }
+    e->iteration++;
+    e->t_start = now(e);
+    e->state = PAT_COMPUTING;
+    e->phase = PAT_PHASE_COMPUTING;
     return MPI_SUCCESS;
 }
 
 int PAT_Edge(double percent)
 {
-    if (!engine_on()) return MPI_ERR_OTHER;
+    pat_engine *e = engine();
+    if (!e) return MPI_ERR_OTHER;
     /* Below 0.01% the extrapolation (x 100 / percent) is no prediction any more. */
     if (!(percent >= PAT_EDGE_MIN && percent <= 100))
-        return bad_arg(MPI_ERR_ARG, "PAT_Edge: expected a percentage from 0.01 to 100");
-    if (E.phase != PAT_PHASE_COMPUTING) return MPI_SUCCESS;
-    double t = now(), duration = (t - E.t_start) * 100.0 / percent;
-    if (E.alpha > 0 && E.have_history) duration = E.ema_duration; /* the option: past durations */
-    send_estimate(E.t_start + duration);
+        return bad_arg(e, MPI_ERR_ARG, "PAT_Edge: expected a percentage from 0.01 to 100");
+    if (e->phase != PAT_PHASE_COMPUTING) return MPI_SUCCESS;
+    double t = now(e), duration = (t - e->t_start) * 100.0 / percent;
+    if (e->alpha > 0 && e->have_history) duration = e->ema_duration; /* the option: past durations */
+    send_estimate(e, e->t_start + duration);
 #if PAT_THREADS
-    if (E.threaded) {
-        pthread_mutex_lock(&E.mu);
-        E.work = E.busy = 1;
-        pthread_cond_signal(&E.cv);
-        pthread_mutex_unlock(&E.mu);
+    if (e->threaded) {
+        pthread_mutex_lock(&e->mu);
+        e->work = e->busy = 1;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
         return MPI_SUCCESS;
     }
 #endif
-    advance(0, 0);
+    advance(e, 0, 0);
     return MPI_SUCCESS;
 }
 
 int PAT_ProcessingEnd(void)
 {
-    if (!engine_on()) return MPI_ERR_OTHER;
-    double t = now(), duration = t - E.t_start;
-    if (E.alpha > 0) {
-        E.ema_duration = E.have_history ? E.alpha * duration + (1 - E.alpha) * E.ema_duration : duration;
-        E.have_history = 1;
+    pat_engine *e = engine();
+    if (!e) return MPI_ERR_OTHER;
+    double t = now(e), duration = t - e->t_start;
+    if (e->alpha > 0) {
+        e->ema_duration = e->have_history ? e->alpha * duration + (1 - e->alpha) * e->ema_duration : duration;
+        e->have_history = 1;
     }
-    if (E.phase == PAT_PHASE_COMPUTING) send_estimate(t); /* no edge: the arrival itself */
+    if (e->phase == PAT_PHASE_COMPUTING) send_estimate(e, t); /* no edge: the arrival itself */
     return MPI_SUCCESS;
 }
 
 int PAT_Progress(void)
 {
-    if (!engine_on() || E.threaded) return MPI_SUCCESS;
-    if (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND) advance(0, 0);
+    pat_engine *e = engine();
+    if (e) progress(e);
     return MPI_SUCCESS;
 }
 
 int PAT_Sleep(double seconds)
 {
+    pat_engine *e = engine();
     if (!(seconds >= 0 && seconds <= PAT_SLEEP_MAX)) /* NaN too: it never ended */
-        return bad_arg(MPI_ERR_ARG, "PAT_Sleep: expected seconds from 0 to 1e6");
+        return bad_arg(e, MPI_ERR_ARG, "PAT_Sleep: expected seconds from 0 to 1e6");
     double end = PMPI_Wtime() + seconds;
-    int explicit = engine_on() && !E.threaded; /* the progress thread owns E.state */
+    int explicit = e && !e->threaded; /* the progress thread owns e->state */
     for (;;) {
         double left = end - PMPI_Wtime();
         if (left <= 0) return MPI_SUCCESS;
         /* Slices only while the engine has background work (estimates, receives, relays). */
-        int pending = explicit && (E.state == PAT_EXCHANGING || E.state == PAT_BACKGROUND);
+        int pending = explicit && (e->state == PAT_EXCHANGING || e->state == PAT_BACKGROUND);
         /* Background receives and relays go one at a time: a slice well below tau keeps
          * the next one from waiting long for its turn (tau/8 cost arrival-aware min3, whose
          * relays chain from rank to rank, 4-9% against the cost model at 11-20 KB blocks;
          * tau/32 costs 0.4-1.6%). */
-        double slice = pending && E.state == PAT_BACKGROUND && E.tau > 0 && E.tau / 32 < E.slice_s
-                       ? E.tau / 32 : E.slice_s;
+        double slice = pending && e->state == PAT_BACKGROUND && e->tau > 0 && e->tau / 32 < e->slice_s
+                       ? e->tau / 32 : e->slice_s;
         double nap = pending && left > slice ? slice : left;
         nap_for(nap);
-        if (pending) PAT_Progress();
+        if (pending) progress(e);
         if (!pending) return MPI_SUCCESS;
     }
 }
 
 int PAT_Finalize(void)
 {
-    if (!engine_on()) return MPI_SUCCESS;
-    if (E.phase != PAT_PHASE_IDLE) { abandon_iteration(); end_iteration(); }
-    finish_exchange(1);
+    pat_engine *e = engine();
+    if (!e) return MPI_SUCCESS;
+    if (e->phase != PAT_PHASE_IDLE) { abandon_iteration(e); end_iteration(e); }
+    finish_exchange(e, 1);
 #if PAT_THREADS
-    if (E.threaded) {
-        pthread_mutex_lock(&E.mu);
-        E.stop = 1;
-        pthread_cond_broadcast(&E.cv);
-        pthread_mutex_unlock(&E.mu);
-        pthread_join(E.thread, NULL);
-        pthread_mutex_destroy(&E.mu);
-        pthread_cond_destroy(&E.cv);
+    if (e->threaded) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = 1;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
     }
 #endif
-    __atomic_store_n(&E.on, 0, __ATOMIC_RELEASE);
-    if (E.next_file) collsched_schedule_free(E.next_file);
-    E.next_file = NULL;
-    free(E.theirs);
-    free(E.xreqs);
-    free(E.reqs);
-    free(E.staging);
-    free(E.held);
-    PMPI_Comm_free(&E.comm);
-    memset(&E, 0, sizeof E);
-    E.comm = E.user = MPI_COMM_NULL;
+    __atomic_store_n(&pat_active, NULL, __ATOMIC_RELEASE);
+    engine_free(e);
     return MPI_SUCCESS;
 }
 
@@ -832,56 +863,64 @@ int PAT_Finalize(void)
 
 int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
 {
+    pat_engine *e = engine();
     memset(job, 0, sizeof *job);
-    if (!engine_on() || !api_thread() || E.phase == PAT_PHASE_IDLE) return CS_PAT_NOT_MINE;
-    if (E.user == MPI_COMM_NULL) {
+    if (!e || !api_thread(e) || e->phase == PAT_PHASE_IDLE) return CS_PAT_NOT_MINE;
+    if (e->user == MPI_COMM_NULL) {
         /* Not declared: the first call on a communicator with world's ranks teaches the
          * engine what it serves; this iteration runs without a background part. */
         int same = MPI_UNEQUAL;
         PMPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
         if (same != MPI_IDENT && same != MPI_CONGRUENT) return CS_PAT_NOT_MINE;
-        E.user = comm;
-        E.bytes = bytes;
-        if (!(E.tau > 0)) E.learn_tau = 1;
+        e->user = comm;
+        e->bytes = bytes;
+        if (!(e->tau > 0)) e->learn_tau = 1;
     }
-    if (comm != E.user) return CS_PAT_NOT_MINE;
-    if (E.phase == PAT_PHASE_COMPUTING) send_estimate(now()); /* no PAT_ProcessingEnd either */
-    take_over();
-    if (E.iter_bytes && bytes != E.iter_bytes && E.state != PAT_FAILED) {
-        abandon_iteration();
-        fail_iteration("%s", "bytes per rank differ from PAT_Declare");
+    if (comm != e->user) return CS_PAT_NOT_MINE;
+    if (e->phase == PAT_PHASE_COMPUTING) send_estimate(e, now(e)); /* no PAT_ProcessingEnd either */
+    take_over(e);
+    if (e->iter_bytes && bytes != e->iter_bytes && e->state != PAT_FAILED) {
+        abandon_iteration(e);
+        fail_iteration(e, "%s", "bytes per rank differ from PAT_Declare");
     }
-    if (E.state == PAT_FAILED) {
-        snprintf(job->reason, sizeof job->reason, "PAT: %s", E.reason);
-        end_iteration();
+    if (e->state == PAT_FAILED) {
+        snprintf(job->reason, sizeof job->reason, "PAT: %s", e->reason);
+        end_iteration(e);
         return CS_PAT_FALL_BACK;
     }
     if (cs_verbose())
         fprintf(stderr, "collsched PAT (rank %d): iteration %ld: %s, %u of %u ops in the background (%s driver)\n",
-                E.rank, E.iteration, E.sched_name, E.nbg, E.sched->nops, E.threaded ? "thread" : "explicit");
-    job->sched = E.sched;
-    job->comm = E.comm;
-    job->reqs = E.reqs;
-    job->started.nops = E.nbg;
+                e->rank, e->iteration, e->sched_name, e->nbg, e->sched->nops, e->threaded ? "thread" : "explicit");
+    job->engine = e;
+    job->sched = e->sched;
+    job->comm = e->comm;
+    job->reqs = e->reqs;
+    job->started.nops = e->nbg;
     /* Receives the engine posted: all of a dataflow schedule's; a serial one's up to the
      * one in flight (or all, once the chain is done). */
-    job->started.recvs = E.state == PAT_BACKGROUND && E.bg_serial ? E.bg_next + (uint32_t)E.bg_posted_current : E.nbg;
-    job->started.sends = E.bg_serial ? E.bs_next : 0; /* sends before it: issued by the engine */
-    job->started.held = E.held;
-    snprintf(job->name, sizeof job->name, "%s", E.sched_name);
+    job->started.recvs = e->state == PAT_BACKGROUND && e->bg_serial ? e->bg_next + (uint32_t)e->bg_posted_current : e->nbg;
+    job->started.sends = e->bg_serial ? e->bs_next : 0; /* sends before it: issued by the engine */
+    job->started.held = e->held;
+    snprintf(job->name, sizeof job->name, "%s", e->sched_name);
     return CS_PAT_RUN;
 }
 
-int cs_pat_learning_tau(void) { return engine_on() && api_thread() && E.learn_tau; }
+int cs_pat_learning_tau(void)
+{
+    const pat_engine *e = engine();
+    return e && api_thread(e) && e->learn_tau;
+}
 
 void cs_pat_learned(double elapsed_s)
 {
     /* The last rank to arrive waits for nobody: its time is the algorithm's. The minimum
      * over ranks, over P - 1 steps, is tau; every rank gets the same value. */
+    pat_engine *e = engine();
     double t = elapsed_s;
-    E.learn_tau = 0;
-    PMPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MIN, E.comm);
-    if (E.size > 1 && t > 0) E.tau = t / (E.size - 1);
+    if (!e) return;
+    e->learn_tau = 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MIN, e->comm);
+    if (e->size > 1 && t > 0) e->tau = t / (e->size - 1);
 }
 
-void cs_pat_done(const cs_pat_job *job) { (void)job; end_iteration(); }
+void cs_pat_done(const cs_pat_job *job) { end_iteration(job->engine); }

@@ -114,9 +114,9 @@ bench-lab: deps runtime lab
 bench-bound: deps
 	@mkdir -p $(OUT)
 	{ echo "## Lower bound and optimality gaps (cost model)"; echo; \
-	  echo "Written $$(date -u +%Y-%m-%d) by \`python -m collsched.lowerbound\` (docs/grid-baselines.md explains the bound)."; \
-	  echo; $(PY) -m collsched.lowerbound; } > $(OUT)/bound.md
-	$(PY) -m collsched.benchdoc docs/benchmarks.md lower-bound-gaps $(OUT)/bound.md
+	  echo "Written $$(date -u +%Y-%m-%d) by \`python -m collsched.lab.gaps\` (docs/grid-baselines.md explains the bound)."; \
+	  echo; $(PY) -m collsched.lab.gaps; } > $(OUT)/bound.md
+	$(PY) -m collsched.lab.benchdoc docs/benchmarks.md lower-bound-gaps $(OUT)/bound.md
 
 # The BDR paper's grid (Tables 3 and 4) under SMPI: about an hour at 4 iterations (docs/sweep.md).
 bench-sweep: deps runtime lab

@@ -43,7 +43,7 @@ def cases():
 
 def table() -> dict:
     from collsched import pipeline
-    from collsched.arrivals import write_pap
+    from collsched.inputs.arrivals import write_pap
     from collsched.lab.arrivals import arrival_pattern
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

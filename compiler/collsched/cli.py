@@ -38,7 +38,7 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg"
 
 def _show(text: str) -> str:
     """A user's value for a message: as typed when short and plain, else quoted and cut."""
-    from .units import _show as show
+    from .inputs.units import _show as show
 
     plain = isinstance(text, str) and 0 < len(text) <= 40 and text.isascii() and text.isprintable()
     return text if plain and " " not in text else show(text)
@@ -213,7 +213,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; every outcome is an exit status and at most one line on stderr."""
-    from .simulate import ModelCycle
+    from .model.simulate import ModelCycle
 
     args = None
     try:
@@ -306,7 +306,7 @@ def _segments_arg(text: str) -> int | str:
 def _time_arg(text: str | None, flag: str) -> float | None:
     if text is None:
         return None
-    from .units import parse_time
+    from .inputs.units import parse_time
 
     try:
         return parse_time(text)
@@ -420,18 +420,18 @@ def cmd_plot(a) -> int:
 
 def cmd_bench(a) -> int:
     if a.suite == "compile-grid":
-        from .bench_compiler import run_grid_compile_bench
+        from .lab.bench_compiler import run_grid_compile_bench
 
         if a.iterations is not None and a.iterations < 1:
             raise InputError("--iterations", str(a.iterations), "expected at least 1 run")
         return run_grid_compile_bench(Path(__file__).resolve().parents[2] / "topologies",
                                       a.iterations or 15, doc=a.doc, as_json=a.json)
     if a.suite == "compiler":
-        from .bench_compiler import run_compiler_bench
+        from .lab.bench_compiler import run_compiler_bench
 
         ranks = _int_list("64,256,1024" if a.ranks is None else a.ranks, "--ranks", lo=2)
         nbytes = _size_arg("1MiB" if a.bytes is None else a.bytes)
-        from . import budget
+        from .model import budget
 
         budget.check(max(ranks))
         return run_compiler_bench(ranks, a.algorithm, nbytes, doc=a.doc,
@@ -451,7 +451,7 @@ def cmd_bench(a) -> int:
         scale = run_scale()
         md = markdown(scale)
         if a.doc:
-            from .benchdoc import replace_section
+            from .lab.benchdoc import replace_section
 
             replace_section(a.doc, "lab-scale", md)
         print(md)
@@ -465,7 +465,7 @@ def cmd_bench(a) -> int:
     a.iterations = 4 if a.iterations is None else a.iterations
     nbytes = _size_arg("64KiB" if a.bytes is None else a.bytes)
     algorithms = _algorithm_list(a.algorithms)
-    from . import budget
+    from .model import budget
 
     budget.check(ranks[0])
     from .lab.report import print_report, plot_report
@@ -491,7 +491,7 @@ def cmd_bench(a) -> int:
     if a.doc:
         import os
 
-        from .benchdoc import replace_section
+        from .lab.benchdoc import replace_section
         from .lab.report import markdown
 
         rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
@@ -500,7 +500,7 @@ def cmd_bench(a) -> int:
 
 
 def _add_measure_parser(sub) -> None:
-    from .measure import DEFAULT_GAP_BURST, DEFAULT_REPEATS, DEFAULT_SITE_FACTOR, DEFAULT_SIZES
+    from .lab.measure import DEFAULT_GAP_BURST, DEFAULT_REPEATS, DEFAULT_SITE_FACTOR, DEFAULT_SIZES
 
     m = sub.add_parser("measure", help="measure latency/bandwidth between ranks, write a topology",
                        description="Run collsched-measure under real MPI or SimGrid SMPI: latency, "
@@ -533,8 +533,8 @@ def cmd_measure(a) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
-    from . import budget
-    from .measure import MeasureConfig, measure, parse_sizes, text_report
+    from .model import budget
+    from .lab.measure import MeasureConfig, measure, parse_sizes, text_report
 
     budget.check(a.ranks, 0, what=f"{a.ranks} ranks' measured matrices")
 
@@ -617,7 +617,7 @@ def cmd_sweep(a) -> int:
     if a.doc:
         import os
 
-        from .benchdoc import replace_section
+        from .lab.benchdoc import replace_section
 
         rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
         replace_section(a.doc, a.section, sw.markdown(sweep, rel))
@@ -658,12 +658,12 @@ def _add_pools_parser(sub) -> None:
 
 
 def cmd_pools(a) -> int:
-    from . import pools
-    from .topology import load_topology
+    from .inputs import pools
+    from .inputs.topology import load_topology
 
     if a.plot and not Path(a.plot).resolve().parent.is_dir():
         raise InputError(a.plot, "--plot", "expected a file in an existing directory")
-    from . import budget
+    from .model import budget
 
     if a.ranks is not None:
         budget.check(a.ranks, 0, what=f"{a.ranks} ranks' topology matrices")

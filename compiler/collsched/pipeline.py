@@ -14,17 +14,18 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, budget, native, schedfile
+from . import __version__, native, schedfile
+from .model import budget
 from .algorithms import Request, generate
 # Imported here, not where used: the input libraries' import time (jsonschema alone takes
 # ~70 ms) is process start-up, not part of a compile job's timings.
-from .arrivals import load_pap
-from .topology import homogeneous, load_topology
+from .inputs.arrivals import load_pap
+from .inputs.topology import homogeneous, load_topology
 from .errors import InputError
 from .ir import Schedule
-from .policy import mark_fifo_links, segment_candidates
-from .simulate import Metrics, simulate_pattern
-from .units import MAX_BYTES
+from .model.policy import mark_fifo_links, segment_candidates
+from .model.simulate import Metrics, simulate_pattern
+from .inputs.units import MAX_BYTES
 from .verify import Violation, verify_and_match
 
 
@@ -112,7 +113,7 @@ class CompileResult:
 
 def parse_bytes_arg(text: str) -> tuple[int, int]:
     """`B` or `MIN:MAX` bytes per rank (unit suffixes allowed: 64KiB, 4MiB)."""
-    from .units import parse_bytes
+    from .inputs.units import parse_bytes
 
     parts = str(text).split(":")
     try:
@@ -259,7 +260,7 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
 
     t = time.perf_counter()
     if model == "fluid":  # the fluid model (fluid.py): slower, closer to SimGrid (docs/lab.md)
-        from .fluid import fluid_pattern
+        from .model.fluid import fluid_pattern
 
         _, _, metrics = fluid_pattern(sched, topo, hi, pattern, matching=matching)
     else:
@@ -285,7 +286,7 @@ MAX_BOUND_RANKS = 1024  # beyond: the closed-form part alone takes seconds (P^2 
 
 
 def _attach_lower_bound(result: CompileResult, topo, nbytes: int, pattern: np.ndarray) -> None:
-    from .lowerbound import pattern_lower_bound, serial_lower_bound
+    from .model.lowerbound import pattern_lower_bound, serial_lower_bound
 
     if topo.nranks > MAX_BOUND_RANKS:
         result.lower_bound_note = f"skipped: more than {MAX_BOUND_RANKS} ranks"
@@ -327,7 +328,7 @@ def simulate_file(path: str | Path, *, topology: str | None = None, pap: str | N
     pattern = resolve_pattern(sched.nranks, pap)
     timing = simulate_pattern
     if model == "fluid":
-        from .fluid import fluid_pattern as timing  # the same arguments and results
+        from .model.fluid import fluid_pattern as timing  # the same arguments and results
     timelines, per_iter, mean = timing(sched, topo, size, pattern)
     for m in per_iter:
         check_finite(m, topo, topology or "<homogeneous>", size)

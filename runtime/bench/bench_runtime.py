@@ -3,7 +3,7 @@
 Both run in the same processes, alternating call by call (collsched-run --compare flips the
 order every iteration), at P = 8 for 1 KiB .. 4 MiB per rank. The figure per size is the
 median over iterations of (our time / Open MPI's time), each time being the slowest rank's.
-Writes the Markdown table into docs/benchmarks.md through collsched.benchdoc.
+Writes the Markdown table into docs/benchmarks.md through collsched.lab.benchdoc.
 
     .venv/bin/python runtime/bench/bench_runtime.py [--doc docs/benchmarks.md] [--quick]
 """
@@ -107,7 +107,7 @@ def main() -> None:
         md = markdown(rows, noise, args.quick)
         out = Path(tmp) / "runtime-overhead.md"
         out.write_text(md)
-        subprocess.run([sys.executable, "-m", "collsched.benchdoc", args.doc, "runtime-overhead",
+        subprocess.run([sys.executable, "-m", "collsched.lab.benchdoc", args.doc, "runtime-overhead",
                         str(out)], check=True, cwd=ROOT,
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "compiler")))
     print(md)

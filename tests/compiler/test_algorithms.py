@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from collsched import schedfile
 from collsched.algorithms import REGISTRY, Request, generate
-from collsched.arrivals import write_pap
+from collsched.inputs.arrivals import write_pap
 from collsched.errors import InputError
 from collsched.pipeline import compile_schedule
-from collsched.simulate import simulate
-from collsched.topology import homogeneous, load_topology
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import homogeneous, load_topology
 from collsched.verify import verify
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

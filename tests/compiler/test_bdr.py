@@ -6,8 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from collsched.algorithms import Request, generate
 from collsched.ir import BACKGROUND
-from collsched.simulate import simulate
-from collsched.topology import homogeneous
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import homogeneous
 from collsched.verify import verify
 
 M = 65536

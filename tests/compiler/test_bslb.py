@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from collsched import schedfile
 from collsched.algorithms import Request, generate
 from collsched.algorithms.bslb import binomial_children
-from collsched.arrivals import write_pap
+from collsched.inputs.arrivals import write_pap
 from collsched.errors import InputError
 from collsched.ir import BACKGROUND, RECV, SEND
 from collsched.pipeline import compile_schedule
-from collsched.simulate import simulate
-from collsched.topology import homogeneous, load_topology
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import homogeneous, load_topology
 from collsched.verify import verify
 
 TRYTON = Path(__file__).resolve().parents[2] / "topologies" / "tryton-48.yaml"

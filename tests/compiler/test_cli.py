@@ -232,7 +232,7 @@ def test_memory_estimate_refuses_before_allocating(tmp_path, capsys):
     refused by budget.py's estimate at once, naming the options."""
     import resource
 
-    from collsched import budget
+    from collsched.model import budget
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for argv in (["--ranks", "100000"], ["--ranks", "64", "--segments", "65535"]):
@@ -249,8 +249,8 @@ def test_non_finite_predictions_are_refused():
     """A prediction that overflowed (a latency of 1e308 s) is refused in one line, never
     printed as Infinity in JSON."""
     from collsched.pipeline import check_finite
-    from collsched.simulate import simulate
-    from collsched.topology import homogeneous
+    from collsched.model.simulate import simulate
+    from collsched.inputs.topology import homogeneous
 
     topo = homogeneous(4, latency_s=1e308)
     s = generate("ring", Request(4))
@@ -264,7 +264,7 @@ def test_non_finite_predictions_are_refused():
 def test_units_read_numbers_strictly():
     """ASCII digits only, exact sizes, P prefixes, and one ValueError for absurd exponents
     (Decimal's own Overflow escaped before: latency '1e999999999 s')."""
-    from collsched.units import parse_bandwidth, parse_bytes, parse_time
+    from collsched.inputs.units import parse_bandwidth, parse_bytes, parse_time
 
     assert parse_bytes("9007199254740993") == 2**53 + 1
     assert parse_bytes("1PiB") == 2**50 and parse_bandwidth("8Pbit/s") == 1e15

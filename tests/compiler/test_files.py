@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from collsched import files
-from collsched.arrivals import load_pap, write_pap
-from collsched.benchdoc import replace_section
+from collsched.inputs.arrivals import load_pap, write_pap
+from collsched.lab.benchdoc import replace_section
 from collsched.errors import InputError, OutputError
-from collsched.topology import homogeneous, load_topology, write_topology
+from collsched.inputs.topology import homogeneous, load_topology, write_topology
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from hypothesis import assume, given, settings, strategies as st
 
 from collsched.algorithms import Request, generate
 from collsched.errors import InputError
-from collsched.fluid import _max_min, fluid_pattern, fluid_timeline, simulate_fluid
+from collsched.model.fluid import _max_min, fluid_pattern, fluid_timeline, simulate_fluid
 from collsched.ir import from_op_lists
 from collsched.pipeline import compile_schedule, simulate_file
-from collsched.simulate import simulate
-from collsched.topology import homogeneous, load_topology
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import homogeneous, load_topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 

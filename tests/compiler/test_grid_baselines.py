@@ -15,9 +15,9 @@ from collsched.algorithms import Request, generate
 from collsched.errors import InputError
 from collsched.ir import SEND
 from collsched.pipeline import compile_schedule
-from collsched.policy import mark_fifo_links
-from collsched.simulate import simulate
-from collsched.topology import _from_hosts, homogeneous, load_topology
+from collsched.model.policy import mark_fifo_links
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import _from_hosts, homogeneous, load_topology
 from collsched.verify import verify
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

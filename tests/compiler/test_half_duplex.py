@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from collsched.algorithms import REGISTRY, Request, generate
 from collsched.cli import main
 from collsched.errors import InputError
-from collsched.fluid import simulate_fluid
-from collsched.simulate import simulate
-from collsched.topology import homogeneous, load_topology
+from collsched.model.fluid import simulate_fluid
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import homogeneous, load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 ALGORITHMS = sorted(REGISTRY)
@@ -101,7 +101,7 @@ def test_cli_half_duplex(tmp_path, capsys, topology, p, name):
 def test_arrival_aware_schedules_under_half_duplex(name, p, seed):
     """Schedules built for an arrival pattern (background pre-steps: bdr, bslb, min3)
     time under half duplex too, each rank exiting after it arrives."""
-    from collsched.simulate import simulate_pattern
+    from collsched.model.simulate import simulate_pattern
 
     a = np.random.default_rng(seed).uniform(0, 5e-3, p)
     topo = homogeneous(p)

@@ -13,11 +13,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collsched import units
-from collsched.links import shared_links
-from collsched.arrivals import flat, load_pap, write_pap
+from collsched.inputs import units
+from collsched.inputs.links import shared_links
+from collsched.inputs.arrivals import flat, load_pap, write_pap
 from collsched.errors import InputError
-from collsched.topology import (INTRA_HOST_BANDWIDTH, INTRA_HOST_LATENCY, Topology, homogeneous,
+from collsched.inputs.topology import (INTRA_HOST_BANDWIDTH, INTRA_HOST_LATENCY, Topology, homogeneous,
                                 load_topology, write_matrix_topology, write_topology)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -540,9 +540,9 @@ def test_malformed_input(rel):
 
 # --- issue 22: hostile inputs at the loader level -------------------------------------------
 
-from collsched import schemas  # noqa: E402
+from collsched.inputs import schemas  # noqa: E402
 from collsched.errors import ScheduleFileError, excerpt  # noqa: E402
-from collsched.topology import MAX_HOSTS, MAX_RANKS  # noqa: E402
+from collsched.inputs.topology import MAX_HOSTS, MAX_RANKS  # noqa: E402
 
 SITE4 = "sites:\n  - {name: A, hosts: 4, lan: {latency: 50us, bandwidth: 1Gbit/s}}\n"
 

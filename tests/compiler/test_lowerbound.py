@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-import collsched.simulate
+import collsched.model.simulate
 from collsched.algorithms import REGISTRY, Request, generate
 from collsched.cli import main
 from collsched.errors import InputError
-from collsched.links import shared_links
-from collsched.lowerbound import lower_bound, pattern_lower_bound, serial_lower_bound
+from collsched.inputs.links import shared_links
+from collsched.model.lowerbound import lower_bound, pattern_lower_bound, serial_lower_bound
 from collsched.pipeline import compile_schedule
-from collsched.policy import mark_fifo_links
-from collsched.simulate import simulate_pattern
-from collsched.topology import _from_hosts, homogeneous, load_topology
+from collsched.model.policy import mark_fifo_links
+from collsched.model.simulate import simulate_pattern
+from collsched.inputs.topology import _from_hosts, homogeneous, load_topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 SLACK = 1e-9  # float noise of the simulator's sums
@@ -164,7 +164,7 @@ def test_shared_links_bind_on_the_three_site_grid(nbytes, at_least):
     cf = lower_bound(topo, nbytes, use_lp=False)
     assert cf.method == "closed form + links" and cf.run_time_s >= at_least
     assert b.avg_elapsed_s >= cf.avg_elapsed_s > cf.closed_form_avg_elapsed_s
-    if hasattr(collsched.simulate, "SHARED_LINKS"):
+    if hasattr(collsched.model.simulate, "SHARED_LINKS"):
         for alg, e in sorted(REGISTRY.items()):
             if e.check(Request(20)) is None:
                 m = predicted(alg, topo, nbytes, 1, np.zeros((1, 20)))
@@ -172,7 +172,7 @@ def test_shared_links_bind_on_the_three_site_grid(nbytes, at_least):
                 assert m.avg_elapsed_s >= b.avg_elapsed_s * (1 - SLACK), (alg, m.avg_elapsed_s, b)
 
 
-@pytest.mark.skipif(not hasattr(collsched.simulate, "SHARED_LINKS"),
+@pytest.mark.skipif(not hasattr(collsched.model.simulate, "SHARED_LINKS"),
                     reason="simulate does not model shared WAN links yet (F7 would not hold)")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=st.integers(3, 10), nsites=st.integers(2, 3), seed=st.integers(0, 2**32 - 1),

@@ -10,18 +10,18 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from contextlib import contextmanager
 
-from collsched import pools
+from collsched.inputs import pools
 from collsched.algorithms import Request, generate, min3 as min3_module
 from collsched.algorithms.min3 import pool_schedule
-from collsched.arrivals import write_pap
+from collsched.inputs.arrivals import write_pap
 from collsched.errors import InputError
 from collsched.ir import BACKGROUND, RECV, SEND
-from collsched.links import shared_links
+from collsched.inputs.links import shared_links
 from collsched.lab.arrivals import arrival_pattern
 from collsched.pipeline import compile_schedule
-from collsched.policy import mark_fifo_links, serial_list_schedule
-from collsched.simulate import simulate
-from collsched.topology import homogeneous, load_topology
+from collsched.model.policy import mark_fifo_links, serial_list_schedule
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import homogeneous, load_topology
 from collsched.verify import verify
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml, write_yaml
@@ -349,7 +349,7 @@ def test_link_receives_wait_for_the_link_as_planned():
     of the piece the link brought before, so the rendezvous transfers take the link one
     after another, as planned, instead of all at once: the fluid model (which matches
     SMPI) comes within 5% of the plan, and 5% or more ahead of the ungated lists."""
-    from collsched.fluid import fluid_timeline
+    from collsched.model.fluid import fluid_timeline
 
     topo = load_topology(TOPOLOGIES / "three-site-grid.yaml", 20)
     m = 1 << 20

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collsched import simulate as simulate_module, verify as verify_module
+from collsched import verify as verify_module
+from collsched.model import simulate as simulate_module
 from collsched.algorithms import Request, min3 as min3_module
 from collsched.pipeline import compile_schedule
-from collsched.simulate import simulate
-from collsched.topology import load_topology
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import load_topology
 from collsched.verify import verify
 
 from switches import setting

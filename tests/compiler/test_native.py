@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collsched import native
 from collsched.algorithms import Request, min3 as min3_module
-from collsched.topology import homogeneous, load_topology
+from collsched.inputs.topology import homogeneous, load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml
 from switches import kernels
@@ -79,7 +79,7 @@ def test_min3_on_clusters(p, nbytes, full, data):
 
 
 def test_grid_compile_benchmark_records_both_paths(tmp_path, capsys):
-    from collsched.bench_compiler import run_grid_compile_bench
+    from collsched.lab.bench_compiler import run_grid_compile_bench
 
     doc = tmp_path / "bench.md"
     assert run_grid_compile_bench(TOPOLOGIES, 1, doc=doc, as_json=True,

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from collsched import native, simulate as simulate_module
+from collsched import native
+from collsched.model import simulate as simulate_module
 from collsched.algorithms import Request, generate
 from collsched.errors import InputError
 from collsched.ir import from_op_lists
-from collsched.policy import mark_fifo_links
-from collsched.simulate import ModelCycle, simulate, simulate_pattern
-from collsched.topology import load_topology
+from collsched.model.policy import mark_fifo_links
+from collsched.model.simulate import ModelCycle, simulate, simulate_pattern
+from collsched.inputs.topology import load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml
 from switches import kernels, setting

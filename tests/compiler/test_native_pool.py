@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collsched import native
 from collsched.algorithms import Request, min3 as min3_module
-from collsched.topology import load_topology
+from collsched.inputs.topology import load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml, write_yaml
 from switches import kernels

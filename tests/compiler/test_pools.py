@@ -9,9 +9,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from collsched import pools
+from collsched.inputs import pools
 from collsched.cli import main
-from collsched.topology import homogeneous, load_topology, write_matrix_topology
+from collsched.inputs.topology import homogeneous, load_topology, write_matrix_topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 

@@ -10,8 +10,8 @@ import pytest
 
 from collsched.errors import InputError
 from collsched.pipeline import compile_schedule
-from collsched.policy import AUTO_SEGMENTS, MAX_AUTO_OPS, segment_candidates, window_limited
-from collsched.topology import homogeneous, load_topology
+from collsched.model.policy import AUTO_SEGMENTS, MAX_AUTO_OPS, segment_candidates, window_limited
+from collsched.inputs.topology import homogeneous, load_topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 

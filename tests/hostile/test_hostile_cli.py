@@ -203,10 +203,10 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
 @pytest.fixture
 def no_long_runs(monkeypatch):
     """The lab, the measurement and the sweep fail the case instead of starting."""
-    import collsched.bench_compiler as bc
+    import collsched.lab.bench_compiler as bc
     import collsched.lab.runner as runner
     import collsched.lab.sweep as sweep
-    import collsched.measure as measure
+    import collsched.lab.measure as measure
 
     def refuse(*_a, **_k):
         raise WouldRun("a hostile case got past validation")

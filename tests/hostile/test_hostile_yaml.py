@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from collsched import schemas
+from collsched.inputs import schemas
 from collsched.cli import main
 from collsched.files import MAX_INPUT_BYTES
 

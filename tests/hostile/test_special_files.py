@@ -110,9 +110,9 @@ def test_loaders_refuse_special_files_on_their_own(tmp_path, specials):
     """The CLI checks input options up front; the loaders still refuse by themselves (a file
     swapped for a FIFO after the check, or a library caller)."""
     from collsched import schedfile
-    from collsched.arrivals import load_pap
+    from collsched.inputs.arrivals import load_pap
     from collsched.errors import InputError
-    from collsched.topology import load_topology
+    from collsched.inputs.topology import load_topology
 
     for load in (load_topology, load_pap, schedfile.read):
         with pytest.raises(InputError, match="found a FIFO"):

@@ -15,8 +15,8 @@ from collsched.lab.platform import build_platform
 from collsched.lab.runner import BUILD, LabConfig, run_lab
 from collsched.errors import InputError
 from collsched.pipeline import compile_schedule
-from collsched.simulate import simulate
-from collsched.topology import load_topology
+from collsched.model.simulate import simulate
+from collsched.inputs.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPO = ROOT / "topologies"

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collsched import measure as measure_mod
+from collsched.lab import measure as measure_mod
 from collsched.cli import main
-from collsched.measure import MeasureConfig, fit_linear, group_sites, measure
-from collsched.topology import load_topology
+from collsched.lab.measure import MeasureConfig, fit_linear, group_sites, measure
+from collsched.inputs.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPO = ROOT / "topologies"

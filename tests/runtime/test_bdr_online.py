@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from collsched.algorithms import Request, generate
-from collsched.topology import homogeneous
+from collsched.inputs.topology import homogeneous
 from rt_helpers import build_c_tool
 
 

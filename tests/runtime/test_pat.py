@@ -14,7 +14,7 @@ import pytest
 
 from collsched.lab.runner import LabConfig, run_lab
 from collsched.pipeline import compile_schedule
-from collsched.arrivals import write_pap
+from collsched.inputs.arrivals import write_pap
 from collsched.lab.arrivals import arrival_pattern
 from rt_helpers import BUILD, ROOT, TIMEOUT, mpirun_cmd
 
@@ -105,7 +105,7 @@ def _tau(p, nbytes):
     import dataclasses
     from collsched.lab.platform import DEFAULT_TCP_GAMMA
     from collsched.pipeline import resolve_topology
-    from collsched.simulate import piece_time
+    from collsched.model.simulate import piece_time
     topo = resolve_topology(p, TRYTON, None)
     return piece_time(dataclasses.replace(topo, tcp_window=float(topo.tcp_window or DEFAULT_TCP_GAMMA)), nbytes)
 

@@ -60,7 +60,7 @@ def _refuse(req: Request):
 
 
 def _costs(req: Request):
-    from ..topology import homogeneous  # cost-aware default, as for the other tools
+    from ..inputs.topology import homogeneous  # cost-aware default, as for the other tools
 
     topo = req.topology if req.topology is not None else homogeneous(req.nranks, full_duplex=req.full_duplex)
     return topo

@@ -28,7 +28,7 @@ MAX_PRE_STEPS = 1_000_000  # runtime/src/internal.h: CS_BDR_MAX_PRESTEPS
 
 def default_tau(req: Request) -> float:
     """The cost model's time to move one block (bdr has one segment per rank)."""
-    from ..simulate import piece_time  # the simulator imports the algorithms' IR, not them
+    from ..model.simulate import piece_time  # the simulator imports the algorithms' IR, not them
 
     return piece_time(req.topology, -(-req.nbytes // max(req.nseg, 1)))
 

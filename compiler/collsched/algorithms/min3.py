@@ -69,9 +69,10 @@ import operator
 
 import numpy as np
 
-from .. import native, pools as pooltree
-from ..links import port_bandwidth, shared_links
-from ..policy import fifo_link, mark_fifo_links, serial_list_schedule
+from .. import native
+from ..inputs import pools as pooltree
+from ..inputs.links import port_bandwidth, shared_links
+from ..model.policy import fifo_link, mark_fifo_links, serial_list_schedule
 from ..verify import verify
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
 from . import Request, register
@@ -1338,7 +1339,7 @@ def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
 
 def pool_schedule(req: Request):
     """(plan, tree, model): the greedy's transfers down the whole pool tree (Fig. 7)."""
-    from ..topology import homogeneous
+    from ..inputs.topology import homogeneous
 
     p, k = req.nranks, max(req.nseg, 1)
     topo = req.topology if req.topology is not None else homogeneous(p, full_duplex=req.full_duplex)

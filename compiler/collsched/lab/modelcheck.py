@@ -168,7 +168,7 @@ def run_and_record(doc=None, plot_path=None, progress=None) -> list[dict]:
             rel = os.path.relpath(plot_path, os.path.dirname(os.path.abspath(doc)))
     md = markdown(rows, rel)
     if doc:
-        from ..benchdoc import replace_section
+        from .benchdoc import replace_section
 
         replace_section(doc, "lab-model-check", md)
     else:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..files import write_atomic
-from ..links import host_matrices, site_classes
+from ..inputs.links import host_matrices, site_classes
 
 # Linux's default maximum TCP send buffer (net.ipv4.tcp_wmem) is 4 MiB, and so is
 # SimGrid's default window: one flow then gets at most 4 MiB / RTT, e.g. 105 MB/s over a

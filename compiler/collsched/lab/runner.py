@@ -29,7 +29,7 @@ import numpy as np
 from ..algorithms import REGISTRY
 from ..errors import InputError
 from ..pipeline import compile_schedule, resolve_topology
-from ..simulate import piece_time, simulate_pattern, tau
+from ..model.simulate import piece_time, simulate_pattern, tau
 from .arrivals import arrival_pattern
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 
@@ -206,7 +206,7 @@ def _measured_metrics(run: dict, cfg: LabConfig, t: float) -> dict:
 def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platform_files, tmp: Path):
     """Runs an arrival-aware algorithm through the PAT engine; returns (run, prediction)."""
     from ..algorithms import Request, generate
-    from ..arrivals import write_pap
+    from ..inputs.arrivals import write_pap
 
     t_block = piece_time(topo, cfg.nbytes)
     iterations = cfg.iterations + cfg.flat_iterations
@@ -254,7 +254,7 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
         elapsed.append(float(np.mean(exits - a)))
         runs.append(float(exits.max() - a.min()))
         if cfg.fluid:
-            from ..fluid import fluid_pattern
+            from ..model.fluid import fluid_pattern
 
             tl, _, _ = fluid_pattern(sched, topo, cfg.nbytes, start[None, :])
             fluid.append(float(np.mean(tl[0].exits + start.min() - a)))
@@ -292,7 +292,7 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     try:
         platform_files = build_platform(topo).write(tmp) if cfg.backend == "smpi" else None
         pap = tmp / "pattern.yaml"
-        from ..arrivals import write_pap
+        from ..inputs.arrivals import write_pap
         write_pap(pap, pattern - pattern.min(1, keepdims=True), unit="s",
                   comment=f"mini-benchmark arrivals: seed {cfg.seed}, maxDelay {cfg.max_delay_ms} ms")
         for name in algorithms:
@@ -322,7 +322,7 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
                 row["predicted_avg_elapsed_s"] = pred.avg_elapsed_s
                 row["predicted_run_time_s"] = pred.run_time_s
                 if cfg.fluid:
-                    from ..fluid import fluid_pattern
+                    from ..model.fluid import fluid_pattern
 
                     row["fluid_avg_elapsed_s"] = fluid_pattern(res.schedule, topo, cfg.nbytes,
                                                                measured)[2].avg_elapsed_s
@@ -354,7 +354,7 @@ def pattern_bounds(topo, nbytes: int, pattern: np.ndarray) -> dict:
     """Lower bounds on the average elapsed time for the seeded pattern, under the cost
     model (lowerbound.py): the LP bound holds for every verified schedule, the serial one
     for every serial schedule (bdr, bslb, arrival-aware min3 on a cluster)."""
-    from ..lowerbound import pattern_lower_bound, serial_lower_bound
+    from ..model.lowerbound import pattern_lower_bound, serial_lower_bound
 
     lp = pattern_lower_bound(topo, nbytes, pattern)
     serial = serial_lower_bound(topo, nbytes, pattern).avg_elapsed_s

@@ -13,8 +13,8 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import InputError
-from .files import read_input, write_atomic
+from ..errors import InputError
+from ..files import read_input, write_atomic
 
 HEADER = ("# Benchmarks\n\nEvery figure on this page is written by a benchmark "
           "(`make bench`); the section markers tell which. Do not edit numbers by hand.\n")

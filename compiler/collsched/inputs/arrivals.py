@@ -21,8 +21,8 @@ import numpy as np
 import yaml
 
 from . import units
-from .errors import InputError
-from .files import write_atomic
+from ..errors import InputError
+from ..files import write_atomic
 from .schemas import PAP_SCHEMA, describe, read_yaml
 from .topology import MAX_TIME_S
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from .errors import InputError
-from .files import save_figure
+from ..errors import InputError
+from ..files import save_figure
 
 BAND_WIDTH = 0.10  # a band holds values up to 10% above its smallest (paper, section 5.1)
 # Pools of at most this many ranks find their components on Python lists, larger ones with

@@ -38,10 +38,10 @@ import heapq
 
 import numpy as np
 
-from .ir import BACKGROUND, RECV, SEND, Schedule
-from .links import host_matrices, shared_links, site_classes
+from ..ir import BACKGROUND, RECV, SEND, Schedule
+from ..inputs.links import host_matrices, shared_links, site_classes
 from .simulate import Metrics, Timeline, _metrics, mean_metrics
-from .verify import match
+from ..verify import match
 
 _EPS = 1e-12  # relative: rates and remainders this close count as equal
 

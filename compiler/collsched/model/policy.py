@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import SEND, Schedule
-from .links import port_bandwidth
+from ..ir import SEND, Schedule
+from ..inputs.links import port_bandwidth
 
 
 def window_capped(flow_bw, bandwidth):

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import jsonschema
 import yaml
 
-from .errors import InputError
-from .files import read_input
+from ..errors import InputError
+from ..files import read_input
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from . import __version__
-from .files import save_figure
+from .. import __version__
+from ..files import save_figure
 
 TARGET_S, TARGET_BYTES = 2.0, 1 << 30
 

@@ -23,8 +23,8 @@ import numpy as np
 import yaml
 
 from . import units
-from .errors import InputError
-from .files import write_atomic
+from ..errors import InputError
+from ..files import write_atomic
 from .schemas import TOPOLOGY_SCHEMA, Doc, describe, read_yaml
 
 # Default intra-host class (two ranks on one host, shared memory): 1 us, 10 GB/s.

@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import units
-from .errors import InputError
-from .files import write_atomic
+from ..inputs import units
+from ..errors import InputError
+from ..files import write_atomic
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUILD = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build"))
 FORMAT = "collsched-measure/1"
 DEFAULT_SIZES = "1,1KiB,16KiB,128KiB,1MiB"
@@ -130,8 +130,8 @@ def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> list[str]:
     if cfg.all_pairs:
         program.append("--all-pairs")
     if cfg.backend == "smpi":
-        from .lab.platform import DEFAULT_TCP_GAMMA, build_platform
-        from .pipeline import resolve_topology
+        from .platform import DEFAULT_TCP_GAMMA, build_platform
+        from ..pipeline import resolve_topology
 
         topo = resolve_topology(cfg.ranks, cfg.platform_from, None)
         gamma = cfg.tcp_gamma or int(topo.tcp_window or DEFAULT_TCP_GAMMA)
@@ -370,7 +370,7 @@ def analyse(raw: dict, site_factor: float = DEFAULT_SITE_FACTOR) -> Measurement:
 def write_measurement(meas: Measurement, path, name: str | None = None, comment: str | None = None,
                       overheads: bool = False) -> None:
     """Write the measured topology (matrix form, explicit placement) atomically."""
-    from .topology import write_matrix_topology
+    from ..inputs.topology import write_matrix_topology
 
     path = Path(path)
     extra: dict = {"placement": {"hosts": [meas.hosts[h] for h in meas.rank_host]}}

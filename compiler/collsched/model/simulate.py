@@ -42,10 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it lazily (~15 ms): at start-up, not in a timed stage
 
-from . import native
-from .ir import FOREGROUND, RECV, SEND, Schedule
-from .links import port_bandwidth, shared_links
-from .verify import match
+from .. import native
+from ..ir import FOREGROUND, RECV, SEND, Schedule
+from ..inputs.links import port_bandwidth, shared_links
+from ..verify import match
 
 # Which release time of a predecessor counts: start + os(m), start + g(m), end, start +
 # the bytes' time on its shared link, and end as the ports see it (_PORT_END, below).

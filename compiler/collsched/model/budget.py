@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import resource
 
-from .errors import InputError
+from ..errors import InputError
 
 BYTES_PER_TRANSFER = 600
 MATRICES = 6

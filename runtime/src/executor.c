@@ -22,132 +22,9 @@
  */
 #include "runtime.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#ifndef SMPI_HELPERS_H
-#include <pthread.h>
-#define TRACE_LOCK() pthread_mutex_lock(&trace_mu)
-#define TRACE_UNLOCK() pthread_mutex_unlock(&trace_mu)
-#else /* SMPI ranks are actors of one thread; nothing in the section yields */
-#define TRACE_LOCK() ((void)0)
-#define TRACE_UNLOCK() ((void)0)
-#endif
 
 #define CS_OWN_COPY_FIRST_BYTES (512u << 10)
-
-/* ---- COLLSCHED_TRACE ----
- * COLLSCHED_TRACE=PREFIX: every call records when each op was issued and completed and
- * appends it to PREFIX.RANK.csv (call, op, kind, peer, origin, segment, issued, completed;
- * MPI_Wtime seconds), to compare a run with the cost model's timeline op by op.
- * Diagnostic only: completions are observed with MPI_Waitsome, so they are exact under
- * SMPI and late by up to one poll under real MPI.
- *
- * The record belongs to the call (NULL when tracing is off): calls on different
- * communicators in different threads never share one (a shared global record was freed
- * under another thread's feet: heap-use-after-free under MPI_THREAD_MULTIPLE, issue 22).
- * The files are process-wide, so their bookkeeping (which path was opened, call numbers)
- * is under one mutex. */
-typedef struct cs_trace {
-    double *issued, *done;
-    int *idx;                 /* MPI_Waitsome's output */
-} cs_trace;
-
-/* Paths this process has opened: the first open truncates (a re-run overwrites its own
- * trace), later calls append; a refused path is reported once. */
-#define TRACE_PATHS 64
-static struct { uint64_t hash; int calls, refused; } trace_paths[TRACE_PATHS];
-static int trace_npaths;
-#ifndef SMPI_HELPERS_H
-static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
-#endif
-
-static cs_trace *trace_begin(uint32_t nops)
-{
-    const char *prefix = getenv("COLLSCHED_TRACE");
-    if (!prefix || !*prefix) return NULL;
-    cs_trace *tr = calloc(1, sizeof *tr);
-    if (!tr) return NULL;
-    tr->issued = calloc(nops + 1u, sizeof(double));
-    tr->done = calloc(nops + 1u, sizeof(double));
-    tr->idx = malloc((nops + 1u) * sizeof *tr->idx);
-    if (tr->issued && tr->done && tr->idx) return tr;
-    free(tr->issued); free(tr->done); free(tr->idx); free(tr);
-    return NULL; /* no memory: this call is not traced */
-}
-
-static void trace_free(cs_trace *tr)
-{
-    if (!tr) return;
-    free(tr->issued); free(tr->done); free(tr->idx); free(tr);
-}
-
-static void trace_done(cs_trace *tr, uint32_t i)
-{
-    if (tr && tr->done[i] == 0) tr->done[i] = PMPI_Wtime();
-}
-
-/* Opens PATH for this call's lines, never through a symbolic link and never anything but
- * a regular file (a FIFO is opened non-blocking, so it cannot hang the call, then
- * refused). Returns -1 with why set. */
-static int trace_open(const char *path, int first, const char **why)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-    struct stat sb;
-    if (fd < 0) { /* a FIFO without a reader fails here (ENXIO): say what the path is */
-        int err = errno;
-        *why = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)   ? "it is a symbolic link"
-               : lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) ? "it is not a regular file"
-                                                               : strerror(err);
-        return -1;
-    }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        *why = "it is not a regular file";
-        return -1;
-    }
-    if (first && ftruncate(fd, 0) != 0) {
-        *why = strerror(errno);
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void trace_write(cs_trace *tr, const collsched_schedule *s, uint32_t rank)
-{
-    const char *prefix = getenv("COLLSCHED_TRACE");
-    char path[4096];
-    if (!prefix || !*prefix) return;
-    int len = snprintf(path, sizeof path, "%s.%u.csv", prefix, rank);
-    if (len < 0 || (size_t)len >= sizeof path) return;
-    uint64_t h = cs_hash64(0, path, (size_t)len);
-    TRACE_LOCK();
-    int k = 0;
-    while (k < trace_npaths && trace_paths[k].hash != h) k++;
-    if (k == trace_npaths && k < TRACE_PATHS) trace_paths[trace_npaths++].hash = h;
-    int first = k < TRACE_PATHS && trace_paths[k].calls == 0 && !trace_paths[k].refused;
-    int calls = k < TRACE_PATHS ? trace_paths[k].calls++ : 0;
-    const char *why = NULL;
-    int fd = k < TRACE_PATHS && trace_paths[k].refused ? -1 : trace_open(path, first, &why);
-    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
-    if (fd >= 0 && !f) close(fd);
-    if (why && k < TRACE_PATHS) trace_paths[k].refused = 1;
-    if (why) { /* once per path; the collective itself has completed */
-        fprintf(stderr, "collsched: COLLSCHED_TRACE: not writing %s: %s\n", path, why);
-        fflush(stderr);
-    }
-    for (uint32_t i = 0; f && i < s->nops; i++)
-        fprintf(f, "%d,%u,%u,%u,%u,%u,%.9f,%.9f\n", calls, i, s->ops[i].kind, s->ops[i].peer,
-                s->ops[i].origin, s->ops[i].segment, tr->issued[i], tr->done[i]);
-    if (f) fclose(f);
-    TRACE_UNLOCK();
-}
 
 /* ---- the executor ---- */
 
@@ -219,13 +96,13 @@ static int issue(const run *r, uint32_t i)
     if (op->dep >= 0 && reqs[op->dep] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->dep], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
-        trace_done(r->tr, (uint32_t)op->dep);
+        cs_trace_done(r->tr, (uint32_t)op->dep);
     }
     unhold(r, op->dep);
     if (op->prev >= 0 && reqs[op->prev] != MPI_REQUEST_NULL) {
         int rc = PMPI_Wait(&reqs[op->prev], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
-        trace_done(r->tr, (uint32_t)op->prev);
+        cs_trace_done(r->tr, (uint32_t)op->prev);
     }
     /* A FIFO send is synchronous: it completes once the peer has matched it, whatever its
      * size (an eager Isend would complete at once and the next one would share the link). */
@@ -255,7 +132,7 @@ static int post_recv(const run *r, uint32_t i)
 {
     if (i < r->st->nops && r->st->held) r->st->held[i] = NULL;
     int rc = issue(r, i);
-    if (r->tr) r->tr->issued[i] = PMPI_Wtime();
+    cs_trace_issued(r->tr, i);
     return rc;
 }
 
@@ -289,7 +166,7 @@ static int run_serial(const run *r, int copy_own)
                 unhold(r, dep);
                 char *buf = piece_at(lay, s->hdr.nseg, op, &len);
                 rc = PMPI_Issend(buf, len, MPI_BYTE, (int)op->peer, CS_TAG, r->comm, &reqs[ns]);
-                if (r->tr) r->tr->issued[ns] = PMPI_Wtime();
+                cs_trace_issued(r->tr, ns);
                 cur[0] = (int32_t)ns;
                 ns = next_of(s, ns + 1, COLLSCHED_SEND);
                 moved = 1;
@@ -307,7 +184,7 @@ static int run_serial(const run *r, int copy_own)
         rc = PMPI_Waitany(2, w, &k, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || k == MPI_UNDEFINED) break;
         reqs[cur[k]] = MPI_REQUEST_NULL; /* Waitany freed it through the copy */
-        trace_done(r->tr, (uint32_t)cur[k]);
+        cs_trace_done(r->tr, (uint32_t)cur[k]);
         cur[k] = -1;
     }
     return rc;
@@ -325,7 +202,7 @@ static int run_dataflow(const run *r, int copy_own)
         }
         if (i < r->st->sends) continue; /* started before */
         rc = issue(r, i);
-        if (r->tr) r->tr->issued[i] = PMPI_Wtime();
+        cs_trace_issued(r->tr, i);
     }
     if (copy_own && rc == MPI_SUCCESS)
         memcpy(r->lay->own_dst, r->lay->own_src, (size_t)r->lay->own_bytes); /* overlaps the transfers */
@@ -336,7 +213,7 @@ int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs, const cs_started *started)
 {
     static const cs_started none = { 0, 0, 0, NULL };
-    run r = { s, comm, lay, reqs, started ? started : &none, trace_begin(s->nops) };
+    run r = { s, comm, lay, reqs, started ? started : &none, cs_trace_begin(s->nops) };
     int rc = MPI_SUCCESS;
     /* Requests of the started ops are their starter's (NULL: not started, or complete). */
     for (uint32_t i = r.st->nops; i < s->nops; i++) reqs[i] = MPI_REQUEST_NULL;
@@ -349,18 +226,9 @@ int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
     int copy_later = !copy_first && lay->own_src && lay->own_bytes;
     rc = (s->hdr.flags & COLLSCHED_FLAG_SERIAL) ? run_serial(&r, copy_later)
                                                 : run_dataflow(&r, copy_later);
-    cs_trace *tr = r.tr;
-    if (rc == MPI_SUCCESS && tr) {
-        /* Completions one by one, for their times. */
-        int n = 0;
-        for (;;) {
-            rc = PMPI_Waitsome((int)s->nops, reqs, &n, tr->idx, MPI_STATUSES_IGNORE);
-            if (rc != MPI_SUCCESS || n == MPI_UNDEFINED) break;
-            for (int k = 0; k < n; k++) trace_done(tr, (uint32_t)tr->idx[k]);
-        }
-        trace_write(tr, s, lay->rank);
-    }
-    trace_free(tr);
+    int walked = rc == MPI_SUCCESS;
+    if (walked && r.tr) rc = cs_trace_complete(r.tr, reqs, s->nops);
+    cs_trace_end(r.tr, s, lay->rank, walked);
     if (rc == MPI_SUCCESS) rc = PMPI_Waitall((int)s->nops, reqs, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) drain(reqs, s->nops, s->ops);
     for (uint32_t i = 0; rc == MPI_SUCCESS && i < r.st->nops; i++) unhold(&r, (int32_t)i);

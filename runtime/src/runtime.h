@@ -49,6 +49,17 @@ typedef struct cs_started {
 int cs_execute(const collsched_schedule *s, MPI_Comm comm, const cs_layout *lay,
                MPI_Request *reqs, const cs_started *started);
 
+/* trace.c: COLLSCHED_TRACE, one record per executor call (NULL: not tracing; every
+ * function takes NULL). */
+typedef struct cs_trace cs_trace;
+cs_trace *cs_trace_begin(uint32_t nops);
+void cs_trace_issued(cs_trace *tr, uint32_t op);
+void cs_trace_done(cs_trace *tr, uint32_t op);     /* the first completion seen counts */
+/* Completes reqs one by one, noting when each did; returns an MPI error code. */
+int cs_trace_complete(cs_trace *tr, MPI_Request *reqs, uint32_t nops);
+/* Appends the call's lines to PREFIX.RANK.csv if `write`, and frees the record. */
+void cs_trace_end(cs_trace *tr, const collsched_schedule *s, uint32_t rank, int write);
+
 /* comm_state.c: per-communicator state and schedule selection. */
 typedef struct cs_comm cs_comm;
 typedef struct cs_selection {

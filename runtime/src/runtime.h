@@ -33,9 +33,10 @@ typedef struct cs_layout {
  * starter's: reqs[i] is its request (MPI_REQUEST_NULL: not started, or complete); the
  * executor starts the others itself. Receives before `recvs` and sends before `sends`
  * were started (a serial schedule's chains go on from the last of each). held[i], for
- * i < nops, is where op i's piece landed instead of its place in the layout (a receive
- * started before the receive buffer was known), NULL if not: the executor copies it to
- * its place before a send forwards it, else at the end, and then sets held[i] = NULL. */
+ * i < nops, is where op i's piece lands instead of its place in the layout (a receive
+ * started before the receive buffer was known), NULL if in its place: the executor
+ * copies it to its place before a send forwards it, else at the end, and then sets
+ * held[i] = NULL; a receive among them that the executor posts itself goes to its place. */
 typedef struct cs_started {
     uint32_t nops;
     uint32_t recvs, sends;

@@ -213,7 +213,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; every outcome is an exit status and at most one line on stderr."""
-    from .model.simulate import ModelCycle
+    from .model.dag import ModelCycle
 
     args = None
     try:

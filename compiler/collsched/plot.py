@@ -18,7 +18,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from .files import save_figure  # noqa: E402
 from .ir import BACKGROUND  # noqa: E402
-from .model.simulate import Timeline  # noqa: E402
+from .model.dag import Timeline  # noqa: E402
 
 MAX_LABELLED_BARS = 400
 

@@ -2,7 +2,7 @@
 
 A schedule compiled for full duplex has every rank send and receive in one step, so its
 lists give no single-port order: the DAG model serves its one port greedily in simulated
-time (simulate._GreedyPorts) instead of ending in a ModelCycle; the fluid model shares
+time (dag._GreedyPorts) instead of ending in a ModelCycle; the fluid model shares
 one capacity between a host's up and down flows.
 """
 from __future__ import annotations

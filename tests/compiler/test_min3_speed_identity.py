@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from collsched import verify as verify_module
-from collsched.model import simulate as simulate_module
+from collsched.model import dag as dag_module, simulate as simulate_module
 from collsched.algorithms import Request, min3 as min3_module
 from collsched.pipeline import compile_schedule
 from collsched.model.simulate import simulate
@@ -56,9 +56,9 @@ def test_timing_in_python_and_in_waves_agree(algorithm, name, p, duplex):
     t = topo(name, p, duplex)
     s = compile_schedule(algorithm, p, 1 << 20, topology=str(TOPOLOGIES / f"{name}.yaml"), duplex=duplex).schedule
     arrivals = np.random.default_rng(p).uniform(0, 0.01, p)
-    with setting(simulate_module, "PY_MAX_TRANSFERS", 10**9):
+    with setting(dag_module, "PY_MAX_TRANSFERS", 10**9):
         tl_py, m_py = simulate(s, t, 1 << 20, arrivals)
-    with setting(simulate_module, "PY_MAX_TRANSFERS", -1):
+    with setting(dag_module, "PY_MAX_TRANSFERS", -1):
         tl_np, m_np = simulate(s, t, 1 << 20, arrivals)
     for a in ("start", "end", "exits"):
         assert getattr(tl_py, a).tobytes() == getattr(tl_np, a).tobytes()
@@ -99,9 +99,9 @@ def test_flat_iteration_is_timed_once_and_alike():
 
 
 def test_receipt_by_table_and_by_sorting_agree():
-    """_Plan._receipt: the table for distinct keys, sorting otherwise (duplicates, misses)."""
+    """Plan._receipt: the table for distinct keys, sorting otherwise (duplicates, misses)."""
     rng = np.random.default_rng(7)
-    receipt = simulate_module._Plan._receipt
+    receipt = dag_module.Plan._receipt
     for trial in range(300):
         n, nkeys = int(rng.integers(1, 60)), int(rng.integers(1, 200))
         distinct = trial % 2 == 0 and n <= nkeys
@@ -122,7 +122,7 @@ def test_os_and_gap_per_transfer_agree_with_the_loop(nseg):
     t = topo("three-site-grid", 20)
     s = compile_schedule("ring", 20, 1 << 20, topology=str(TOPOLOGIES / "three-site-grid.yaml"),
                          segments=nseg).schedule
-    plan = simulate_module._Plan(s, t, (1 << 20) + 1 - (nseg == 4))  # 4 divides, 3 does not
+    plan = dag_module.Plan(s, t, (1 << 20) + 1 - (nseg == 4))  # 4 divides, 3 does not
     for fn, got in ((plan.os, plan.os_all), (plan.g, plan.g_all)):
         loop = np.empty(plan.n)
         for size in np.unique(plan.nbytes):
@@ -132,7 +132,7 @@ def test_os_and_gap_per_transfer_agree_with_the_loop(nseg):
 
 
 def test_previous_in_list_agrees_with_binary_search():
-    """_Plan._previous_in_list by a running max against its searchsorted form."""
+    """Plan._previous_in_list by a running max against its searchsorted form."""
     rng = np.random.default_rng(11)
     for trial in range(200):
         total = int(rng.integers(1, 80))
@@ -147,5 +147,5 @@ def test_previous_in_list_agrees_with_binary_search():
         cand = idx[np.maximum(pos - 1, 0)] if len(idx) else np.zeros(len(ops), np.int64)
         has &= rank[cand] == rank[ops]
         want[has] = tr_of_op[cand[has]]
-        got = simulate_module._Plan._previous_in_list(ops, rank, tr_of_op, eligible, total)
+        got = dag_module.Plan._previous_in_list(ops, rank, tr_of_op, eligible, total)
         assert np.array_equal(got, want)

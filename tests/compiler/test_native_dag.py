@@ -11,12 +11,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from collsched import native
-from collsched.model import simulate as simulate_module
+from collsched.model import dag as dag_module, simulate as simulate_module
 from collsched.algorithms import Request, generate
 from collsched.errors import InputError
 from collsched.ir import from_op_lists
 from collsched.model.policy import mark_fifo_links
-from collsched.model.simulate import ModelCycle, simulate, simulate_pattern
+from collsched.model.dag import ModelCycle
+from collsched.model.simulate import simulate, simulate_pattern
 from collsched.inputs.topology import load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml
@@ -42,8 +43,8 @@ def timed(sched, topo, nbytes, pattern, serial_sends):
 def assert_alike(sched, topo, nbytes, pattern, serial_sends=None, python_max=None):
     """Native on and off agree; python_max forces the Python side's choice of path
     (PY_MAX_TRANSFERS: -1 for the waves, huge for _PyGraph)."""
-    with kernels(False), setting(simulate_module, "PY_MAX_TRANSFERS",
-                                 simulate_module.PY_MAX_TRANSFERS if python_max is None else python_max):
+    with kernels(False), setting(dag_module, "PY_MAX_TRANSFERS",
+                                 dag_module.PY_MAX_TRANSFERS if python_max is None else python_max):
         ref = timed(sched, topo, nbytes, pattern, serial_sends)
     with kernels(True):
         fast = timed(sched, topo, nbytes, pattern, serial_sends)
@@ -58,9 +59,9 @@ def test_kernel_is_built_and_used():
     topo = load_topology(TOPOLOGIES / "three-site-grid.yaml", 20)
     s = schedule("ring", topo, 1 << 20, None)
     with kernels(True):
-        assert simulate_module._Plan(s, topo, 1 << 20)._native is not None
+        assert dag_module.Plan(s, topo, 1 << 20)._native is not None
     with kernels(False):
-        assert simulate_module._Plan(s, topo, 1 << 20)._native is None
+        assert dag_module.Plan(s, topo, 1 << 20)._native is None
 
 
 @pytest.mark.parametrize("name,p", [("three-site-grid", 20), ("wan-3x16", 48), ("tryton-48", 48)])

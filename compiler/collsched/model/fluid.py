@@ -40,7 +40,8 @@ import numpy as np
 
 from ..ir import BACKGROUND, RECV, SEND, Schedule
 from ..inputs.links import host_matrices, shared_links, site_classes
-from .simulate import Metrics, Timeline, _metrics, mean_metrics
+from .dag import Timeline
+from .simulate import Metrics, _metrics, mean_metrics
 from ..verify import match
 
 _EPS = 1e-12  # relative: rates and remainders this close count as equal

@@ -14,7 +14,7 @@ Which kernels exist and what they mirror:
     input_pool.c  min3._schedule_input_pool      (pools of pools, with _ListSearch's relays)
     ring.c        min3._schedule_ring            (large sites of grids: the pipelined ring)
     progress.c    verify._progress_completes     (the deadlock-freedom walk, any size)
-    dag.c         simulate._PyGraph              (the cost model's timing of the transfer DAG,
+    dag.c         dag._PyGraph                   (the cost model's timing of the transfer DAG,
                                                   any size; replaces the numpy waves too)
 
 A library older than its sources is not loaded (the results would be a stale build's);

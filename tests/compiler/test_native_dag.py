@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from collsched import native
-from collsched.model import dag as dag_module, simulate as simulate_module
+from collsched.model import dag as dag_module
 from collsched.algorithms import Request, generate
 from collsched.errors import InputError
 from collsched.ir import from_op_lists

@@ -45,7 +45,7 @@ import heapq
 import numpy as np
 
 from ..ir import from_transfers
-from . import Request, register
+from .registry import Request, register
 from .magpie import refuse_mismatched_topology, site_groups
 
 INF = float("inf")

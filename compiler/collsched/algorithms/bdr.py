@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
-from . import Request, register
+from .registry import Request, register
 
 MAX_PRE_STEPS = 1_000_000  # runtime/src/internal.h: CS_BDR_MAX_PRESTEPS
 

@@ -2,7 +2,7 @@
 
 ceil(log2(P)) steps for any P; c = min(2^k, P - 2^k). Works on any rank count.
 """
-from . import Request, block_transfers, register
+from .registry import Request, block_transfers, register
 
 
 @register("bruck", "Bruck dissemination, ceil(log2 P) steps, any P")

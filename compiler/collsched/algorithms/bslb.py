@@ -52,7 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
-from . import Request, register
+from .registry import Request, register
 
 ROOT = 0
 

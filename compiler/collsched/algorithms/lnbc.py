@@ -4,7 +4,7 @@ The reference algorithm of the BDR paper. Gather: rank i sends its block to rank
 step i-1 (rank 0 receives one at a time). Broadcast: in round k, every rank below 2^k that
 holds all blocks sends to rank + 2^k each block that rank lacks (all but its own).
 """
-from . import Request, block_transfers, register
+from .registry import Request, block_transfers, register
 
 
 @register("lnbc", "linear gather to rank 0 + binomial broadcast")

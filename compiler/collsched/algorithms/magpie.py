@@ -28,7 +28,7 @@ binomial broadcast (the BDR paper's LNBC).
 """
 from __future__ import annotations
 
-from . import Request, block_transfers, register
+from .registry import Request, block_transfers, register
 
 
 def site_groups(req: Request) -> list[list[int]]:

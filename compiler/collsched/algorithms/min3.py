@@ -75,7 +75,7 @@ from ..inputs.links import port_bandwidth, shared_links
 from ..model.policy import fifo_link, mark_fifo_links, serial_list_schedule
 from ..verify import verify
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
-from . import Request, register
+from .registry import Request, register
 
 # A pool of single ranks is scheduled exactly (one transfer at a time) when it moves at most
 # this many (rank, piece) pairs; larger ones in vectorized rounds.

@@ -30,7 +30,7 @@ a binomial broadcast.
 """
 from __future__ import annotations
 
-from . import Request, block_transfers, register
+from .registry import Request, block_transfers, register
 from .magpie import binomial_bcast, refuse_mismatched_topology, site_groups
 
 

@@ -4,7 +4,7 @@ Step 0: ranks 2j and 2j+1 swap their blocks. Step s >= 1: each rank swaps the tw
 it received in the previous step with its other neighbour (alternating right and left).
 Only defined for even P.
 """
-from . import Request, block_transfers, register
+from .registry import Request, block_transfers, register
 
 
 def _refuse(req: Request):

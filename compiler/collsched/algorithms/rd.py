@@ -2,7 +2,7 @@
 
 log2(P) steps; P must be a power of two.
 """
-from . import Request, block_transfers, register
+from .registry import Request, block_transfers, register
 
 
 def _refuse(req: Request):

@@ -5,7 +5,7 @@ Built with array operations so that thousands of ranks compile in milliseconds.
 """
 import numpy as np
 
-from . import Request, block_transfers, register
+from .registry import Request, block_transfers, register
 
 
 @register("ring", "parallel ring, P-1 steps, forwards the block received last step")

@@ -4,7 +4,7 @@ No forwarding at all; SimGrid SMPI ships this pattern under the name `ring`.
 """
 import numpy as np
 
-from . import Request, block_transfers, register
+from .registry import Request, block_transfers, register
 
 
 @register("spreading", "spreading simple: own block straight to every rank, P-1 steps")

@@ -19,7 +19,7 @@ class Request:
     nbytes: int = 0  # bytes per rank (used by cost-aware algorithms)
     nseg: int = 1  # segments per block
     full_duplex: bool = True
-    topology: object = None  # collsched.topology.Topology, for cost-aware algorithms
+    topology: object = None  # collsched.inputs.topology.Topology, for cost-aware algorithms
     arrivals: np.ndarray | None = None  # predicted arrival time per rank (s)
     tau: float | None = None  # time to move one segment (BDR); None: from the cost model
 

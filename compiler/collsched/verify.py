@@ -224,54 +224,7 @@ def check_progress(c: _Ctx) -> list[Violation]:
     nobody while some rank has not finished, the schedule deadlocks.
     """
     s = c.s
-    assert c.matching is not None and c.feeding_recv is not None
-    n = s.total_ops
-    send_of_recv = np.full(n, -1, np.int64)
-    send_of_recv[c.matching.recv_op] = c.matching.send_op
-    recv_of_send = np.full(n, -1, np.int64)
-    recv_of_send[c.matching.send_op] = c.matching.recv_op
-    fwd_dep = np.full(n, -1, np.int64)
-    fwd = np.nonzero(c.feeding_recv >= 0)[0]
-    fwd_dep[fwd] = send_of_recv[c.feeding_recv[fwd]]
-    # FIFO per link: the recv that matches the previous send to the same peer. Serial mode
-    # (the PAT engine, docs/semantics.md): every send waits for the previous send to any
-    # peer, and every recv for the previous recv to have completed.
-    serial = getattr(c, "serial", False)
-    sends = np.nonzero(c.is_send)[0]
-    link = c.rank[sends].astype(np.int64) * s.nranks + (0 if serial else s.peer[sends])
-    order = np.lexsort((sends, link))
-    same = np.r_[False, link[order][1:] == link[order][:-1]][:len(sends)]  # no sends: P = 1
-    fifo_dep = np.full(n, -1, np.int64)
-    later = sends[order][same]
-    fifo_dep[later] = recv_of_send[sends[order][np.nonzero(same)[0] - 1]]
-    if not serial:
-        fifo_dep[s.fifo == 0] = -1  # only sends marked FIFO wait for the previous one
-    else:
-        # A recv waits for the previous recv of its rank to complete: its send issued.
-        recvs = np.nonzero(c.is_recv)[0]
-        same_rank = np.r_[False, c.rank[recvs][1:] == c.rank[recvs][:-1]]
-        fifo_dep[recvs[same_rank]] = send_of_recv[recvs[np.nonzero(same_rank)[0] - 1]]
-    # Serial schedules: the background engine (docs/pat.md) runs a rank's leading background
-    # receives before its call, and the call waits for all of them before its first other
-    # op. Proven as a chain (each waits for the one before, the first other op for the
-    # last): stricter than the engine, and progress under stricter rules implies progress
-    # under looser ones. (Dataflow schedules: the call takes the receives over unfinished.)
-    bar_dep = np.full(n, -1, np.int64)
-    lead = (s.phase == BACKGROUND) & c.is_recv
-    if serial and lead.any():
-        idx = np.arange(n)
-        start = s.offsets[:-1][c.rank]
-        # first op of each rank that is not part of its leading run of background receives
-        not_lead = np.where(~lead, idx, n)
-        first_other = np.full(s.nranks, n, np.int64)
-        np.minimum.at(first_other, c.rank, not_lead)
-        in_prefix = lead & (idx < first_other[c.rank])
-        chain = in_prefix & (idx > start)
-        bar_dep[chain] = send_of_recv[idx[chain] - 1]
-        ends = np.nonzero((first_other < n) & (first_other > s.offsets[:-1]))[0]
-        ends = ends[in_prefix[first_other[ends] - 1]]
-        bar_dep[first_other[ends]] = send_of_recv[first_other[ends] - 1]
-
+    fwd_dep, fifo_dep, bar_dep = _progress_deps(c)
     blocking = np.nonzero((fwd_dep >= 0) | (fifo_dep >= 0) | (bar_dep >= 0))[0]  # rank-major, list order
     first = np.searchsorted(blocking, s.offsets[:-1])
     last = np.searchsorted(blocking, s.offsets[1:])
@@ -334,6 +287,63 @@ def check_progress(c: _Ctx) -> list[Violation]:
                            f"{int(s.peer[op])} until rank {int(c.rank[dep])} posts its op {int(c.local[dep])} "
                            "(the receive of the previous message), which never happens"))
     return out
+
+
+def _progress_deps(c: _Ctx):
+    """What each op waits for in check_progress, as the op that must have been issued
+    (-1: nothing): fwd_dep, the send delivering a forwarded piece; fifo_dep, the matching
+    recv of the previous send on a FIFO link (serial: of any previous send; for a recv, the
+    send of the previous recv); bar_dep, in serial schedules, the leading background
+    receives' chain."""
+    s = c.s
+    assert c.matching is not None and c.feeding_recv is not None
+    n = s.total_ops
+    send_of_recv = np.full(n, -1, np.int64)
+    send_of_recv[c.matching.recv_op] = c.matching.send_op
+    recv_of_send = np.full(n, -1, np.int64)
+    recv_of_send[c.matching.send_op] = c.matching.recv_op
+    fwd_dep = np.full(n, -1, np.int64)
+    fwd = np.nonzero(c.feeding_recv >= 0)[0]
+    fwd_dep[fwd] = send_of_recv[c.feeding_recv[fwd]]
+    # FIFO per link: the recv that matches the previous send to the same peer. Serial mode
+    # (the PAT engine, docs/semantics.md): every send waits for the previous send to any
+    # peer, and every recv for the previous recv to have completed.
+    serial = getattr(c, "serial", False)
+    sends = np.nonzero(c.is_send)[0]
+    link = c.rank[sends].astype(np.int64) * s.nranks + (0 if serial else s.peer[sends])
+    order = np.lexsort((sends, link))
+    same = np.r_[False, link[order][1:] == link[order][:-1]][:len(sends)]  # no sends: P = 1
+    fifo_dep = np.full(n, -1, np.int64)
+    later = sends[order][same]
+    fifo_dep[later] = recv_of_send[sends[order][np.nonzero(same)[0] - 1]]
+    if not serial:
+        fifo_dep[s.fifo == 0] = -1  # only sends marked FIFO wait for the previous one
+    else:
+        # A recv waits for the previous recv of its rank to complete: its send issued.
+        recvs = np.nonzero(c.is_recv)[0]
+        same_rank = np.r_[False, c.rank[recvs][1:] == c.rank[recvs][:-1]]
+        fifo_dep[recvs[same_rank]] = send_of_recv[recvs[np.nonzero(same_rank)[0] - 1]]
+    # Serial schedules: the background engine (docs/pat.md) runs a rank's leading background
+    # receives before its call, and the call waits for all of them before its first other
+    # op. Proven as a chain (each waits for the one before, the first other op for the
+    # last): stricter than the engine, and progress under stricter rules implies progress
+    # under looser ones. (Dataflow schedules: the call takes the receives over unfinished.)
+    bar_dep = np.full(n, -1, np.int64)
+    lead = (s.phase == BACKGROUND) & c.is_recv
+    if serial and lead.any():
+        idx = np.arange(n)
+        start = s.offsets[:-1][c.rank]
+        # first op of each rank that is not part of its leading run of background receives
+        not_lead = np.where(~lead, idx, n)
+        first_other = np.full(s.nranks, n, np.int64)
+        np.minimum.at(first_other, c.rank, not_lead)
+        in_prefix = lead & (idx < first_other[c.rank])
+        chain = in_prefix & (idx > start)
+        bar_dep[chain] = send_of_recv[idx[chain] - 1]
+        ends = np.nonzero((first_other < n) & (first_other > s.offsets[:-1]))[0]
+        ends = ends[in_prefix[first_other[ends] - 1]]
+        bar_dep[first_other[ends]] = send_of_recv[first_other[ends] - 1]
+    return fwd_dep, fifo_dep, bar_dep
 
 
 def _progress_completes(rank, offsets, blocking, first, last, *deps) -> bool:

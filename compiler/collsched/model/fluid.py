@@ -131,47 +131,12 @@ def _max_min(flows, resources, cap, weight, capacity) -> dict:
     return rate
 
 
-def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=None) -> Timeline:
-    """Time one call of `sched` under the fluid model (module docstring)."""
-    s = sched
-    p = s.nranks
-    a = np.zeros(p) if arrivals is None else np.asarray(arrivals, np.float64)
-    m = matching if matching is not None else match(s)
-    rank = s.rank_of_op
-    order = np.argsort(m.send_op, kind="stable")
-    so, ro = m.send_op[order], m.recv_op[order]
-    n = len(so)
-    src, dst = rank[so], rank[ro]
-    tr_of_op = np.full(s.total_ops, -1, np.int64)
-    tr_of_op[so], tr_of_op[ro] = np.arange(n), np.arange(n)
-    size = s.piece_bytes(nbytes)[s.segment[so]].astype(np.float64)
-    flow_bw = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth
-    cap = flow_bw[src, dst].tolist()
-    lat = topo.latency[src, dst].tolist()
-    # SimGrid's CM02 shares by RTT, as TCP does: a flow's weight is 1 / its latency.
-    weight = [1.0 / x if x > 0 else 1.0 for x in lat]
-    net = _Network(topo, src, dst)
-    fifo = (s.fifo[so] == 1).tolist()
-    # A synchronous send (every send of a serial schedule, a FIFO one; the runtime's
-    # PMPI_Issend) moves only once its receive is posted, whatever its size, as a
-    # rendezvous message does: SimGrid never detaches it.
-    eager = ((size < getattr(topo, "eager_limit", 65536)) & (s.fifo[so] != 1)
-             & (not s.serial)).tolist()
-    size = size.tolist()
-    src_l, dst_l = src.tolist(), dst.tolist()
-    piece = list(zip(dst_l, s.origin[so].tolist(), s.segment[so].tolist()))  # what a transfer delivers
-    # Previous transfer on the same pair (sender list order): a FIFO send waits for it.
-    prev_pair = [-1] * n
-    last: dict = {}
-    for t in range(n):
-        k = (src_l[t], dst_l[t])
-        prev_pair[t], last[k] = last.get(k, -1), t
-    kind, origin, segment = s.kind.tolist(), s.origin.tolist(), s.segment.tolist()
-    gate = np.where(s.phase == BACKGROUND, 0.0, a[rank]).tolist()  # foreground: after arrival
-    arrival = a.tolist()
-    offsets = s.offsets.tolist()
-    serial = bool(s.serial)
-
+def _walks(p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eager, lat, prev_pair, piece,
+           dst_l, serial):
+    """fluid_timeline's ranks: walks (dataflow) or send and receive chains (serial) that
+    issue sends and post receives as pieces arrive. Returns the shared state (start, finish,
+    the heap of starting flows, each chain's send in flight, the work list) and callbacks."""
+    n = len(lat)
     inf = float("inf")
     posted, issued, start, finish = [inf] * n, [inf] * n, [inf] * n, [inf] * n
     held: dict = {}  # (rank, origin, segment) -> when the rank holds the piece
@@ -285,10 +250,14 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
         if serial:
             todo.append((("recv", dst_l[t]), when))
 
-    for r in range(p):
-        todo += [((("recv", r), 0.0)), ((("send", r), 0.0))] if serial else [(r, 0.0)]
-    advance()
+    return start, finish, starts, send_busy, todo, deliver, resume, advance
 
+
+def _share_flows(net, starts, size, cap, weight, finish, ended):
+    """fluid_timeline's network: from the heap `starts` of (time its bytes begin, flow),
+    move the flows at their max-min fair rates until none is left; set finish[f] as each
+    ends and call ended(flows, now) for every batch that ends together."""
+    inf = float("inf")
     resources, capacity = net.resources, net.capacity
     active: dict = {}  # transfer -> bytes still to move
     rate: dict = {}
@@ -316,16 +285,70 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
         for f in ending:
             del active[f]
             finish[f] = now
-        for f in ending:
+        ended(ending, now)
+        rate = _max_min(list(active), resources, cap, weight, capacity) if active else {}
+        for f in active:
+            if not resources[f]:
+                rate[f] = cap[f]
+
+
+def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=None) -> Timeline:
+    """Time one call of `sched` under the fluid model (module docstring)."""
+    s = sched
+    p = s.nranks
+    a = np.zeros(p) if arrivals is None else np.asarray(arrivals, np.float64)
+    m = matching if matching is not None else match(s)
+    rank = s.rank_of_op
+    order = np.argsort(m.send_op, kind="stable")
+    so, ro = m.send_op[order], m.recv_op[order]
+    n = len(so)
+    src, dst = rank[so], rank[ro]
+    tr_of_op = np.full(s.total_ops, -1, np.int64)
+    tr_of_op[so], tr_of_op[ro] = np.arange(n), np.arange(n)
+    size = s.piece_bytes(nbytes)[s.segment[so]].astype(np.float64)
+    flow_bw = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth
+    cap = flow_bw[src, dst].tolist()
+    lat = topo.latency[src, dst].tolist()
+    # SimGrid's CM02 shares by RTT, as TCP does: a flow's weight is 1 / its latency.
+    weight = [1.0 / x if x > 0 else 1.0 for x in lat]
+    net = _Network(topo, src, dst)
+    fifo = (s.fifo[so] == 1).tolist()
+    # A synchronous send (every send of a serial schedule, a FIFO one; the runtime's
+    # PMPI_Issend) moves only once its receive is posted, whatever its size, as a
+    # rendezvous message does: SimGrid never detaches it.
+    eager = ((size < getattr(topo, "eager_limit", 65536)) & (s.fifo[so] != 1)
+             & (not s.serial)).tolist()
+    size = size.tolist()
+    src_l, dst_l = src.tolist(), dst.tolist()
+    piece = list(zip(dst_l, s.origin[so].tolist(), s.segment[so].tolist()))  # what a transfer delivers
+    # Previous transfer on the same pair (sender list order): a FIFO send waits for it.
+    prev_pair = [-1] * n
+    last: dict = {}
+    for t in range(n):
+        k = (src_l[t], dst_l[t])
+        prev_pair[t], last[k] = last.get(k, -1), t
+    kind, origin, segment = s.kind.tolist(), s.origin.tolist(), s.segment.tolist()
+    gate = np.where(s.phase == BACKGROUND, 0.0, a[rank]).tolist()  # foreground: after arrival
+    arrival = a.tolist()
+    offsets = s.offsets.tolist()
+    serial = bool(s.serial)
+
+    start, finish, starts, send_busy, todo, deliver, resume, advance = _walks(
+        p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eager, lat, prev_pair, piece,
+        dst_l, serial)
+    for r in range(p):
+        todo += [((("recv", r), 0.0)), ((("send", r), 0.0))] if serial else [(r, 0.0)]
+    advance()
+
+    def ended(flows, now):
+        for f in flows:
             deliver(f)
             resume(("done", f), now)
             if serial and send_busy[src_l[f]] == f:
                 todo.append((("send", src_l[f]), now))
         advance()
-        rate = _max_min(list(active), resources, cap, weight, capacity) if active else {}
-        for f in active:
-            if not resources[f]:
-                rate[f] = cap[f]
+
+    _share_flows(net, starts, size, cap, weight, finish, ended)
 
     start_a, end_a = np.array(start), np.array(finish)
     if not np.isfinite(end_a).all():

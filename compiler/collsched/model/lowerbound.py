@@ -415,29 +415,8 @@ def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: li
                 at_least([(W[v], 1.0)] + [(var, -c) for when, (var, c) in terms if when >= t], base)
     # Shared links (F7), on node pairs that lie within one link's site pair.
     if links is not None:
-        node_site = np.full(nn, -1)
-        for v, members in enumerate(nodes):
-            if np.all(site[members] == site[members[0]]):
-                node_site[v] = site[members[0]]
-        t_low = float(cf_t.max())  # T >= this anyway
-        on_link = {}  # k -> [(g, sending node, F var)]
-        for (g, u, v), var in flow.items():
-            if node_site[u] >= 0 and node_site[v] >= 0 and node_site[u] != node_site[v]:
-                k = int(links.site_link[node_site[u], node_site[v]])
-                if k >= 0:
-                    on_link.setdefault(k, []).append((g, u, var))
-        for k, terms in on_link.items():
-            # Blocks of g cross k no earlier than g's hold time at the link's senders.
-            when = {}
-            for g, u, _ in terms:
-                when[g] = min(when.get(g, np.inf), ghold[g, u])
-            y = {g: variable(f"y_{g}_{k}", 0.0) for g in when}
-            for g, yg in y.items():  # y[g, k] = blocks of g over link k
-                at_least([(yg, 1.0)] + [(var, -1.0) for h, _, var in terms if h == g], 0.0)
-            c = float(blk * links.cost[k])
-            for t in sorted({when[g] for g in when if np.isfinite(when[g])}):
-                head = min((t + float(links.latency[k])) / scale, t_low)
-                at_least([(T, 1.0)] + [(y[g], -c) for g in y if when[g] >= t], head)
+        _link_constraints(links, flow, nodes, site, ghold, float(cf_t.max()), T, blk, scale,
+                          variable, at_least)
     with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled-CBC class we rely on
         warnings.simplefilter("ignore", DeprecationWarning)
         solver = pulp.PULP_CBC_CMD(msg=False)
@@ -449,6 +428,36 @@ def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: li
             raise RuntimeError(f"lower-bound LP: solver status {pulp.LpStatus[status]}")
         results.append(float(pulp.value(objective)) * scale * (1 - SOLVER_SAFETY))
     return results[0], results[1]
+
+
+def _link_constraints(links: _Links, flow: dict, nodes: list[np.ndarray], site: np.ndarray,
+                      ghold: np.ndarray, t_low: float, T, blk: float, scale: float,
+                      variable, at_least) -> None:
+    """_solve_lp's constraints of the shared links (F7), on the flows between node pairs
+    that lie within one link's site pair; t_low: a lower bound on T (in LP units)."""
+    nn = len(nodes)
+    node_site = np.full(nn, -1)
+    for v, members in enumerate(nodes):
+        if np.all(site[members] == site[members[0]]):
+            node_site[v] = site[members[0]]
+    on_link = {}  # k -> [(g, sending node, F var)]
+    for (g, u, v), var in flow.items():
+        if node_site[u] >= 0 and node_site[v] >= 0 and node_site[u] != node_site[v]:
+            k = int(links.site_link[node_site[u], node_site[v]])
+            if k >= 0:
+                on_link.setdefault(k, []).append((g, u, var))
+    for k, terms in on_link.items():
+        # Blocks of g cross k no earlier than g's hold time at the link's senders.
+        when = {}
+        for g, u, _ in terms:
+            when[g] = min(when.get(g, np.inf), ghold[g, u])
+        y = {g: variable(f"y_{g}_{k}", 0.0) for g in when}
+        for g, yg in y.items():  # y[g, k] = blocks of g over link k
+            at_least([(yg, 1.0)] + [(var, -1.0) for h, _, var in terms if h == g], 0.0)
+        c = float(blk * links.cost[k])
+        for t in sorted({when[g] for g in when if np.isfinite(when[g])}):
+            head = min((t + float(links.latency[k])) / scale, t_low)
+            at_least([(T, 1.0)] + [(y[g], -c) for g in y if when[g] >= t], head)
 
 
 def _lp_shape(p: int, site: np.ndarray):

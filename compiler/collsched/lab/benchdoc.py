@@ -4,7 +4,7 @@ A benchmark writes its measured figures as Markdown and calls `replace_section`;
 between `<!-- BEGIN name -->` and `<!-- END name -->` is replaced (appended if new), the
 rest of the page is kept. Nobody edits the numbers by hand.
 
-Command line: python -m collsched.benchdoc DOC SECTION MARKDOWN_FILE
+Command line: python -m collsched.lab.benchdoc DOC SECTION MARKDOWN_FILE
 """
 from __future__ import annotations
 
@@ -40,5 +40,5 @@ def replace_section(doc: str | os.PathLike, name: str, markdown: str) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 4:
-        sys.exit("usage: python -m collsched.benchdoc DOC SECTION MARKDOWN_FILE")
+        sys.exit("usage: python -m collsched.lab.benchdoc DOC SECTION MARKDOWN_FILE")
     replace_section(sys.argv[1], sys.argv[2], Path(sys.argv[3]).read_text())

@@ -15,7 +15,7 @@ NIC's rate), os(m) >= m * pb(s, r) the send overhead (pb = 1/bs by default). E_r
 The bound uses 1/max(b, bs) and 1/max(b, br), valid whether the ports are charged at b or
 at the NIC's rate.
 
-Facts of the model the bound rests on (simulate.py; each is one line of its recurrences):
+Facts of the model the bound rests on (dag.py; each is one line of its recurrences):
 
 (F1) A transfer s -> r of m bytes that starts at t ends at t + L + m/bflow. Its *receive
      interval* [end - m/br, end] starts at or after t + L. In list order the receive

@@ -26,8 +26,6 @@
 
 #define CS_OWN_COPY_FIRST_BYTES (512u << 10)
 
-/* ---- the executor ---- */
-
 /* Address and size of piece (origin, segment): in the receive buffer, or for an own
  * piece with own_src set, in the send buffer. */
 static char *piece_at(const cs_layout *lay, uint32_t nseg, const collsched_op *op, int *len)

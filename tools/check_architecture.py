@@ -29,14 +29,14 @@ MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 120
 FRONT_END = {"collsched.cli", "collsched.__main__"}  # may import the lab (lazily)
 
-# Known violations, each to be removed by the change that fixes it. algorithms/min3.py is
-# one 1500-line module until it is split into the algorithms/min3/ subpackage; that split
-# empties this list. Nothing else may be added here: fix the code instead.
+# Known violations, each to be removed by the change that fixes it: the three engines
+# moved from algorithms/min3.py into the algorithms/min3/ subpackage as they were; their
+# split into named helpers empties this list. Nothing else may be added here: fix the
+# code instead.
 ALLOWED = {
-    ("module", "collsched.algorithms.min3"),  # 1513 lines
-    ("function", "collsched.algorithms.min3._schedule_leaf_pool"),  # 128 lines
-    ("function", "collsched.algorithms.min3._schedule_rounds"),  # 228 lines
-    ("function", "collsched.algorithms.min3._schedule_ring"),  # 140 lines
+    ("function", "collsched.algorithms.min3.leaf_pool._schedule_leaf_pool"),  # 128 lines
+    ("function", "collsched.algorithms.min3.rounds._schedule_rounds"),  # 228 lines
+    ("function", "collsched.algorithms.min3.ring._schedule_ring"),  # 140 lines
 }
 
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from contextlib import contextmanager
 
 from collsched.inputs import pools
-from collsched.algorithms import Request, generate, min3 as min3_module
-from collsched.algorithms.min3 import pool_schedule
+from collsched.algorithms import Request, generate
+from collsched.algorithms.min3 import pool_schedule, schedule as min3_schedule
 from collsched.inputs.arrivals import write_pap
 from collsched.errors import InputError
 from collsched.ir import BACKGROUND, RECV, SEND
@@ -36,13 +36,13 @@ ENGINES = ("exact", "rounds", "ring")
 def engine(kind: str):
     """Schedule pools of single ranks exactly, or as large ones are: in the ring where it
     fits (full duplex, one arrival time), else in vectorized rounds ("rounds": always)."""
-    saved = min3_module.EXACT_LEAF_LIMIT, min3_module.RING_ENGINE
-    min3_module.EXACT_LEAF_LIMIT = 10**12 if kind == "exact" else 0
-    min3_module.RING_ENGINE = kind == "ring"
+    saved = min3_schedule.EXACT_LEAF_LIMIT, min3_schedule.RING_ENGINE
+    min3_schedule.EXACT_LEAF_LIMIT = 10**12 if kind == "exact" else 0
+    min3_schedule.RING_ENGINE = kind == "ring"
     try:
         yield
     finally:
-        min3_module.EXACT_LEAF_LIMIT, min3_module.RING_ENGINE = saved
+        min3_schedule.EXACT_LEAF_LIMIT, min3_schedule.RING_ENGINE = saved
 
 
 def min3(topo, nbytes, arrivals=None, nseg=1):
@@ -281,8 +281,8 @@ def test_ring_engine_only_where_it_fits(monkeypatch):
     """The ring takes the large sites of a grid (full duplex, one arrival time); half
     duplex, unequal arrivals and a cluster that is one pool go to the round engine."""
     calls = []
-    real = min3_module._schedule_ring
-    monkeypatch.setattr(min3_module, "_schedule_ring",
+    real = min3_schedule._schedule_ring
+    monkeypatch.setattr(min3_schedule, "_schedule_ring",
                         lambda model, plan, holders, ranks, *a: calls.append(len(ranks))
                         or real(model, plan, holders, ranks, *a))
     grid = load_topology(TOPOLOGIES / "grid-8x128.yaml", 256)
@@ -330,12 +330,12 @@ def test_serial_plan_is_what_serial_execution_times():
 @contextmanager
 def ungated():
     """Lists as before receive gating (_gate_link_receives): every op at its planned start."""
-    saved = min3_module._gate_link_receives
-    min3_module._gate_link_receives = lambda model, src, dst, item, step, *rest: (step, None)
+    saved = min3_schedule._gate_link_receives
+    min3_schedule._gate_link_receives = lambda model, src, dst, item, step, *rest: (step, None)
     try:
         yield
     finally:
-        min3_module._gate_link_receives = saved
+        min3_schedule._gate_link_receives = saved
 
 
 def per_rank(s, kind):

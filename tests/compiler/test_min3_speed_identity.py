@@ -14,6 +14,7 @@ import pytest
 from collsched import verify as verify_module
 from collsched.model import dag as dag_module, simulate as simulate_module
 from collsched.algorithms import Request, min3 as min3_module
+from collsched.algorithms.min3 import input_pool
 from collsched.pipeline import compile_schedule
 from collsched.model.simulate import simulate
 from collsched.inputs.topology import load_topology
@@ -42,9 +43,9 @@ def plan_of(t, nbytes, arrivals, nseg=1):
 def test_pool_search_on_lists_and_arrays_agree(name, p, duplex):
     t = topo(name, p, duplex)
     for arrivals in (np.zeros(p), np.linspace(0, 0.2, p)[::-1]):
-        with setting(min3_module, "LIST_SEARCH_LIMIT", 10**9):
+        with setting(input_pool, "LIST_SEARCH_LIMIT", 10**9):
             lists = plan_of(t, 1 << 18, arrivals)
-        with setting(min3_module, "LIST_SEARCH_LIMIT", -1):
+        with setting(input_pool, "LIST_SEARCH_LIMIT", -1):
             arrays = plan_of(t, 1 << 18, arrivals)
         assert lists == arrays
 

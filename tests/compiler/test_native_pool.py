@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collsched import native
 from collsched.algorithms import Request, min3 as min3_module
+from collsched.algorithms.min3 import input_pool, schedule
 from collsched.inputs.topology import load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml, write_yaml
@@ -23,13 +24,13 @@ TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
 
 @contextmanager
-def patched(name, wrap):
-    saved = getattr(min3_module, name)
-    setattr(min3_module, name, wrap(saved))
+def patched(module, name, wrap):
+    saved = getattr(module, name)
+    setattr(module, name, wrap(saved))
     try:
         yield
     finally:
-        setattr(min3_module, name, saved)
+        setattr(module, name, saved)
 
 
 def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
@@ -50,7 +51,7 @@ def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
         def input_pool_native(*a):
             stats["native"] += 1
             stats["relays"] += bool(a[5])  # use_relays
-            stats["large"] += sum(len(g) for g in a[3]) > min3_module.LIST_SEARCH_LIMIT
+            stats["large"] += sum(len(g) for g in a[3]) > input_pool.LIST_SEARCH_LIMIT
             return f(*a)
         return input_pool_native
 
@@ -60,16 +61,17 @@ def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
             return f(self, d, hops)
         return take
 
-    saved_take = min3_module._ListSearch.take
-    min3_module._ListSearch.take = two_hops(saved_take)
+    saved_take = input_pool._ListSearch.take
+    input_pool._ListSearch.take = two_hops(saved_take)
     try:
-        with patched("_schedule_input_pool", record), patched("_input_pool_native", count), \
-                patched("_schedule_rounds", (lambda f: f) if rounds else (lambda f: lambda *a: None)):
+        with patched(schedule, "_schedule_input_pool", record), \
+                patched(input_pool, "_input_pool_native", count), \
+                patched(schedule, "_schedule_rounds", (lambda f: f) if rounds else (lambda f: lambda *a: None)):
             plan, _, model = min3_module.pool_schedule(
                 Request(topo.nranks, nbytes=nbytes, nseg=nseg, full_duplex=topo.full_duplex,
                         topology=topo, arrivals=arrivals))
     finally:
-        min3_module._ListSearch.take = saved_take
+        input_pool._ListSearch.take = saved_take
     state = [getattr(model, a).tobytes() for a in
              ("send_free", "recv_free", "recv_after", "recv_overlap", "link_free", "wan_free")]
     return tuple(c.tobytes() for c in plan.columns()), state, seen  # times to the bit
@@ -96,8 +98,8 @@ def assert_alike(topo, nbytes, arrivals=None, nseg=1, rounds=True):
 
 
 def test_kernel_is_built_and_loaded():
-    assert native.status() == "native", native.status()
-    assert hasattr(native.kernels(), "cs_input_pool")
+    assert native.status() == "c", native.status()
+    assert hasattr(native.library(), "cs_input_pool")
 
 
 @pytest.mark.parametrize("name,p,nbytes", [("three-site-grid", 20, 1 << 20), ("wan-3x16", 48, 1 << 20),

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from collsched import native
 from collsched.algorithms import Request, min3 as min3_module
+from collsched.algorithms.min3 import ring, schedule
 from collsched.inputs.topology import load_topology
 
 from test_pools import draw_grid, grid_yaml
@@ -26,19 +27,19 @@ TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 def ring_engine():
     """Every pool of single ranks as a large one (test_min3.engine("ring")), counting the
     pools the kernel schedules."""
-    saved = min3_module.EXACT_LEAF_LIMIT, min3_module.RING_ENGINE, min3_module._ring_native
+    saved = schedule.EXACT_LEAF_LIMIT, schedule.RING_ENGINE, ring._ring_native
     calls = []
 
     def counted(*args):
         calls.append(len(args[3]))
         return saved[2](*args)
 
-    min3_module.EXACT_LEAF_LIMIT, min3_module.RING_ENGINE = 0, True
-    min3_module._ring_native = counted
+    schedule.EXACT_LEAF_LIMIT, schedule.RING_ENGINE = 0, True
+    ring._ring_native = counted
     try:
         yield calls
     finally:
-        min3_module.EXACT_LEAF_LIMIT, min3_module.RING_ENGINE, min3_module._ring_native = saved
+        schedule.EXACT_LEAF_LIMIT, schedule.RING_ENGINE, ring._ring_native = saved
 
 
 def min3_plan(topo, nbytes, arrivals=None, nseg=1):
@@ -72,8 +73,8 @@ def site_arrivals(topo, seed):
 
 
 def test_ring_kernel_is_built_and_loaded():
-    assert native.status() == "native", native.status()
-    assert hasattr(native.kernels(), "cs_ring")
+    assert native.status() == "c", native.status()
+    assert hasattr(native.library(), "cs_ring")
 
 
 @pytest.mark.parametrize("name,p,nbytes,nsegs", [
@@ -145,7 +146,7 @@ def test_ring_kernel_on_tied_timelines(inputs):
     for on in (False, True):
         model, plan, holders, ranks, n_items = copy.deepcopy(inputs)
         with ring_engine() as calls, kernels(on):
-            min3_module._schedule_ring(model, plan, holders, ranks, n_items, len(plan.src))
+            ring._schedule_ring(model, plan, holders, ranks, n_items, len(plan.src))
         assert len(calls) == on
         results.append((tuple(c.tobytes() for c in plan.columns()), holders,
                         [getattr(model, a).tobytes() for a in

@@ -1,0 +1,141 @@
+"""The recursion down the pool tree (Fig. 7): pools of pools first, top-down, then the
+pools of single ranks, each by its engine (pool_schedule); and the schedule built from the
+plan (build, registered as "min3")."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ...inputs import pools as pooltree
+from ...model.policy import mark_fifo_links, serial_list_schedule
+from ...verify import verify
+from ...ir import BACKGROUND, FOREGROUND, from_transfers
+from ..registry import Request, register
+from .gating import _gate_link_receives
+from .input_pool import _nest_rows, _schedule_input_pool
+from .leaf_pool import _schedule_leaf_pool
+from .model import _Model, _Plan
+from .ring import _ring_fits, _schedule_ring
+from .rounds import _schedule_rounds
+
+# A pool of single ranks is scheduled exactly (one transfer at a time) when it moves at most
+# this many (rank, piece) pairs; larger ones in vectorized rounds.
+EXACT_LEAF_LIMIT = 6_000
+# Large pools of single ranks go to the ring engine where it fits (_ring_fits); False sends
+# them all to the round engine (tests compare the two).
+RING_ENGINE = True
+
+
+def pool_schedule(req: Request):
+    """(plan, tree, model): the greedy's transfers down the whole pool tree (Fig. 7)."""
+    from ...inputs.topology import homogeneous
+
+    p, k = req.nranks, max(req.nseg, 1)
+    topo = req.topology if req.topology is not None else homogeneous(p, full_duplex=req.full_duplex)
+    arrivals = np.zeros(p) if req.arrivals is None else np.asarray(req.arrivals, np.float64)
+    arrivals = arrivals - arrivals.min() if p else arrivals
+    piece = -(-int(req.nbytes) // k)  # the largest piece: segment sizes differ by one byte
+    model = _Model(topo, piece, req.full_duplex, arrivals)
+    if serial_list_schedule(topo, req.arrivals):
+        model.plan_serial()
+    tree = pooltree.pool_tree(topo)
+    plan = _Plan()
+    n_items = p * k
+    # Holders of every piece: {rank: time it holds it}. Only pools above a rank write its
+    # entries, and sibling pools share no rank, so pools of pools go first, top-down, and
+    # the pools of single ranks after them, in any order.
+    holders = [{d // k: float(arrivals[d // k])} for d in range(n_items)]
+    leaves = []
+    stack = [0]
+    while stack:
+        node = stack.pop()
+        kids = pooltree.children(tree, node)
+        if not kids:
+            continue
+        inside = tree.nodes[node]["ranks"]
+        groups = [tree.nodes[c]["ranks"] for c in kids]
+        # Pools of single ranks go to the fast engines below, unless a shared WAN link runs
+        # inside them (sites whose LAN and WAN fall in one band): only the general engine
+        # plans for the link.
+        across_wan = bool((model.wan_of[np.ix_(inside, inside)] >= 0).any())
+        if all(len(g) == 1 for g in groups) and not across_wan:
+            leaves.append(inside)
+            continue
+        local = _local_holders(holders, inside)
+        _schedule_input_pool(model, plan, local, groups, range(n_items),
+                             lambda: _nest_rows(tree, node, np.concatenate(groups)))
+        for d in range(n_items):  # Fig. 7, lines 4-12: the holder inside each sub-pool
+            holders[d].update(local[d])
+        stack.extend(reversed(kids))
+    large = [r for r in leaves if len(r) * n_items > EXACT_LEAF_LIMIT]
+    for ranks in leaves:
+        if len(ranks) * n_items <= EXACT_LEAF_LIMIT:
+            local = _local_holders(holders, ranks)
+            _schedule_leaf_pool(model, plan, local, ranks, n_items, k)
+    above = len(plan)  # the transfers the pools of pools planned
+    fits = [RING_ENGINE and _ring_fits(model, plan, above, r) for r in large]
+    for ranks in (r for r, f in zip(large, fits) if f):
+        _schedule_ring(model, plan, _local_holders(holders, ranks), ranks, n_items, above)
+    large = [r for r, f in zip(large, fits) if not f]
+    if large:
+        local = _local_holders(holders, np.concatenate(large))
+        _schedule_rounds(model, plan, local, large, n_items, k)
+    return plan, tree, model
+
+
+def _local_holders(holders, ranks):
+    """Per piece, its holders among `ranks` (one per pool after the parent pool's step)."""
+    inside = set(np.asarray(ranks).tolist())
+    return [{r: t for r, t in h.items() if r in inside} for h in holders]
+
+
+def _refuse(req: Request):
+    if req.nranks > 1 and req.topology is not None and req.topology.nranks != req.nranks:
+        return f"the topology places {req.topology.nranks} ranks, expected {req.nranks}"
+    return None
+
+
+@register("min3", "Min3-Allgather (Gupta & Vadhiyar 2007): greedy down the pool tree; "
+                  "arrival-aware with --pap", _refuse)
+def build(req: Request):
+    p, k = req.nranks, max(req.nseg, 1)
+    plan, tree, model = pool_schedule(req)
+    src, dst, item, start, end = plan.columns()
+    taken = np.arange(len(src))
+    order = np.lexsort((taken, start))
+    step = np.empty(len(src), np.int64)
+    step[order] = taken
+    # An op planned before its rank arrives runs in the background: receives, and in serial
+    # plans relays of pieces received so (their own piece waits for the arrival). Lists go
+    # by planned start, so these ops lead them.
+    recv_phase = np.where(start < model.arrival[dst], BACKGROUND, FOREGROUND).astype(np.uint8)
+    send_phase = np.where(start < model.arrival[src], BACKGROUND, FOREGROUND).astype(np.uint8)
+    def lists(step, recv_step=None):
+        sched = from_transfers(p, k, step, src, dst, item // k, item % k, send_phase,
+                               algorithm="min3", recv_phase=recv_phase, recv_step=recv_step)
+        sched.serial = model.serial  # policy.serial_list_schedule
+        return sched
+
+    gated_step, recv_step = _gate_link_receives(model, src, dst, item, step, req.topology,
+                                                req.nbytes // k,
+                                                (send_phase == FOREGROUND) & (recv_phase == FOREGROUND))
+    sched = lists(step) if recv_step is None else lists(gated_step, recv_step)
+    if recv_step is not None and not _makes_progress(sched, req.topology, req.nbytes):
+        sched = lists(step)  # a gate the walk could deadlock on (with FIFO sends): none
+    sched.meta.update({
+        "pool_partitions": pooltree.partitions(tree),
+        "planned_run_time_s": float(end.max() - model.arrival.min()) if len(end) else 0.0,
+        "pools": sum(1 for n in tree.nodes if len(tree.nodes[n]["ranks"]) > 1),
+    })
+    return sched
+
+
+def _makes_progress(sched, topo, nbytes: int) -> bool:
+    """Does the schedule make progress under the runtime's rules, with the FIFO marks the
+    pipeline will set (policy.mark_fifo_links), also under serial execution if it has a
+    background part? (A gated receive makes its rank's walk the one that lets a FIFO
+    sender's next message go; random grids found a cycle through that.)"""
+    probe = copy.copy(sched)
+    mark_fifo_links(probe, topo, nbytes)
+    return not verify(probe) and not (probe.has_background and verify(probe, serial=True))

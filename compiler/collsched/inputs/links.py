@@ -11,6 +11,9 @@ A topology given as a measured matrix without that structure has no shared links
 host pair is its own path (the *pairs* shape), limited only by the hosts' ports.
 
 The rule that decides between the two lives here, once, for all of them (`site_classes`).
+A Topology keeps what these functions derive from it as cached properties
+(`Topology.site_classes`, `.shared_links`, `.port_bandwidth`): the `compute_*` functions
+compute, the others return the topology's cached answer.
 """
 from __future__ import annotations
 
@@ -23,8 +26,7 @@ _REL = 1e-9
 
 def host_matrices(topo):
     """Host-level latency and bandwidth (H x H); the diagonal is the intra-host class."""
-    hl = getattr(topo, "host_latency", None)
-    hb = getattr(topo, "host_bandwidth", None)
+    hl, hb = topo.host_latency, topo.host_bandwidth
     if hl is not None and hb is not None:
         return np.asarray(hl, float), np.asarray(hb, float)
     # Rebuild from rank-level matrices (every host that has a rank).
@@ -52,27 +54,14 @@ def site_classes(topo, lat=None, bw=None):
     = (latency, bandwidth) of every host pair from a to b. Class-shaped means: uniform
     within each site and each site pair, and each WAN class no faster than the LANs at its
     ends (then a shared WAN link between two NICs reproduces every pair exactly).
-    Without lat and bw (the topology's own host matrices) the answer is cached on the
-    topology, as shared_links caches its own: the cost model asks for it several times.
+    Without lat and bw (the topology's own host matrices): the topology's cached answer.
     """
     if lat is None or bw is None:
-        cached = getattr(topo, "_site_classes", None)
-        if cached is not None:
-            return cached[0]
-        out = _site_classes(topo, *host_matrices(topo))
-        _cache(topo, "_site_classes", (out,))
-        return out
-    return _site_classes(topo, lat, bw)
+        return topo.site_classes
+    return compute_site_classes(topo, lat, bw)
 
 
-def _cache(topo, name: str, value) -> None:
-    try:
-        object.__setattr__(topo, name, value)
-    except (AttributeError, TypeError):
-        pass
-
-
-def _site_classes(topo, lat, bw):
+def compute_site_classes(topo, lat, bw):
     sites = list(dict.fromkeys(topo.host_site))
     members = {s: [i for i, x in enumerate(topo.host_site) if x == s] for s in sites}
     # A site's hosts as a slice where they are consecutive (the usual case: cheaper blocks).
@@ -132,11 +121,12 @@ def shared_links(topo) -> SharedLinks:
     """The WAN links that flows between two sites share (none unless class-shaped).
 
     A site pair counts only if more than one host pair crosses it: a link used by a single
-    host pair is no more shared than that pair's own path. Cached on the topology.
-    """
-    cached = getattr(topo, "_shared_links", None)
-    if cached is not None:
-        return cached
+    host pair is no more shared than that pair's own path. The topology's cached answer
+    (Topology.shared_links)."""
+    return topo.shared_links
+
+
+def compute_shared_links(topo) -> SharedLinks:
     p = topo.nranks
     link_of = np.full((p, p), -1, np.int64)
     bws, names = [], []
@@ -155,9 +145,7 @@ def shared_links(topo) -> SharedLinks:
             link_of[sel] = len(bws)
             bws.append(float(B))
             names.append(f"{a}->{b}")
-    out = SharedLinks(link_of, np.asarray(bws, np.float64), names)
-    _cache(topo, "_shared_links", out)
-    return out
+    return SharedLinks(link_of, np.asarray(bws, np.float64), names)
 
 
 def port_bandwidth(topo) -> tuple[np.ndarray, np.ndarray]:
@@ -168,16 +156,11 @@ def port_bandwidth(topo) -> tuple[np.ndarray, np.ndarray]:
     Across a shared WAN link the link is the bottleneck: the flow trickles through the
     hosts' ports, which stay free for other flows, as SimGrid's split-duplex NICs do. The
     rate there is the LAN bandwidth of the host's site (the NIC of lab/platform.py).
-    Cached on the topology (treat the arrays as read-only)."""
-    cached = getattr(topo, "_port_bandwidth", None)
-    if cached is not None:
-        return cached
-    out = _port_bandwidth(topo)
-    _cache(topo, "_port_bandwidth", out)
-    return out
+    The topology's cached answer (Topology.port_bandwidth; treat the arrays as read-only)."""
+    return topo.port_bandwidth
 
 
-def _port_bandwidth(topo) -> tuple[np.ndarray, np.ndarray]:
+def compute_port_bandwidth(topo) -> tuple[np.ndarray, np.ndarray]:
     bw = np.asarray(topo.bandwidth, np.float64)
     links = shared_links(topo)
     if not links.any:

@@ -51,16 +51,15 @@ class Bands:
 
 def symmetric_bandwidth(topo) -> np.ndarray:
     """(P, P) bytes/s per rank pair: the slower direction of one flow's bandwidth."""
-    bw = np.asarray(topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth,
-                    dtype=np.float64)
+    bw = np.asarray(topo.flow_bandwidth(), dtype=np.float64)
     if bw.ndim != 2 or bw.shape[0] != bw.shape[1]:
-        raise InputError(getattr(topo, "source", "<topology>"), "bandwidth",
+        raise InputError(topo.source, "bandwidth",
                          f"expected a square matrix, got shape {bw.shape}")
     sym = np.minimum(bw, bw.T)
     np.fill_diagonal(sym, np.inf)
     off = ~np.eye(len(sym), dtype=bool)
     if np.any(~(sym[off] > 0)) or np.any(np.isnan(sym)):
-        raise InputError(getattr(topo, "source", "<topology>"), "bandwidth",
+        raise InputError(topo.source, "bandwidth",
                          "expected positive bandwidths between every pair of ranks")
     return sym
 
@@ -170,7 +169,7 @@ def pool_tree(topo) -> nx.DiGraph:
     """
     b = bands_of(symmetric_bandwidth(topo))
     p = len(b.band)
-    site_of = list(topo.rank_site()) if hasattr(topo, "rank_site") else ["site0"] * p
+    site_of = list(topo.rank_site())
     site_names = list(dict.fromkeys(site_of))  # in order of first appearance
     site_idx = np.array([site_names.index(x) for x in site_of] if len(site_names) < 64 else
                         [{n: i for i, n in enumerate(site_names)}[x] for x in site_of], np.int64)

@@ -17,12 +17,13 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from . import units
+from . import links, units
 from ..errors import InputError
 from ..files import write_atomic
 from .schemas import TOPOLOGY_SCHEMA, Doc, describe, read_yaml
@@ -42,11 +43,19 @@ MAX_TIME_S = 1e6
 MIN_BANDWIDTH, MAX_BANDWIDTH = 0.125, 1e15
 # Sizes (eager limit, TCP window): whole bytes that a float64 holds exactly.
 MAX_SIZE = 1 << 53
+# Messages of at least this many bytes use MPI's rendezvous protocol unless the topology
+# file says otherwise (SimGrid SMPI's and Open MPI TCP's default).
+DEFAULT_EAGER_LIMIT = 65536
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Topology:
-    """Per-rank-pair cost parameters of one job. Treat instances as read-only."""
+    """Per-rank-pair cost parameters of one job.
+
+    Frozen: a changed topology is a new one (dataclasses.replace, with_duplex). What the
+    models derive from it (one flow's bandwidth, the shared WAN links, the port rates) is
+    computed once per instance, as cached properties; the arrays they return are read-only.
+    """
 
     name: str
     source: str  # file path, or "<homogeneous>"
@@ -67,9 +76,9 @@ class Topology:
     # bytes per second (one window per round trip), as in Linux and SimGrid's TCP-gamma.
     tcp_window: float | None = None
     # Messages of at least this many bytes use MPI's rendezvous protocol: they move only
-    # once the receiver has posted the receive (64 KiB: SimGrid SMPI's and Open MPI TCP's
-    # default). The simulator uses it to model when the executor posts receives.
-    eager_limit: int = 65536
+    # once the receiver has posted the receive. The simulator uses it to model when the
+    # executor posts receives.
+    eager_limit: int = DEFAULT_EAGER_LIMIT
 
     @property
     def nranks(self) -> int:
@@ -90,21 +99,34 @@ class Topology:
         return list(dict.fromkeys(self.host_site))
 
     def flow_bandwidth(self) -> np.ndarray:
-        """(P, P) bytes/s one flow gets: b, capped by the TCP window at window / (2 L).
+        """(P, P) bytes/s one flow gets: b, capped by the TCP window at window / (2 L)."""
+        return self._flow_bandwidth
 
-        Kept on the topology once computed (treat it as read-only), as links.py keeps what
-        it derives: the scheduler, the pool tree, the policy and the simulator all ask."""
-        cached = self.__dict__.get("_flow_bandwidth")
-        if cached is not None:
-            return cached
+    @cached_property
+    def _flow_bandwidth(self) -> np.ndarray:
         if self.tcp_window is None:
             return self.bandwidth
         with np.errstate(divide="ignore"):
             cap = np.where(self.latency > 0, self.tcp_window / (2.0 * self.latency), np.inf)
         out = np.minimum(self.bandwidth, cap)
         out.setflags(write=False)
-        self.__dict__["_flow_bandwidth"] = out
         return out
+
+    @cached_property
+    def site_classes(self):
+        """(sites, members, lan, wan) when the topology is class-shaped, else None
+        (links.site_classes)."""
+        return links.compute_site_classes(self, *links.host_matrices(self))
+
+    @cached_property
+    def shared_links(self) -> "links.SharedLinks":
+        """The WAN links that flows between two sites share (links.shared_links)."""
+        return links.compute_shared_links(self)
+
+    @cached_property
+    def port_bandwidth(self) -> tuple[np.ndarray, np.ndarray]:
+        """(send, recv): (P, P) rates at which a flow occupies its ports (links.port_bandwidth)."""
+        return links.compute_port_bandwidth(self)
 
     def transfer_time(self, nbytes) -> np.ndarray:
         """(P, P) seconds to move nbytes from row rank to column rank: L + m / b(flow)."""
@@ -115,8 +137,7 @@ class Topology:
         the flow occupies the sender's port at: b, or the NIC's rate across a shared WAN
         link, links.port_bandwidth)."""
         if self.os_a is None:
-            from .links import port_bandwidth
-            return float(nbytes) / port_bandwidth(self)[0]
+            return float(nbytes) / self.port_bandwidth[0]
         return self.os_a + float(nbytes) * self.os_per_byte
 
     def gap(self, nbytes) -> np.ndarray:

@@ -37,7 +37,6 @@ import numpy.ma  # noqa: F401 - np.unique imports it lazily (~15 ms): at start-u
 
 from .. import native
 from ..ir import FOREGROUND, RECV, SEND, Schedule
-from ..inputs.links import port_bandwidth, shared_links
 from ..verify import match
 
 # Which release time of a predecessor counts: start + os(m), start + g(m), end, start +
@@ -95,12 +94,12 @@ class Plan:
 
         src, dst = self.src, self.dst
         pair_lat = topo.latency[src, dst]
-        flow_bw = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth
+        flow_bw = topo.flow_bandwidth()
         self.duration = pair_lat + self.nbytes / flow_bw[src, dst]
         # How long before its end a transfer stops holding the receiving port: its latency,
         # and, for a flow slowed by its TCP window, the time beyond what its bytes take at
         # the port's own rate (several such flows share one receiving NIC side by side).
-        recv_rate = port_bandwidth(topo)[1] if hasattr(topo, "host_site") else topo.bandwidth
+        recv_rate = topo.port_bandwidth[1]
         port_free_early = self.duration - self.nbytes / recv_rate[src, dst]
         self._early, self._serial = port_free_early, serial_sends  # for _GreedyPorts
         self.os = self._pairwise(topo.send_overhead, src, dst)
@@ -142,7 +141,7 @@ class Plan:
         # pieces arrive in list order, as in every generated schedule.)
         fwd_op = (s.kind == SEND) & (s.origin != rank)
         last_fwd = np.maximum.accumulate(np.where(fwd_op, np.arange(s.total_ops), -1))[ro]
-        gated = (last_fwd >= s.offsets[rank[ro]]) & (self.nbytes >= getattr(topo, "eager_limit", 65536))
+        gated = (last_fwd >= s.offsets[rank[ro]]) & (self.nbytes >= topo.eager_limit)
         posting = np.full(n, -1, np.int64)
         posting[gated] = feed[tr_of_op[last_fwd[gated]]]
         preds.append(posting)
@@ -157,8 +156,8 @@ class Plan:
         # Shared WAN links: which one each transfer crosses, and how long it holds it.
         self.wan = np.full(n, -1, np.int64)
         self.wan_time = np.zeros(n)
-        if hasattr(topo, "host_site") and n:
-            links = shared_links(topo)
+        if n:
+            links = topo.shared_links
             if links.any:
                 self.wan = links.link_of[src, dst]
                 on = self.wan >= 0

@@ -39,7 +39,7 @@ import heapq
 import numpy as np
 
 from ..ir import BACKGROUND, RECV, SEND, Schedule
-from ..inputs.links import host_matrices, shared_links, site_classes
+from ..inputs.links import host_matrices, site_classes
 from .dag import Timeline
 from .simulate import Metrics, _metrics, mean_metrics
 from ..verify import match
@@ -61,8 +61,8 @@ class _Network:
             nic = np.empty(nh)
             for s in sites:
                 nic[members[s]] = lan[s][1]
-            wan = shared_links(topo).link_of[src, dst]
-            wan_bw = shared_links(topo).bandwidth
+            wan = topo.shared_links.link_of[src, dst]
+            wan_bw = topo.shared_links.bandwidth
             pair = None
         else:  # pairs: NICs as fast as the host's fastest pair, one link per host pair
             off = np.where(np.eye(nh, dtype=bool), -np.inf, np.maximum(bw, bw.T))
@@ -306,7 +306,7 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     tr_of_op = np.full(s.total_ops, -1, np.int64)
     tr_of_op[so], tr_of_op[ro] = np.arange(n), np.arange(n)
     size = s.piece_bytes(nbytes)[s.segment[so]].astype(np.float64)
-    flow_bw = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth
+    flow_bw = topo.flow_bandwidth()
     cap = flow_bw[src, dst].tolist()
     lat = topo.latency[src, dst].tolist()
     # SimGrid's CM02 shares by RTT, as TCP does: a flow's weight is 1 / its latency.
@@ -316,7 +316,7 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     # A synchronous send (every send of a serial schedule, a FIFO one; the runtime's
     # PMPI_Issend) moves only once its receive is posted, whatever its size, as a
     # rendezvous message does: SimGrid never detaches it.
-    eager = ((size < getattr(topo, "eager_limit", 65536)) & (s.fifo[so] != 1)
+    eager = ((size < topo.eager_limit) & (s.fifo[so] != 1)
              & (not s.serial)).tolist()
     size = size.tolist()
     src_l, dst_l = src.tolist(), dst.tolist()

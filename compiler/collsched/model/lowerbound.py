@@ -171,11 +171,9 @@ def _port_rates(topo, bw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(send, recv) rates at which a flow occupies its ends' ports: b, except across a
     shared WAN link, where it is the NIC's rate (>= b): links.port_bandwidth, as simulate
     uses it. The smaller per-byte costs are valid whichever of the two the model uses."""
-    if not hasattr(topo, "host_site") or topo.nranks < 2:
+    if topo.nranks < 2:
         return bw, bw
-    from ..inputs.links import port_bandwidth
-
-    send, recv = port_bandwidth(topo)
+    send, recv = topo.port_bandwidth
     return np.maximum(bw, send), np.maximum(bw, recv)
 
 
@@ -199,11 +197,9 @@ class _Links:
 
 def _shared_link_data(topo, model: "_Model", site: np.ndarray) -> _Links | None:
     """F7's links, or None when the topology has none (or they do not follow the sites)."""
-    if not hasattr(topo, "host_site") or model.p < 2:
+    if model.p < 2:
         return None
-    from ..inputs.links import shared_links
-
-    links = shared_links(topo)
+    links = topo.shared_links
     if not links.any:
         return None
     nsites = int(site.max()) + 1
@@ -262,11 +258,11 @@ class _Model:
         self.off = off
         lat = np.asarray(topo.latency, np.float64)
         bw = np.asarray(topo.bandwidth, np.float64)
-        flow = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else bw
+        flow = topo.flow_bandwidth()
         self.latency, self.flow = lat, flow
         send_bw, recv_bw = _port_rates(topo, bw)
         self.recv_cost = np.where(off, 1.0 / recv_bw, np.inf)  # receive port s per byte (F1)
-        per_byte_os = 1.0 / send_bw if getattr(topo, "os_a", None) is None else np.asarray(topo.os_per_byte)
+        per_byte_os = 1.0 / send_bw if topo.os_a is None else np.asarray(topo.os_per_byte)
         self.send_cost = np.where(off, np.minimum(per_byte_os, 1.0 / flow), np.inf)  # (F2)
         d = _path_latency(lat)
         self.hold = a[:, None] + d  # [o, s]: earliest s may send a byte of o (F4)
@@ -300,7 +296,7 @@ def _single_machine(release: np.ndarray, work: np.ndarray) -> np.ndarray:
 
 
 def _site_index(topo) -> np.ndarray:
-    labels = topo.rank_site() if hasattr(topo, "rank_site") else ["site"] * topo.nranks
+    labels = topo.rank_site()
     first: dict[str, int] = {}
     return np.array([first.setdefault(lab, len(first)) for lab in labels], np.int64)
 
@@ -563,7 +559,7 @@ def serial_lower_bound(topo, nbytes: int, pattern=None) -> SerialBound:
     if p < 2:
         return SerialBound(0.0, 0.0)
     off = ~np.eye(p, dtype=bool)
-    flow = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else np.asarray(topo.bandwidth)
+    flow = topo.flow_bandwidth()
     transfer = np.where(off, np.asarray(topo.latency, np.float64) + nbytes / flow, np.inf)
     recv_job, send_job = transfer.min(0), transfer.min(1)  # [r]: into r, out of r
     runs, elapsed = [], []

@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import SEND, Schedule
-from ..inputs.links import port_bandwidth
 
 
 def window_capped(flow_bw, bandwidth):
@@ -49,7 +48,7 @@ def mark_fifo_links(sched: Schedule, topo, nbytes: int) -> int:
     send = sched.kind == SEND
     piece = sched.piece_bytes(nbytes)[sched.segment]
     src, dst = rank[send], sched.peer[send]
-    flow = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth
+    flow = topo.flow_bandwidth()
     fifo = np.zeros(sched.total_ops, np.uint8)
     fifo[np.nonzero(send)[0]] = fifo_link(topo.latency[src, dst], piece[send], flow[src, dst],
                                           topo.bandwidth[src, dst]).astype(np.uint8)
@@ -73,8 +72,8 @@ def serial_list_schedule(topo, arrivals) -> bool:
     """
     if arrivals is None or topo.nranks < 2 or not np.ptp(np.asarray(arrivals, np.float64)) > 0:
         return False
-    flow = topo.flow_bandwidth() if hasattr(topo, "flow_bandwidth") else topo.bandwidth
-    send_rate = port_bandwidth(topo)[0] if hasattr(topo, "host_site") else topo.bandwidth
+    flow = topo.flow_bandwidth()
+    send_rate = topo.port_bandwidth[0]
     off = ~np.eye(topo.nranks, dtype=bool)
     return bool(np.all(flow[off] >= send_rate[off] * (1 - 1e-9)))
 

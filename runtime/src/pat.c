@@ -828,8 +828,9 @@ int PAT_Sleep(double seconds)
          * the next one from waiting long for its turn (tau/8 cost arrival-aware min3, whose
          * relays chain from rank to rank, 4-9% against the cost model at 11-20 KB blocks;
          * tau/32 costs 0.4-1.6%). */
-        double slice = pending && e->state == PAT_BACKGROUND && e->tau > 0 && e->tau / 32 < e->slice_s
-                       ? e->tau / 32 : e->slice_s;
+        double slice = !pending ? left
+                       : e->state == PAT_BACKGROUND && e->tau > 0 && e->tau / 32 < e->slice_s ? e->tau / 32
+                       : e->slice_s; /* no engine, or no work: one nap to the end */
         double nap = pending && left > slice ? slice : left;
         nap_for(nap);
         if (pending) progress(e);

@@ -137,6 +137,9 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--model", choices=("dag", "fluid"), default="dag",
                    help="cost model of the prediction: dag (default) or fluid (flows sharing "
                         "ports and links as SimGrid does; slower; see simulate --help)")
+    c.add_argument("--lower-bound", action="store_true",
+                   help="also compute the LP lower bound on the run time under the cost model, "
+                        "and the gap of the prediction to it (docs/grid-baselines.md)")
     c.add_argument("--json", action="store_true", help="print a JSON summary")
 
     v = sub.add_parser("verify", help="check a schedule file (exit 0 valid, 1 invalid)")
@@ -324,7 +327,7 @@ def cmd_compile(a) -> int:
         res = compile_schedule(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), topology=a.topology,
                                pap=a.pap, duplex=a.duplex, segments=_segments_arg(a.segments),
                                tau=_time_arg(a.tau, "--tau"), collective=a.collective, output=out,
-                               lower_bound=a.json, model=a.model)
+                               lower_bound=a.lower_bound, model=a.model)
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID
@@ -338,6 +341,8 @@ def cmd_compile(a) -> int:
               f"{res.schedule.total_ops} ops, "
               f"{res.file_bytes} bytes; verified; predicted avg elapsed "
               f"{m.avg_elapsed_s * 1e3:.3f} ms; compiled in {res.compile_time_s * 1e3:.1f} ms")
+        if a.lower_bound:
+            print(res.bound_line())
     return EXIT_OK
 
 
@@ -386,7 +391,7 @@ def cmd_show(a) -> int:
     s = schedfile.read(a.file)
     if a.rank is not None and not 0 <= a.rank < s.nranks:
         raise InputError("--rank", str(a.rank), f"expected 0..{s.nranks - 1}")
-    print(f"file        {a.file} ({s.meta['file_bytes']} bytes, format {s.meta['version']})")
+    print(f"file        {a.file} ({s.file_bytes} bytes, format {s.format_version})")
     print(f"collective  {s.collective}   algorithm {s.algorithm}   compiler {s.compiler_version}")
     print(f"ranks       {s.nranks}   segments/block {s.nseg}   ops {s.total_ops}   "
           f"duplex {'full' if s.full_duplex else 'half'}   background ops {'yes' if s.has_background else 'no'}")

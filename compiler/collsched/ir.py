@@ -1,8 +1,9 @@
 """Schedule IR: per rank, an ordered list of send/recv operations on pieces.
 
-The IR is columnar (numpy arrays in rank-major order, CSR offsets per rank) so that a
-1024-rank ring with two million operations is built, verified and written in well under a
-second. Semantics of the lists: docs/semantics.md.
+The IR is columnar (numpy arrays in rank-major order, CSR offsets per rank) so that
+millions of operations are built, verified and written with array operations, not per
+operation in Python (docs/benchmarks.md, "Compiler"). Semantics of the lists:
+docs/semantics.md.
 
 Algorithms do not write per-rank lists by hand. They describe *transfers* (one piece from
 one rank to another) tagged with a step number; `from_transfers` turns them into per-rank
@@ -12,7 +13,7 @@ never form a cycle.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,13 +49,20 @@ class Schedule:
     full_duplex: bool = True
     input_hash: bytes = b"\0" * 32
     compiler_version: str = ""
-    meta: dict = field(default_factory=dict)  # not stored in files: compiler-side notes
     # Serial execution (docs/semantics.md): one send and one receive at a time, as the BDR
     # paper runs its schedules; stored in the file header, proven and modelled as such.
     serial: bool = False
     # uint8 per op, sends only: wait for the previous send to the same peer (FIFO per link;
     # set by policy.mark_fifo_links). None = all zero.
     fifo: np.ndarray | None = None
+    # Not stored in files. Set by an algorithm that plans with the pool tree (min3): the
+    # tree's partitions, against which the verifier checks that every piece enters every
+    # pool once, and the run time its own plan predicts.
+    pool_partitions: list | None = None
+    planned_run_time_s: float | None = None
+    # Set by schedfile.read: the file's format version ("major.minor") and size in bytes.
+    format_version: str | None = None
+    file_bytes: int | None = None
 
     def __post_init__(self):
         if self.fifo is None:
@@ -149,10 +157,10 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
 def _sort_ops(*keys) -> np.ndarray:
     """Order of ops sorted by `keys` (most significant first; None: a key that is 0 for all).
 
-    Packing the keys into one int64 and running a single argsort is about three times
-    faster than lexsort on millions of ops; lexsort remains for keys that do not fit. The
-    keys are added in place, without int64 copies of each (at a million transfers those
-    copies cost more than the sort).
+    Packing the keys into one int64 and running a single argsort is faster than lexsort,
+    which sorts once per key; lexsort remains for keys that do not fit. The keys are added
+    in place, without an int64 copy of each (at a million transfers such copies cost more
+    than the sort).
     """
     keys = [np.asarray(k) for k in keys if k is not None]
     spans = [int(k.max()) + 1 if len(k) else 1 for k in keys]

@@ -17,8 +17,8 @@ import numpy as np
 from . import __version__, native, schedfile
 from .model import budget
 from .algorithms import Request, generate
-# Imported here, not where used: the input libraries' import time (jsonschema alone takes
-# ~70 ms) is process start-up, not part of a compile job's timings.
+# Imported here, not where used: the input libraries' import time (jsonschema's above all)
+# is process start-up, not part of a compile job's timings.
 from .inputs.arrivals import load_pap
 from .inputs.topology import homogeneous, load_topology
 from .errors import InputError
@@ -46,7 +46,7 @@ class CompileResult:
     # lowerbound.LowerBound at predicted_for_bytes for the same pattern, or None;
     # lower_bound_note says why it is missing (not asked for, too many ranks).
     lower_bound: object = None
-    lower_bound_note: str | None = "not computed (compile_schedule(lower_bound=True) or compile --json)"
+    lower_bound_note: str | None = "not computed (compile --lower-bound; compile_schedule(lower_bound=True))"
     # lowerbound.SerialBound for a serial schedule (no serial one beats it), else None
     serial_bound: object = None
     # segments="auto" with more than one candidate: segment count -> predicted avg elapsed
@@ -84,6 +84,15 @@ class CompileResult:
             "input_hash": s.input_hash.hex(),
             **self._bound_summary(),
         }
+
+    def bound_line(self) -> str:
+        """The lower bound and the prediction's gap to it, in one line (compile --lower-bound)."""
+        d = self._bound_summary()
+        if d["lower_bound_s"] is None:
+            return f"lower bound: {d['lower_bound_note']}"
+        gap = "" if d["gap"] is None else f"; predicted run time {d['gap'] * 100:.1f}% above it"
+        return (f"lower bound on the run time {d['lower_bound_s'] * 1e3:.3f} ms "
+                f"({d['lower_bound_method']}){gap}")
 
     def _bound_summary(self) -> dict:
         """lower_bound_s bounds the run time; gap = predicted_run_time_s / lower_bound_s - 1.
@@ -163,8 +172,7 @@ def input_hash(algorithm: str, options: dict, topo, pattern: np.ndarray) -> byte
     head = {"algorithm": algorithm, "options": options, "name": topo.name,
             "hosts": list(topo.hosts), "host_site": list(topo.host_site),
             "rank_host": np.asarray(topo.rank_host).tolist(), "full_duplex": bool(topo.full_duplex),
-            "tcp_window": getattr(topo, "tcp_window", None),
-            "eager_limit": getattr(topo, "eager_limit", None)}
+            "tcp_window": topo.tcp_window, "eager_limit": topo.eager_limit}
     h.update(json.dumps(head, sort_keys=True, default=str).encode())
     for name in ("latency", "bandwidth", "os_a", "os_per_byte", "g_a", "g_per_byte"):
         a = getattr(topo, name)
@@ -253,7 +261,7 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
     t = time.perf_counter()
     # Grid schedules (min3) record their pool tree's partitions: check wide-area optimality.
     # (Serial schedules - Schedule.serial - are proven for serial execution.)
-    violations, matching = verify_and_match(sched, sched.meta.get("pool_partitions"))
+    violations, matching = verify_and_match(sched, sched.pool_partitions)
     timings["verify"] += time.perf_counter() - t
     if violations:
         raise VerificationFailed(violations)

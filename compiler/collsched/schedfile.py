@@ -148,7 +148,7 @@ def decode(data: bytes, source: str = "<bytes>") -> Schedule:
         bytes_min=bmin, bytes_max=bmax, full_duplex=bool(flags & FLAG_FULL_DUPLEX),
         serial=bool(flags & FLAG_SERIAL),
         input_hash=ihash, compiler_version=_text(ver),
-        meta={"version": f"{major}.{minor}", "file_bytes": len(data)})
+        format_version=f"{major}.{minor}", file_bytes=len(data))
     _check_op_fields(sched, source)
     return sched
 

@@ -1,4 +1,4 @@
-"""The LP lower bound (issue 6, item 5): never above any registered algorithm's predicted
+"""The LP lower bound: never above any registered algorithm's predicted
 time, exact where the optimum is known, the LP part binding on grids, fast enough."""
 import dataclasses
 import json
@@ -241,8 +241,15 @@ def test_compile_reports_bound_and_gap(tmp_path, capsys):
     res = compile_schedule("magpie", 20, 1 << 20, topology=grid)
     assert res.summary()["lower_bound_s"] is None and "not computed" in res.summary()["lower_bound_note"]
     out = tmp_path / "m.sched"
-    code = main(["compile", "--algorithm", "magpie", "--ranks", "20", "--bytes", "1MiB",
-                 "--topology", grid, "-o", str(out), "--json"])
+    argv = ["compile", "--algorithm", "magpie", "--ranks", "20", "--bytes", "1MiB",
+            "--topology", grid, "-o", str(out)]
+    # --json is only the output's form: the bound's keys are there, null, with the note.
+    assert main(argv + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["lower_bound_s"] is None and d["gap"] is None and "--lower-bound" in d["lower_bound_note"]
+    assert main(argv + ["--lower-bound"]) == 0
+    assert "lower bound on the run time" in capsys.readouterr().out
+    code = main(argv + ["--lower-bound", "--json"])
     d = json.loads(capsys.readouterr().out)
     assert code == 0
     assert d["lower_bound_s"] > 0 and d["lower_bound_note"] is None
@@ -336,7 +343,7 @@ def test_serial_bound_bad_input_is_one_line():
 
 
 def test_compile_reports_the_serial_bound_for_serial_schedules(tmp_path):
-    """compile --json: serial_lower_bound_* for a serial schedule (bdr, arrival-aware min3
+    """compile --lower-bound: serial_lower_bound_* for a serial schedule (bdr, arrival-aware min3
     on a cluster), between the LP bound and the prediction; None for a dataflow one."""
     tryton = str(TOPOLOGIES / "tryton-48.yaml")
     pap = tmp_path / "a.yaml"

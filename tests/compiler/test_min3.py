@@ -103,7 +103,7 @@ def check_prediction_against_plan(s, topo, nbytes, arrivals=None):
     greedy took late may be ready early and go first (the min3 module docstring); rare, and
     at most 5.6 % seen (test_shared_link_taken_early)."""
     tl, m = simulate(s, topo, nbytes, arrivals)
-    planned = s.meta["planned_run_time_s"]
+    planned = s.planned_run_time_s
     slack = 1.10 if shared_links(topo).any else 1 + 1e-9
     assert m.run_time_s <= planned * slack + 1e-12
     assert m.run_time_s >= planned * 0.5
@@ -215,7 +215,7 @@ def test_pipeline_checks_wide_area_and_round_trips(tmp_path):
     write_pap(pap, [list(np.linspace(0, 0.2, p))], unit="s")
     res = compile_schedule("min3", p, 65536, topology=str(TOPOLOGIES / "three-site-grid.yaml"),
                            pap=str(pap), output=tmp_path / "m.sched")
-    assert res.schedule.meta["pool_partitions"] and res.schedule.has_background
+    assert res.schedule.pool_partitions and res.schedule.has_background
     from collsched import schedfile
     back = schedfile.read(tmp_path / "m.sched")
     assert back.same_ops(res.schedule) and verify(back) == []
@@ -273,7 +273,7 @@ def test_ring_engine_on_sites_fed_over_shared_links():
         check_valid(s, topo)
         runs[kind] = simulate(s, topo, 1 << 16)[1].run_time_s
         if kind == "ring":
-            assert runs[kind] == pytest.approx(s.meta["planned_run_time_s"], rel=0.01)
+            assert runs[kind] == pytest.approx(s.planned_run_time_s, rel=0.01)
     assert runs["ring"] <= 0.8 * runs["rounds"]
 
 
@@ -321,7 +321,7 @@ def test_serial_plan_is_what_serial_execution_times():
     s = min3(topo, m, a)
     tl, mm = simulate(s, topo, m, a)
     assert s.serial
-    assert mm.run_time_s == pytest.approx(s.meta["planned_run_time_s"], rel=1e-9)
+    assert mm.run_time_s == pytest.approx(s.planned_run_time_s, rel=1e-9)
     # Late ranks relay early ranks' pieces before they arrive (background sends).
     relay = (tl.start < a[tl.src]) & (tl.origin != tl.src)
     assert relay.sum() > p

@@ -49,7 +49,7 @@ from .registry import Request, register
 from .magpie import refuse_mismatched_topology, site_groups
 
 INF = float("inf")
-MAX_RANKS = 256  # P trees of P ranks, then P^2 transfers ordered one by one: ~10 s at 256
+MAX_RANKS = 256  # P trees of P ranks, then P^2 transfers ordered one by one in Python
 
 
 def _refuse(req: Request):
@@ -226,7 +226,5 @@ def build(req: Request):
     if not order:
         return from_transfers(p, k, [], [], [], [], algorithm="bcast-trees")
     origin, seg, src, dst = (np.array(c, np.int64) for c in zip(*order))
-    sched = from_transfers(p, k, np.arange(len(order)), src, dst, origin, seg,
-                           algorithm="bcast-trees", half_duplex_order=not req.full_duplex)
-    sched.meta["trees"] = "clustered earliest-completion"
-    return sched
+    return from_transfers(p, k, np.arange(len(order)), src, dst, origin, seg,
+                          algorithm="bcast-trees", half_duplex_order=not req.full_duplex)

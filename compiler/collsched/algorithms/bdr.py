@@ -77,8 +77,6 @@ def build(req: Request):
     first_send = np.full(p, np.iinfo(np.int64).max)
     np.minimum.at(first_send, src, step)
     recv_phase = np.where((step < max_ps) & (step < first_send[dst]), BACKGROUND, FOREGROUND)
-    sched = from_transfers(p, 1, step, src, dst, np.array(origin), None,
-                           np.full(len(step), FOREGROUND, np.uint8), algorithm="bdr",
-                           half_duplex_order=not req.full_duplex, recv_phase=recv_phase)
-    sched.meta.update({"tau_s": tau, "pre_steps": max_ps})
-    return sched
+    return from_transfers(p, 1, step, src, dst, np.array(origin), None,
+                          np.full(len(step), FOREGROUND, np.uint8), algorithm="bdr",
+                          half_duplex_order=not req.full_duplex, recv_phase=recv_phase)

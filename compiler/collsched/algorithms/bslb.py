@@ -134,9 +134,7 @@ def build(req: Request):
     late = root_is_late(req)
     gather_recv = (step < base) & (dst == ROOT)
     recv_phase = np.where(gather_recv & late, BACKGROUND, FOREGROUND).astype(np.uint8)
-    sched = from_transfers(p, k, step, np.array(src, np.int64), dst, np.array(origin, np.int64),
-                           np.array(segment, np.int32), np.full(len(step), FOREGROUND, np.uint8),
-                           algorithm="bslb", half_duplex_order=not req.full_duplex,
-                           recv_phase=recv_phase)
-    sched.meta.update({"root": ROOT, "arrival_order": order, "root_receives_in_background": late})
-    return sched
+    return from_transfers(p, k, step, np.array(src, np.int64), dst, np.array(origin, np.int64),
+                          np.array(segment, np.int32), np.full(len(step), FOREGROUND, np.uint8),
+                          algorithm="bslb", half_duplex_order=not req.full_duplex,
+                          recv_phase=recv_phase)

@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
+from ..inputs.topology import Topology
 from ..ir import Schedule, from_transfers
 
 
@@ -19,7 +20,7 @@ class Request:
     nbytes: int = 0  # bytes per rank (used by cost-aware algorithms)
     nseg: int = 1  # segments per block
     full_duplex: bool = True
-    topology: object = None  # collsched.inputs.topology.Topology, for cost-aware algorithms
+    topology: Topology | None = None  # for cost-aware algorithms
     arrivals: np.ndarray | None = None  # predicted arrival time per rank (s)
     tau: float | None = None  # time to move one segment (BDR); None: from the cost model
 

@@ -35,7 +35,7 @@ def _gate_link_receives(model: _Model, src, dst, item, step, topo, piece_bytes: 
     past another receive. So each rank's receives keep the plan's order - the cost model's
     receive-port order (a cycle otherwise: random grids found one), and the order in which
     the k-th send from a peer meets the k-th receive - and its sends keep theirs."""
-    if (piece_bytes < getattr(topo, "eager_limit", 65536) or not model.full_duplex
+    if (piece_bytes < topo.eager_limit or not model.full_duplex
             or not (model.wan_of >= 0).any()):
         return step, None
     shared = shared_links(topo)

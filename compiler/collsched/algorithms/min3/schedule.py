@@ -123,11 +123,8 @@ def build(req: Request):
     sched = lists(step) if recv_step is None else lists(gated_step, recv_step)
     if recv_step is not None and not _makes_progress(sched, req.topology, req.nbytes):
         sched = lists(step)  # a gate the walk could deadlock on (with FIFO sends): none
-    sched.meta.update({
-        "pool_partitions": pooltree.partitions(tree),
-        "planned_run_time_s": float(end.max() - model.arrival.min()) if len(end) else 0.0,
-        "pools": sum(1 for n in tree.nodes if len(tree.nodes[n]["ranks"]) > 1),
-    })
+    sched.pool_partitions = pooltree.partitions(tree)
+    sched.planned_run_time_s = float(end.max() - model.arrival.min()) if len(end) else 0.0
     return sched
 
 

@@ -6,6 +6,8 @@ PY    := $(VENV)/bin/python
 CLI   := $(VENV)/bin/collsched
 OUT   := out
 MPIRUN_ROOT := $(shell [ "$$(id -u)" -eq 0 ] && echo --allow-run-as-root)
+# The one version string is the package's __version__ (pyproject reads it too).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' compiler/collsched/__init__.py)
 
 .PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-bound bench-sweep clean
 all: runtime lab

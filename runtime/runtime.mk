@@ -58,7 +58,7 @@ $(RT_BUILD)/include/collsched.h: $(wildcard $(RT)/include/*.h)
 
 $(RT_BUILD)/lib/pkgconfig/collsched.pc: $(RT)/collsched.pc.in
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(abspath $(RT_BUILD))|' -e 's|@VERSION@|0.1.0|' $< > $@
+	sed -e 's|@PREFIX@|$(abspath $(RT_BUILD))|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 # ---- SimGrid SMPI build: the same sources, compiled with smpicc ----
 RT_SOBJ := $(RT_BUILD)/smpi/obj
@@ -84,7 +84,7 @@ install: runtime-mpi
 	install -m 755 $(RT_BUILD)/lib/libcollsched.so $(RT_BUILD)/lib/libcollsched-preload.so $(PREFIX)/lib/
 	install -m 644 $(RT)/include/collsched.h $(RT)/include/collsched_schedfile.h $(PREFIX)/include/
 	install -m 755 $(RT_BUILD)/bin/collsched-run $(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|0.1.0|' $(RT)/collsched.pc.in \
+	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|' $(RT)/collsched.pc.in \
 	    > $(PREFIX)/lib/pkgconfig/collsched.pc
 
 # ---- sanitizers: the runtime tests against an ASan + UBSan build ----

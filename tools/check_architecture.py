@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the shape of the Python package compiler/collsched (issue 16's acceptance).
+"""Checks the shape of the Python package compiler/collsched.
 
 1. No import cycle among collsched modules. The graph has an edge A -> B for every
    `import`/`from ... import` in A naming B, wherever it stands (module level or inside a

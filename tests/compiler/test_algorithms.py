@@ -1,4 +1,4 @@
-"""Acceptance of issue 2: every baseline compiles, verifies, round-trips through the file
+"""Every baseline compiles, verifies, round-trips through the file
 format, and simulates plausibly, for P = 2..64 on every bundled topology with random sizes
 and arrival patterns; ring meets its closed form on a homogeneous network."""
 import tempfile

@@ -1,4 +1,4 @@
-"""Issue 16's acceptance on the package's shape: tools/check_architecture.py (no import
+"""The package's shape: tools/check_architecture.py (no import
 cycle, no module over 700 lines, no function over 120, the core never imports the lab)."""
 import subprocess
 import sys

@@ -156,7 +156,7 @@ def test_console_script_and_module_entry_points(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-# --- issue 22, defect 9: every outcome of main is an exit status and one line ------------
+# --- every outcome of main is an exit status and one line ------------------------------
 
 @pytest.mark.parametrize("exc,status,text", [
     (ZeroDivisionError("division by zero"), 3, "internal error: ZeroDivisionError: division by zero"),

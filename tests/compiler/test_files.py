@@ -108,7 +108,7 @@ def test_topology_and_pattern_writers_are_atomic(tmp_path, monkeypatch):
     assert names(tmp_path) == ["p.yaml", "t.yaml"]
 
 
-# --- issue 22: special targets, kept modes and owners, links, a full disk ----------------
+# --- special targets, kept modes and owners, links, a full disk --------------------------
 
 IS_ROOT = os.geteuid() == 0
 

@@ -1,4 +1,4 @@
-"""The Min3 paper's grid baselines (issue 6, item 4): magpie, mpichg2, bcast-trees.
+"""The Min3 paper's grid baselines: magpie, mpichg2, bcast-trees.
 
 Every schedule verifies (progress under the in-order executor included) and is wide-area
 optimal, for P = 2..64, on random multi-site topologies and on one site; each follows the

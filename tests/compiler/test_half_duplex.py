@@ -1,4 +1,4 @@
-"""Half duplex for every schedule (issue 22, defect 8).
+"""Half duplex for every schedule.
 
 A schedule compiled for full duplex has every rank send and receive in one step, so its
 lists give no single-port order: the DAG model serves its one port greedily in simulated

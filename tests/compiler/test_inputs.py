@@ -538,7 +538,7 @@ def test_malformed_input(rel):
     assert entry["expect"] in line, line
 
 
-# --- issue 22: hostile inputs at the loader level -------------------------------------------
+# --- hostile inputs at the loader level ----------------------------------------------------
 
 from collsched.inputs import schemas  # noqa: E402
 from collsched.errors import ScheduleFileError, excerpt  # noqa: E402

@@ -1,4 +1,4 @@
-"""A generated corpus of hostile command lines (issue 22, defect 9 and its acceptance).
+"""A generated corpus of hostile command lines.
 
 Every subcommand x every option it takes a value for x hostile values (huge, negative,
 zero, NaN, inf, garbage, empty, other scripts' digits, out of the format's range), plus

@@ -1,4 +1,4 @@
-"""Hostile YAML inputs (issue 22, defects 4 and 9): a generated corpus of topology and
+"""Hostile YAML inputs: a generated corpus of topology and
 arrival-pattern files - alias bombs of several shapes, deep nesting, numeric extremes,
 wrong types, binary garbage, bad encodings, duplicate keys, empty files, huge strings,
 unknown fields - each fed through the real command line.

@@ -1,5 +1,4 @@
-"""Special files as inputs and outputs, through the command line (issue 22, defects 3, 6
-and the file cases of 9).
+"""Special files as inputs and outputs, through the command line.
 
 Inputs: a FIFO, /dev/zero, a directory, a socket given to verify, --topology or --pap are
 refused at once (nothing blocks, nothing is read) with one line naming the file.

@@ -1,4 +1,4 @@
-"""Derived datatypes under the preload library (issue 22, defect 1): an unmodified program
+"""Derived datatypes under the preload library: an unmodified program
 (tests/runtime/apps/datatypes_app.c) runs MPI_Allgather and MPI_Allgatherv (blocks in rank
 order, and reversed with some displacements negative) with 19 derived
 types - reordered, in order, with holes, resized, subarray, darray, dup, pair, ... - as send

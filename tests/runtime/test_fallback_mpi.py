@@ -390,7 +390,7 @@ def test_whole_check_agrees_with_python_verifier(tmp_path):
     assert expected.count("ok") >= 50
 
 
-# ---- strict mode through the error handler (issue 22, defect 5) ----
+# ---- strict mode through the error handler ----
 
 @pytest.fixture(scope="module")
 def strict_app(tmp_path_factory) -> Path:
@@ -447,7 +447,7 @@ def test_strict_refusal_aborts_with_the_default_handler(strict_app, tmp_path, in
     assert (REFUSED_INTER if inter else REFUSED.format(f)) in collsched_lines(proc.stderr), proc.stderr
 
 
-# ---- PAT_UseSchedule with a bad file: one line (issue 22, defect 11) ----
+# ---- PAT_UseSchedule with a bad file: one line ----
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("name", ["wrong_ranks", "deadlock"])

@@ -38,7 +38,7 @@ def background_ops(stderr: str) -> int:
 
 @pytest.mark.mpi
 def test_bdr_real_mpi_progress_thread_p8():
-    """The issue's real-MPI check: P = 8, the thread driver, pre-steps really run early."""
+    """The real-MPI check: P = 8, the thread driver, pre-steps really run early."""
     out, err = minibench(8, "--bytes", 65536, "--iterations", 3, "--flat-iterations", 1,
                          "--max-delay-ms", 5, "--seed", 1, "--pat", "bdr", "--pat-tau", 5e-4,
                          env={"COLLSCHED_VERBOSE": "1"})
@@ -207,7 +207,7 @@ def test_min3_relays_in_the_background_under_real_mpi(tmp_path, p):
     assert "(thread driver)" in err and background_ops(err) > 0
 
 
-# ---- hostile input (issue 22, item 7): every variable and argument validated ----
+# ---- hostile input: every variable and argument validated ----
 
 APPS = ROOT / "tests" / "runtime" / "apps"
 SANFLAGS = os.environ.get("COLLSCHED_SANFLAGS", "").split()

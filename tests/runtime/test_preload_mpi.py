@@ -119,7 +119,7 @@ def run_app_within(app: Path, nranks: int, env: dict, seconds: int) -> subproces
 @pytest.mark.mpi
 @pytest.mark.parametrize("kind", ["fifo", "chardev"])
 def test_special_file_is_refused_without_blocking(app, tmp_path, kind):
-    """COLLSCHED_SCHEDULES naming a FIFO blocked every rank in open() (issue 22, defect 6);
+    """COLLSCHED_SCHEDULES naming a FIFO blocked every rank in open();
     /dev/zero would never end. Both are refused before they are opened: one line per
     communicator, and the program's calls run the MPI library's collective."""
     if kind == "fifo":
@@ -153,7 +153,7 @@ def test_directory_with_special_files_and_symlinks(app, tmp_path):
 @pytest.mark.mpi
 def test_directory_is_read_whole(app, tmp_path):
     """5000 files that are not schedules and one that is, sorting last: all are read (the
-    runtime stopped at 4096, in readdir order: issue 22, defect 10) and the schedule is
+    runtime stopped at 4096, in readdir order) and the schedule is
     found."""
     d = tmp_path / "many"
     d.mkdir()
@@ -189,7 +189,7 @@ def definitely_lost(log: str) -> list[str]:
 @pytest.mark.mpi
 def test_no_leak_of_the_runtime_under_valgrind(app, library, tmp_path):
     """valgrind: no block the runtime allocated is definitely lost (the keyval of its
-    MPI_Finalize hook was never freed: 64 bytes, issue 22). Open MPI's own leaks are not
+    MPI_Finalize hook was never freed: 64 bytes). Open MPI's own leaks are not
     ours."""
     if not shutil.which("valgrind") or os.environ.get("COLLSCHED_ASAN") or os.environ.get("COLLSCHED_TSAN"):
         pytest.skip("needs valgrind and an uninstrumented build")

@@ -1,6 +1,6 @@
 """The runtime from several threads at once (MPI_THREAD_MULTIPLE, one communicator per
-thread: legal MPI) with COLLSCHED_TRACE on, and the trace files' safety (issue 22, items 2
-and 3). tests/runtime/apps/threads_app.c checks every byte against PMPI_Allgather.
+thread: legal MPI) with COLLSCHED_TRACE on, and the trace files' safety.
+tests/runtime/apps/threads_app.c checks every byte against PMPI_Allgather.
 
 `make check-asan` runs these against the ASan+UBSan build, `make check-tsan` against a
 ThreadSanitizer build (COLLSCHED_SANFLAGS: how the test program is compiled to match)."""

@@ -1,6 +1,9 @@
 """Spreading simple: in step d = 1 .. P-1, rank j sends its own block to rank j + d.
 
-No forwarding at all; SimGrid SMPI ships this pattern under the name `ring`.
+No forwarding at all; every transfer is posted at once, as SimGrid SMPI's
+`spreading_simple` allgather posts them. (SMPI's `ring` allgather moves the same blocks
+as P-1 blocking sendrecv steps, each waiting for the one before: a different, slower
+schedule of the same transfers.)
 """
 import numpy as np
 

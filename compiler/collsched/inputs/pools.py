@@ -88,7 +88,7 @@ def bands_of(bandwidth: np.ndarray, width: float = BAND_WIDTH) -> Bands:
 
 
 def _distinct(a: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (np.unique without its one-off import of numpy.ma, 10 ms)."""
+    """Sorted distinct values (np.unique without its one-off import of numpy.ma)."""
     v = np.sort(a, axis=None)
     if len(v) < 2:
         return v

@@ -1,7 +1,7 @@
 """Compiler benchmark: time and peak memory to compile, verify, simulate and write a schedule.
 
 Each rank count runs in a fresh Python process, so its peak resident memory (ru_maxrss)
-is that job's alone, interpreter included. Targets (issue 2): ring at P = 1024 within
+is that job's alone, interpreter included. Targets: ring at P = 1024 within
 2 s and 1 GiB for compile + verify + write.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ def measure(algorithm: str, nranks: int, nbytes: int, topology: str | None = Non
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-# Issue 6's compile-time targets for Min3 on the bundled grids: compile_time_s as
+# The compile-time targets for Min3 on the bundled grids: compile_time_s as
 # `compile --json` reports it (inputs + generate + verify + simulate + write).
 GRID_CASES = [("three-site-grid", 20, 1 << 20, 0.010), ("grid-8x128", 1024, 1 << 20, 2.0)]
 
@@ -93,7 +93,7 @@ def run_grid_compile_bench(topologies: Path, runs: int = 15, *, doc=None, as_jso
 def _grid_markdown(rows, load=None) -> str:
     date = datetime.date.today().isoformat()
     lines = [
-        "## Compiler: Min3 on the bundled grids (issue 6 targets)",
+        "## Compiler: Min3 on the bundled grids (targets)",
         "",
         f"Measured {date} by `collsched bench --suite compile-grid` (collsched {__version__}, "
         f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores). Each run "

@@ -2,7 +2,7 @@
 
 For each bundled topology and message size, every baseline runs in the lab (flat arrival
 pattern, CM02, the topology's TCP window) and is predicted by the cost model; the ratio
-predicted / measured is reported. Target (issue 4): within +-15% from 64 KiB per rank on
+predicted / measured is reported. Target: within +-15% from 64 KiB per rank on
 tryton-48 and wan-3x16.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ TOPOLOGIES = {"tryton-48": 48, "wan-3x16": 48, "three-site-grid": 20}
 SIZES = (64 << 10, 256 << 10, 1 << 20)
 BASELINES = ("ring", "nex", "lnbc", "rd", "bruck", "spreading")
 TOLERANCE = 0.15
-TARGET_TOPOLOGIES = ("tryton-48", "wan-3x16")  # issue 4: within TOLERANCE from 64 KiB up
+TARGET_TOPOLOGIES = ("tryton-48", "wan-3x16")  # the target: within TOLERANCE from 64 KiB up
 
 
 def _ranks_for(alg: str, hosts: int) -> int:

@@ -239,7 +239,7 @@ def judge_cell(cell: dict) -> dict:
 
 
 def bdr_target(cell: dict, judged: dict) -> bool | None:
-    """The issue's targets for one cell; None where neither applies or bdr/ring are missing."""
+    """The sweep's targets for one cell (docs/sweep.md); None where neither applies or bdr/ring are missing."""
     d = cell["max_delay_ms"]
     if d == 0 and "bdr_speedup_measured" in judged:
         return judged["bdr_speedup_measured"] >= 1 / (1 + TARGET_FLAT_SLOWDOWN)

@@ -2,9 +2,8 @@
 
 A compile, simulate or plot holds, per transfer (one matched send/recv pair), the
 schedule's two ops, the matching and the cost model's plan: about BYTES_PER_TRANSFER
-(measured: ring, bruck, min3, lnbc at 256 ranks x 8 segments peak at ~410 bytes per
-transfer above the interpreter's ~90 MB; the estimate adds headroom for the lower
-bound and the fluid model). A topology holds a few P x P float64 matrices (latency,
+(a peak measured for ring, bruck, min3 and lnbc above the interpreter's own memory, plus
+headroom for the lower bound and the fluid model). A topology holds a few P x P float64 matrices (latency,
 bandwidth, per-pair overheads, the flow rates derived from them). An allgather moves at
 least P (P - 1) segments, so
 
@@ -14,8 +13,7 @@ is a floor for every algorithm (relaying ones, min3 and bcast-trees on grids, mo
 few more). A job whose estimate exceeds the memory it may use - the smallest of
 MemAvailable, the cgroup's limit and the process's RLIMIT_AS/RLIMIT_DATA - is refused
 with one line naming --ranks/--segments, instead of being killed or thrashing halfway
-(--ranks 100000 asked for 74.5 GiB in one matrix; --segments 65535 at 64 ranks for
-~130 GB of transfers).
+(--ranks 100000 would ask for one 80 GB matrix, 8 P^2 bytes).
 """
 from __future__ import annotations
 

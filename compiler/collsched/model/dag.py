@@ -5,12 +5,11 @@ previous use of the receiver's port, the previous transfer on the same rank pair
 transfer that delivered the piece to the sender, the one after which the receiver posts
 the receive (rendezvous) and, on a shared WAN link (links.py), the transfer before it on
 that link. That is a DAG; its longest paths are computed in waves (all transfers whose
-predecessors are known, at once), so a 1024-rank ring with a million transfers takes a
-fraction of a second. Small plans with shared links are timed transfer by transfer in
+predecessors are known, at once), a handful of numpy calls per wave rather than per
+transfer. Small plans with shared links are timed transfer by transfer in
 plain Python instead (_PyGraph), with the same float operations and so the same results.
 Where the native kernels are built, _PyGraph's C twin (native/dag.c) times every plan,
-with the same results: grid-8x128's million transfers (min3, shared links) in ~0.2 s
-where the waves take ~1.8 s.
+with the same results, faster than the waves (docs/benchmarks.md, "Compiler").
 
 Shared WAN links: every flow from site A to site B crosses one A -> B link, and the lab's
 SimGrid platform shares its bandwidth among them. The model serves a link's transfers one
@@ -26,14 +25,15 @@ A transfer waiting in a link's queue holds neither host port: the executor has p
 through meanwhile. So the ports release it as if it had started when it was ready
 (_PORT_END, and os(m) from that moment); the link, the data it forwards and FIFO pairs see
 its real start and end. Without this a rank's list order stalled every later flow behind
-one queued at a busy WAN link (spreading on wan-3x16: predicted 1.5x the lab's time).
+one queued at a busy WAN link (spreading on wan-3x16 was predicted far slower than the
+lab measured it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.ma  # noqa: F401 - np.unique imports it lazily (~15 ms): at start-up, not in a timed stage
+import numpy.ma  # noqa: F401 - np.unique imports it lazily: at start-up, not in a timed stage
 
 from .. import native
 from ..ir import FOREGROUND, RECV, SEND, Schedule
@@ -148,7 +148,7 @@ class Plan:
         kinds.append(_END)
         offsets.append(no_offset)
         # The columns, stacked into pred, kind and offset when first asked for (the Python
-        # paths); the native path reads them as they are (stacking costs ~85 MB at 1M).
+        # paths); the native path reads them as they are (stacking copies every column).
         self._columns = preds, kinds, offsets
         self._rest = preds[2:], kinds[2:], offsets[2:]  # all but the port columns
         self._stacked = None

@@ -6,7 +6,8 @@ timed as it is built) and it is exact where a port carries one flow at a time. W
 runtime lets several flows through one port at once, SimGrid (and TCP) share the port
 between them instead: lnbc's root feeds its binomial children side by side, bruck's
 pieces of one step overtake each other on a shared WAN link. The DAG model cannot
-express that (docs/lab.md: it predicted lnbc on tryton-48 20% too fast).
+express that: it predicts lnbc on tryton-48 too fast (docs/lab.md compares both models
+with SMPI).
 
 This model replays the execution instead (docs/semantics.md):
 - each rank walks its list in order: a receive is posted at once; a send is issued once

@@ -548,8 +548,8 @@ def serial_lower_bound(topo, nbytes: int, pattern=None) -> SerialBound:
     E_r >= a_r + min_s (L(r, s) + m / bflow(r, s)) (in half duplex that send joins the
     receives on the one port). The LP bound (lower_bound) counts a receive as m / b only,
     as a dataflow receive overlaps the previous one's latency; a serial one cannot, so
-    this bound is the larger on clusters with imbalanced arrivals (tryton-48, P = 28,
-    37,448 B, the lab's 5 ms patterns: 7.03 ms against the LP's 5.76 ms; docs/grid.md).
+    this bound is the larger on clusters with imbalanced arrivals (tryton-48 with the
+    lab's patterns; docs/grid.md has both bounds).
     Valid for SMPI runs too: a transfer takes at least L + m / bflow there."""
     nbytes = _check(topo, nbytes, None)[0]
     p = topo.nranks

@@ -3,11 +3,10 @@
 Segments (`--segments auto`, segment_candidates): where the TCP window caps a path below
 its bandwidth, one flow cannot fill it and more pieces in flight can; Min3 then tries
 cutting each block into 1, 2, 4, 8 and 16 segments and keeps the count whose plan the
-cost model predicts fastest. Measured under SMPI (wan-3x16, 48 ranks, 1 MiB): 163.5 ms
-unsegmented, 127.2 ms with the 8 segments the search picks (2: 159.6, 4: 187.8, 16:
-130.2; the cost model ranks them alike). Where no path is window-capped (a cluster, the
-three-site grid's narrow links) segments only add latency and messages (three-site grid,
-256 KiB: 11.9 s unsegmented, 14.0 s with 4, in the fluid model), so there is no search.
+cost model predicts fastest (under SMPI on wan-3x16 the count it picks runs faster than
+unsegmented blocks, and the cost model ranks the counts as SMPI does; docs/grid.md).
+Where no path is window-capped (a cluster, the three-site grid's narrow links) segments
+only add latency and messages, so there is no search.
 
 FIFO per link (docs/semantics.md): a send marked FIFO waits until the previous send to
 the same peer has completed, so two messages to one peer never share the link and the
@@ -17,9 +16,9 @@ per message. So a send is marked where its link's latency is below the message's
 time (a LAN, large pieces) and left unmarked on long links (a WAN), where keeping many
 messages in flight is what fills the link - and never where the TCP window caps the
 path: there one flow cannot fill the link at any size, and a large piece's transfer time
-grows with the window's cap (2 L m / W), so the latency rule alone would mark it (wan-3x16,
-4 MiB pieces: magpie's coordinators then sent their blocks one after another, 5.9 s
-predicted instead of 0.64 s).
+grows with the window's cap (2 L m / W), so the latency rule alone would mark it (on
+wan-3x16 with 4 MiB pieces magpie's coordinators would then send their blocks one after
+another, and take several times as long).
 """
 from __future__ import annotations
 
@@ -62,10 +61,10 @@ def serial_list_schedule(topo, arrivals) -> bool:
     With imbalanced arrivals the greedy gives an early rank's free port one transfer after
     another. In dataflow order they all leave at once and share the rank's NIC, so every
     piece lands late and the pieces forwarded from them later still: arrival-aware min3
-    on tryton-48 (P = 28, 37,448 B, maxDelay 5 ms) measured 14.0 ms under SMPI against a
-    planned 9.1 ms. Planned for serial execution (a send holds the port until its message
-    has arrived) and run so, it measured 10.4 ms as planned, and 8.5 ms once late ranks
-    relay pieces in the background (min3's plan_serial). That holds where one flow fills
+    on tryton-48 ran well behind its plan under SMPI. Planned for serial execution (a send
+    holds the port until its message has arrived) and run so, it runs as planned, and
+    faster still once late ranks relay pieces in the background (min3's plan_serial;
+    docs/grid.md has the figures). That holds where one flow fills
     the sender's port, so that parallel flows gain nothing. Where flows are slower than
     the port (window-capped WAN paths), several in flight are what fills a link: dataflow
     stays.

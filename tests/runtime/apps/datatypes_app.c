@@ -39,7 +39,7 @@ static void add(const char *name, MPI_Datatype t)
 static void build_catalogue(void)
 {
     MPI_Datatype t, u, v;
-    /* the example: two ints swapped (size = extent = true extent) */
+    /* two ints swapped (size = extent = true extent) */
     MPI_Type_indexed(2, (int[]){ 1, 1 }, (int[]){ 1, 0 }, MPI_INT, &t);
     add("indexed_reordered", t);
     MPI_Type_indexed(2, (int[]){ 1, 2 }, (int[]){ 0, 1 }, MPI_INT, &t);

@@ -16,9 +16,6 @@ from . import native
 from .ir import BACKGROUND, RECV, SEND, Schedule
 
 MAX_REPORTED = 10  # per pass: enough to see a pattern, few enough to read
-# Schedules with at most this many blocking ops are proven free of deadlock on Python
-# lists first (_progress_completes); larger ones, and deadlocks, by numpy waves.
-PROGRESS_LIST_MAX = 20_000
 
 
 @dataclass(frozen=True)
@@ -228,14 +225,13 @@ def check_progress(c: _Ctx) -> list[Violation]:
     blocking = np.nonzero((fwd_dep >= 0) | (fifo_dep >= 0) | (bar_dep >= 0))[0]  # rank-major, list order
     first = np.searchsorted(blocking, s.offsets[:-1])
     last = np.searchsorted(blocking, s.offsets[1:])
-    if native.kernels() is not None:
-        if native.call("progress_completes", s.nranks, c.rank.astype(np.int64), s.offsets.astype(np.int64),
-                       blocking.astype(np.int64), first.astype(np.int64), last.astype(np.int64),
-                       fwd_dep, fifo_dep, bar_dep):
-            return []
-    elif len(blocking) <= PROGRESS_LIST_MAX and _progress_completes(
-            c.rank, s.offsets, blocking, first, last, fwd_dep, fifo_dep, bar_dep):
-        return []  # (a deadlock is reported by the waves below, with their messages)
+    # The C walk says whether every rank finishes; the waves below (the only Python path:
+    # docs/benchmarks.md, "the second Python paths") find it too, and name a deadlock.
+    if native.available() and native.progress_completes(
+            nranks=s.nranks, rank=c.rank.astype(np.int64), offsets=s.offsets.astype(np.int64),
+            blocking=blocking.astype(np.int64), first=first.astype(np.int64),
+            last=last.astype(np.int64), dep0=fwd_dep, dep1=fifo_dep, dep2=bar_dep):
+        return []
     cur = first.copy()
 
     def upto(ranks):
@@ -347,8 +343,8 @@ def _progress_deps(c: _Ctx):
 
 
 def _progress_completes(rank, offsets, blocking, first, last, *deps) -> bool:
-    """Whether every rank's walk reaches its end, found rank by rank on Python lists (for
-    small schedules; check_progress's waves cost a dozen numpy calls per wave).
+    """Whether every rank's walk reaches its end, found rank by rank on Python lists: the
+    reference of the C kernel (native/progress.c), which the tests compare it with.
 
     Each rank walks as far as its blocking ops' conditions allow, and waits on the rank
     whose progress it needs; a rank that moves wakes its waiters. Conditions only become

@@ -18,3 +18,15 @@ def setting(module, name, value):
 def kernels(on: bool):
     """The native kernels on or off (off: the Python reference paths) for the block."""
     return setting(native, "ENABLED", on)
+
+
+def _time_by_reference(plan, base):
+    from collsched.model.dag import _PyGraph
+    return _PyGraph(plan).time(base)
+
+
+def dag_reference():
+    """Plans without the kernels timed by the C kernel's Python reference (model.dag._PyGraph)
+    instead of the numpy waves, for the block."""
+    from collsched.model.dag import Plan
+    return setting(Plan, "_time_waves", _time_by_reference)

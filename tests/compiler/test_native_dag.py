@@ -1,9 +1,10 @@
 """The simulator's native timing (native/dag.c) computes exactly what its Python paths
-compute: _PyGraph for small plans with shared WAN links, the numpy waves for the rest.
+compute: its reference _PyGraph, and the numpy waves production runs without the kernels.
 Same start and end of every transfer and exit of every rank to the bit, same metrics,
 over the algorithms, bundled and random topologies, both duplex modes, serial and
 dataflow execution, flat and random arrivals; and the same ModelCycle for port orders
 that wait on each other."""
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from collsched.model.simulate import simulate, simulate_pattern
 from collsched.inputs.topology import load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml
-from switches import kernels, setting
+from switches import dag_reference, kernels
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 ALGORITHMS = ["ring", "bruck", "nex", "lnbc", "spreading", "min3", "magpie", "bdr", "bslb"]
@@ -40,11 +41,10 @@ def timed(sched, topo, nbytes, pattern, serial_sends):
     return ([(t.start.tobytes(), t.end.tobytes(), t.exits.tobytes()) for t in tls], per_iter, mean)
 
 
-def assert_alike(sched, topo, nbytes, pattern, serial_sends=None, python_max=None):
-    """Native on and off agree; python_max forces the Python side's choice of path
-    (PY_MAX_TRANSFERS: -1 for the waves, huge for _PyGraph)."""
-    with kernels(False), setting(dag_module, "PY_MAX_TRANSFERS",
-                                 dag_module.PY_MAX_TRANSFERS if python_max is None else python_max):
+def assert_alike(sched, topo, nbytes, pattern, serial_sends=None, waves=False):
+    """The kernel and a Python path agree: the reference (_PyGraph), or with waves=True the
+    numpy waves that production runs without the kernels."""
+    with kernels(False), (nullcontext() if waves else dag_reference()):
         ref = timed(sched, topo, nbytes, pattern, serial_sends)
     with kernels(True):
         fast = timed(sched, topo, nbytes, pattern, serial_sends)
@@ -55,7 +55,7 @@ def assert_alike(sched, topo, nbytes, pattern, serial_sends=None, python_max=Non
 
 
 def test_kernel_is_built_and_used():
-    assert native.status() == "native", native.status()
+    assert native.status() == "c", native.status()
     topo = load_topology(TOPOLOGIES / "three-site-grid.yaml", 20)
     s = schedule("ring", topo, 1 << 20, None)
     with kernels(True):
@@ -77,8 +77,8 @@ def test_bundled_topologies(name, p, duplex, alg):
     pattern = np.stack([np.zeros(p), a, rng.uniform(0, 0.002, p)])
     for serial in (None, not s.serial):
         assert_alike(s, topo, nbytes, pattern, serial)
-    # And with the waves on the Python side, where it would have used _PyGraph.
-    assert_alike(s, topo, nbytes, pattern, python_max=-1)
+    # And with the waves, which production runs without the kernels.
+    assert_alike(s, topo, nbytes, pattern, waves=True)
 
 
 def test_serial_schedules_are_covered():
@@ -95,7 +95,7 @@ def test_waves_and_native_agree(alg, name, p, duplex):
     topo = load_topology(TOPOLOGIES / f"{name}.yaml", p).with_duplex(duplex == "full")
     s = schedule(alg, topo, 1 << 16, None)
     a = np.random.default_rng(p).uniform(0, 0.005, p)
-    assert_alike(s, topo, 1 << 16, np.stack([np.zeros(p), a]), python_max=-1)
+    assert_alike(s, topo, 1 << 16, np.stack([np.zeros(p), a]), waves=True)
 
 
 @pytest.mark.parametrize("arrivals", ["negative", "minus-zero", "equal", "one-late"])
@@ -158,4 +158,4 @@ def test_random_grids(tmp_path, doc, data, nbytes, alg, imbalanced):
         assume(False)
     pattern = np.stack([np.zeros(p), a])
     assert_alike(s, topo, nbytes, pattern)
-    assert_alike(s, topo, nbytes, pattern, serial_sends=not s.serial, python_max=-1)
+    assert_alike(s, topo, nbytes, pattern, serial_sends=not s.serial, waves=True)

@@ -6,8 +6,10 @@ transfer that delivered the piece to the sender, the one after which the receive
 the receive (rendezvous) and, on a shared WAN link (links.py), the transfer before it on
 that link. That is a DAG; its longest paths are computed in waves (all transfers whose
 predecessors are known, at once), a handful of numpy calls per wave rather than per
-transfer. Small plans with shared links are timed transfer by transfer in
-plain Python instead (_PyGraph), with the same float operations and so the same results.
+transfer. _PyGraph times the
+same DAG transfer by transfer on Python lists, with the same float operations and so the
+same results: it is the one reference of the C kernel, which mirrors it statement for
+statement, and the tests compare the kernel and the waves with it.
 Where the native kernels are built, _PyGraph's C twin (native/dag.c) times every plan,
 with the same results, faster than the waves (docs/benchmarks.md, "Compiler").
 
@@ -44,9 +46,6 @@ from ..verify import match
 _OS, _G, _END, _LINK, _PORT_END = 0, 1, 2, 3, 4
 _NK = 5
 LINK_PASSES = 4
-# Plans with shared links of at most this many transfers are timed in plain Python
-# (_PyGraph), larger ones in numpy waves.
-PY_MAX_TRANSFERS = 8192
 
 
 class ModelCycle(ValueError):
@@ -171,9 +170,9 @@ class Plan:
         # os(m) and g(m) of every transfer: the same for every arrival pattern timed.
         self.os_all = self._per_transfer(self.os)
         self.g_all = self._per_transfer(self.g)
-        # With the native kernels every plan is timed as _PyGraph times it, in C. Without,
-        # small plans with shared links are timed in plain Python (_PyGraph): each link pass
-        # adds long chains, and numpy costs microseconds per call, a dozen calls per wave.
+        # With the C kernels every plan is timed as _PyGraph times it, in C; without, in
+        # numpy waves (docs/benchmarks.md, "the second Python paths": _PyGraph in production
+        # would save milliseconds on small plans and cost seconds on large ones).
         self._greedy = None
         try:
             self._prepare_timing()
@@ -184,16 +183,12 @@ class Plan:
         self._ports = self._rest = None
 
     def _prepare_timing(self):
-        self._py = self._order = self._csr = self._native = None
-        if native.kernels() is not None:
+        self._order = self._csr = self._native = None
+        if native.available():
             self._native = _NativeGraph(self)
             if not self._native.acyclic:  # a cycle: _topological_waves reports it
                 self._native = None
-        elif len(self.on_wan) and self.n <= PY_MAX_TRANSFERS:
-            self._py = _PyGraph(self)
-            if self._py.levels is None:  # a cycle: _topological_waves reports it
-                self._py = None
-        if self._py is None and self._native is None:
+        if self._native is None:
             self._order = self._topological_waves(self.pred)
 
     def _use_greedy_ports(self):
@@ -212,7 +207,7 @@ class Plan:
         self._columns = preds + list(rest_p), kinds + list(rest_k), offsets
         self._stacked = None
         self._zero_offset = np.array([o is no_offset for o in offsets], np.uint8)
-        self._py = self._native = self._csr = None
+        self._native = self._csr = None
         self._order = self._topological_waves(self.pred)  # ModelCycle if even these cycle
         self._greedy = _GreedyPorts(self)
 
@@ -370,8 +365,6 @@ class Plan:
         elif self._native is not None:  # cannot happen (native/dag.c): the reference says why
             self._order = self._topological_waves(self.pred)
             start, end = self._time_waves(base)
-        elif self._py is not None:
-            start, end = self._py.time(base)
         else:
             start, end = self._time_waves(base)
         exits = a.copy()
@@ -466,7 +459,8 @@ def _edge_lists(plan: Plan):
 
 class _PyGraph:
     """The transfer DAG of a Plan as Python lists, timed transfer by transfer with the
-    arithmetic of Plan._longest_paths (the same float operations: the same results)."""
+    arithmetic of Plan._longest_paths (the same float operations: the same results). The
+    reference of the C kernel (native/dag.c); only the tests run it."""
 
     def __init__(self, plan: Plan):
         n = self.n = plan.n
@@ -675,12 +669,18 @@ class _NativeGraph:
         kind = np.empty((5, n), np.uint8)
         for row, k in zip(kind, kinds):
             row[:] = k  # a scalar or one per transfer
-        floats = [np.ascontiguousarray(a, np.float64) for a in
-                  (*offsets, plan.duration, plan.os_all, plan.g_all, plan.wan_time)]
-        done = native.call("dag_order", n, *(np.ascontiguousarray(p, np.int64) for p in preds),
-                           kind, *floats[:5], self.zero_col, *floats[5:], len(plan.on_wan),
-                           np.ascontiguousarray(plan.on_wan, np.int64),
-                           self.perm, self.edge, self.eoff, self.node, self.on_wan)
+        pred = [np.ascontiguousarray(p, np.int64) for p in preds]
+        off = [np.ascontiguousarray(o, np.float64) for o in offsets]
+
+        def f64(a):
+            return np.ascontiguousarray(a, np.float64)
+        done = native.dag_order(
+            n=n, pred0=pred[0], pred1=pred[1], pred2=pred[2], pred3=pred[3], pred4=pred[4],
+            kind=kind, off0=off[0], off1=off[1], off2=off[2], off3=off[3], off4=off[4],
+            zero_col=self.zero_col, dur=f64(plan.duration), os=f64(plan.os_all),
+            g=f64(plan.g_all), wan_time=f64(plan.wan_time), n_on_wan=len(plan.on_wan),
+            on_wan=np.ascontiguousarray(plan.on_wan, np.int64), perm=self.perm,
+            edge=self.edge, eoff=self.eoff, node=self.node, on_wan_out=self.on_wan)
         self.acyclic = done == n
         self.work = None  # the C timing's scratch, kept: its pages are mapped once
 
@@ -691,7 +691,9 @@ class _NativeGraph:
         if self.work is None:
             self.work = (np.empty(4 * n), np.empty(3 * n, np.int64))
         start, end = np.empty(n), np.empty(n)
-        done = native.call("dag_time", n, self.edge, self.eoff, self.zero_col, self.node,
-                           self.perm, len(self.on_wan), self.on_wan, self.link_of, LINK_PASSES,
-                           np.ascontiguousarray(base, np.float64), *self.work, start, end)
+        done = native.dag_time(
+            n=n, edge=self.edge, eoff=self.eoff, zero_col=self.zero_col, node=self.node,
+            perm=self.perm, n_on_wan=len(self.on_wan), on_wan=self.on_wan,
+            link_of=self.link_of, passes=LINK_PASSES, base=np.ascontiguousarray(base, np.float64),
+            work_f=self.work[0], work_i=self.work[1], start=start, end=end)
         return (start, end) if done == n else None

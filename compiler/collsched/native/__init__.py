@@ -2,42 +2,113 @@
 
 Each kernel does exactly what one Python function of the compiler does - the same float
 operations in the same order, so the same bits (tests/compiler/test_native*.py check it)
-- only without the interpreter's cost per operation. The Python functions stay the
-reference: they are what the docs describe, and they run wherever the library is not
-built. `make deps` (so `make test` and `make demo`) builds it next to this file:
+- only without the interpreter's cost per operation. That Python function is the kernel's
+one reference: it is what the docs describe, the tests compare the kernel with it, and it
+runs wherever the library is not built. `make deps` (so `make test` and `make demo`)
+builds the library next to this file:
 
     compiler/collsched/native/libcollsched_kernels.so   from   native/*.c
 
-Which kernels exist and what they mirror:
+Which kernels exist, their wrappers here, and the reference each mirrors:
 
-    leaf_pool.c   min3._schedule_leaf_pool       (small pools of single ranks)
-    input_pool.c  min3._schedule_input_pool      (pools of pools, with _ListSearch's relays)
-    ring.c        min3._schedule_ring            (large sites of grids: the pipelined ring)
-    progress.c    verify._progress_completes     (the deadlock-freedom walk, any size)
-    dag.c         dag._PyGraph                   (the cost model's timing of the transfer DAG,
-                                                  any size; replaces the numpy waves too)
+    leaf_pool.c   leaf_pool()            min3's _schedule_leaf_pool   (small pools of single ranks)
+    input_pool.c  input_pool()           min3's _schedule_input_pool  (pools of pools, with relays)
+    ring.c        ring()                 min3's _schedule_ring        (large sites of grids)
+    progress.c    progress_completes()   verify._progress_completes   (the deadlock-freedom walk)
+    dag.c         dag_order(), dag_time() model.dag._PyGraph           (the cost model's timing)
+
+One interface: kernels.h declares every kernel's prototype. When the library loads, those
+declarations are read (parse_prototypes) and set each C function's argument and result
+types, and each wrapper below - keyword-only parameters named as the header names them -
+must match its prototype name for name, or the library is not used (status() says why;
+tests/compiler/test_native.py fails). A call converts nothing silently: arrays must have
+the declared element type, be C-contiguous, and be writable where the kernel writes.
 
 A library older than its sources is not loaded (the results would be a stale build's);
 COLLSCHED_NATIVE=0 in the environment turns the kernels off, COLLSCHED_NATIVE_LIB loads
 another build (`make check-kernels-asan`: the parity tests under ASan and UBSan).
-`status()` says which.
+`status()` says which: "c", or why the Python references run.
 """
 from __future__ import annotations
 
 import ctypes
+import inspect
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+HEADER = HERE / "kernels.h"
 # COLLSCHED_NATIVE_LIB: another build of the same sources (make check-kernels-asan).
 LIBRARY = Path(os.environ.get("COLLSCHED_NATIVE_LIB") or HERE / "libcollsched_kernels.so")
 # Tests switch the kernels off to compare with the Python reference (False: Python only).
 ENABLED = os.environ.get("COLLSCHED_NATIVE", "1") != "0"
+# The value of status() (and of `compile --json`'s "kernels") when the kernels run.
+BUILT = "c"
+
+# --- the prototypes, as kernels.h declares them ---------------------------------------
+
+_DTYPES = {"int64_t": np.dtype(np.int64), "double": np.dtype(np.float64),
+           "uint8_t": np.dtype(np.uint8)}
+_SCALARS = {"int64_t": ctypes.c_int64, "double": ctypes.c_double}
+_PARAM = re.compile(r"(const\s+)?(int64_t|double|uint8_t)\s*(\*)?\s*([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a kernel: `int64_t x`, `double x` or `[const] T *x`."""
+
+    name: str
+    ctype: str  # int64_t, double or uint8_t (the element type of a pointer)
+    pointer: bool
+    const: bool  # a pointer the kernel only reads
+
+    @property
+    def dtype(self) -> np.dtype:
+        return _DTYPES[self.ctype]
+
+    def __str__(self):
+        return f"{'const ' if self.const else ''}{self.ctype} {'*' if self.pointer else ''}{self.name}"
+
+
+@dataclass(frozen=True)
+class Prototype:
+    name: str  # without the cs_ prefix
+    params: tuple[Param, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+
+def parse_prototypes(text: str, definitions: bool = False) -> dict[str, Prototype]:
+    """The kernels `int64_t cs_<name>(...)` declared in C source `text` (definitions=True:
+    defined, followed by `{`), in the restricted form kernels.h describes. Raises
+    ValueError on a parameter outside it."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    end = r"\{" if definitions else ";"
+    out = {}
+    for m in re.finditer(r"^int64_t\s+cs_(\w+)\s*\(([^)]*)\)\s*" + end, text, re.M):
+        params = []
+        for raw in m.group(2).split(","):
+            p = _PARAM.fullmatch(" ".join(raw.split()))
+            if p is None or (p.group(1) and not p.group(3)):
+                raise ValueError(f"cs_{m.group(1)}: cannot read parameter {raw.strip()!r}")
+            params.append(Param(p.group(4), p.group(2), bool(p.group(3)), bool(p.group(1))))
+        if m.group(1) in out:
+            raise ValueError(f"cs_{m.group(1)} declared twice")
+        out[m.group(1)] = Prototype(m.group(1), tuple(params))
+    return out
+
+
+# --- loading ---------------------------------------------------------------------------
 
 _lib = None
 _why = None
+_kernels: dict[str, "_Kernel"] = {}
 
 
 def _load():
@@ -55,38 +126,46 @@ def _load():
         _why = f"{LIBRARY.name} is older than {stale[0]} (make deps rebuilds it)"
         return
     try:
-        _lib = ctypes.CDLL(str(LIBRARY))
-    except OSError as exc:
+        lib = ctypes.CDLL(str(LIBRARY))
+        kernels = {name: _Kernel(proto, getattr(lib, "cs_" + name))
+                   for name, proto in parse_prototypes(HEADER.read_text()).items()}
+    except (OSError, AttributeError, ValueError) as exc:
         _why = f"{LIBRARY.name} does not load: {exc}"
+        return
+    wrong = wrapper_mismatches(kernels)
+    if wrong:
+        _why = f"{HEADER.name} and the wrappers disagree: {wrong[0]}"
+        return
+    _kernels.update(kernels)
+    _lib = lib
 
 
-def kernels():
-    """The loaded library, or None (Python reference paths then): disabled, missing, stale."""
+def available() -> bool:
+    """Whether the kernels run (else the Python references): enabled, built, current."""
     if not ENABLED:
-        return None
+        return False
     _load()
-    return _lib
+    return _lib is not None
 
 
-# Loaded with the module, as the other libraries are imported at start-up: a compile job's
-# stage timings (compile --json) count its own work, not the process's start.
-if ENABLED:
-    _load()
+def library():
+    """The loaded ctypes library, or None (see available())."""
+    return _lib if available() else None
 
 
 def status() -> str:
-    """'native', or why the Python reference paths run instead."""
+    """BUILT ("c"), or why the Python reference paths run instead."""
     if not ENABLED:
         return "python (COLLSCHED_NATIVE=0)"
     _load()
-    return "native" if _lib is not None else f"python ({_why})"
+    return BUILT if _lib is not None else f"python ({_why})"
 
 
-_ARRAY_DTYPES = {np.dtype(t).num for t in (np.float64, np.int64, np.uint8)}
+# --- calls -----------------------------------------------------------------------------
+
 # What a negative return means (native/*.c): -1 is the machine's, the others are bugs.
 _ERRORS = {-1: "out of memory", -2: "a piece that no rank of the pool holds (a bug)",
            -3: "more results than the caller made room for (a bug)"}
-_functions: dict = {}  # name -> (ctypes function with its argtypes, those argtypes)
 
 
 def _address(a: np.ndarray) -> int:
@@ -98,38 +177,135 @@ def _address(a: np.ndarray) -> int:
         return a.ctypes.data
 
 
-def call(name: str, *args) -> int:
-    """Call kernel `name`: numpy arrays pass as pointers (they must be C-contiguous and
-    of the kernel's dtype: float64, int64 or uint8), ints as int64, floats as double.
-    Kernels return the number of results written, or a negative error code.
+class _Kernel:
+    """One C kernel with its declared prototype: called with every parameter by name."""
 
-    The argument types are set on the function once (ctypes then converts plain Python
-    values in C): a kernel takes some 30 arguments, and wrapping each in a ctypes object
-    cost more than small kernels' work."""
-    lib = kernels()
-    if lib is None:
-        raise RuntimeError(f"native kernel {name} called without the library: {status()}")
-    values, types = [], []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            if not a.flags.c_contiguous or a.dtype.num not in _ARRAY_DTYPES:
-                raise TypeError(f"{name}: array of {a.dtype} (contiguous: {a.flags.c_contiguous})")
-            values.append(_address(a)), types.append(ctypes.c_void_p)
-        elif isinstance(a, (bool, int, np.integer)):
-            values.append(int(a)), types.append(ctypes.c_int64)
-        elif isinstance(a, (float, np.floating)):
-            values.append(float(a)), types.append(ctypes.c_double)
-        else:
-            raise TypeError(f"{name}: cannot pass {type(a).__name__}")
-    got = _functions.get(name)
-    if got is None:
-        fn = getattr(lib, "cs_" + name)
-        fn.restype, fn.argtypes = ctypes.c_int64, types
-        got = _functions[name] = (fn, types)
-    elif got[1] != types:
-        raise TypeError(f"{name}: argument types {types} differ from the first call's {got[1]}")
-    rc = got[0](*values)
-    if rc < 0:
-        what = f"native kernel {name} failed: {_ERRORS.get(rc, f'code {rc}')}"
-        raise MemoryError(what) if rc == -1 else RuntimeError(what)
-    return rc
+    def __init__(self, proto: Prototype, fn):
+        self.proto, self.fn = proto, fn
+        self.names = frozenset(proto.names)
+        fn.restype = ctypes.c_int64
+        fn.argtypes = [ctypes.c_void_p if p.pointer else _SCALARS[p.ctype] for p in proto.params]
+
+    def __call__(self, fields: dict) -> int:
+        name = self.proto.name
+        if fields.keys() != self.names:
+            missing = sorted(self.names - fields.keys())
+            extra = sorted(fields.keys() - self.names)
+            raise TypeError(f"{name}: missing {missing}, unexpected {extra}")
+        values = []
+        for p in self.proto.params:
+            v = fields[p.name]
+            if p.pointer:
+                if type(v) is not np.ndarray:
+                    raise TypeError(f"{name}: {p} takes a numpy array, not {type(v).__name__}")
+                if v.dtype != p.dtype or not v.flags.c_contiguous:
+                    raise TypeError(f"{name}: {p} takes a C-contiguous {p.dtype} array, not "
+                                    f"{v.dtype} (contiguous: {v.flags.c_contiguous})")
+                if not p.const and not v.flags.writeable:
+                    raise TypeError(f"{name}: {p} is written: the array must be writable")
+                values.append(_address(v))
+            elif p.ctype == "double":
+                if not isinstance(v, (float, int, np.floating, np.integer)):
+                    raise TypeError(f"{name}: {p} takes a number, not {type(v).__name__}")
+                values.append(float(v))
+            else:
+                if not isinstance(v, (int, np.integer)):  # bool is an int: 0 or 1
+                    raise TypeError(f"{name}: {p} takes an integer, not {type(v).__name__}")
+                values.append(int(v))
+        rc = self.fn(*values)
+        if rc < 0:
+            what = f"kernel {name} failed: {_ERRORS.get(rc, f'code {rc}')}"
+            raise MemoryError(what) if rc == -1 else RuntimeError(what)
+        return rc
+
+
+def _run(name: str, fields: dict) -> int:
+    """Calls kernel `name` with `fields` (every parameter by name); returns its count."""
+    kernel = _kernels.get(name) if available() else None
+    if kernel is None:
+        raise RuntimeError(f"kernel {name} called without the library: {status()}")
+    return kernel(fields)
+
+
+def wrapper_mismatches(kernels=None) -> list[str]:
+    """Where a wrapper's keyword parameters differ from its prototype in kernels.h (or a
+    prototype has no wrapper, or a wrapper no prototype): one line each; [] if none."""
+    protos = {n: k.proto for n, k in kernels.items()} if kernels is not None else \
+        parse_prototypes(HEADER.read_text())
+    out = []
+    for name in sorted(set(protos) | set(WRAPPERS)):
+        if name not in WRAPPERS or name not in protos:
+            out.append(f"cs_{name}: {'no wrapper' if name in protos else 'not declared in kernels.h'}")
+            continue
+        sig = inspect.signature(WRAPPERS[name]).parameters.values()
+        got = tuple(p.name for p in sig if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        if got != protos[name].names or len(got) != len(sig):
+            out.append(f"cs_{name}: the wrapper takes {got}, kernels.h declares {protos[name].names}")
+    return out
+
+
+# --- the wrappers: one per kernel, keyword-only, named as kernels.h names them -----------
+# (`locals()` on entry is exactly the parameters.)
+
+def progress_completes(*, nranks, rank, offsets, blocking, first, last, dep0, dep1, dep2) -> int:
+    """verify._progress_completes: 1 if every rank's walk ends, else 0 (progress.c)."""
+    return _run("progress_completes", locals())
+
+
+def dag_order(*, n, pred0, pred1, pred2, pred3, pred4, kind, off0, off1, off2, off3, off4,
+              zero_col, dur, os, g, wan_time, n_on_wan, on_wan, perm, edge, eoff, node,
+              on_wan_out) -> int:
+    """Lays out a Plan's DAG for dag_time (dag.c); returns n, or fewer on a cycle."""
+    return _run("dag_order", locals())
+
+
+def dag_time(*, n, edge, eoff, zero_col, node, perm, n_on_wan, on_wan, link_of, passes, base,
+             work_f, work_i, start, end) -> int:
+    """model.dag._PyGraph.time on dag_order's layout (dag.c); returns n, or fewer on a cycle."""
+    return _run("dag_time", locals())
+
+
+def leaf_pool(*, n, n_items, p, nseg, full, neediest_first, members, dur, early, link, os, gap,
+              fifo, send_free, recv_free, overlap, after, arrival, held_off, held_rank,
+              held_time, out_src, out_dst, out_item, out_start, out_end) -> int:
+    """min3's _schedule_leaf_pool (leaf_pool.c); returns the number of transfers written."""
+    return _run("leaf_pool", locals())
+
+
+def input_pool(*, n, ng, nw, n_items, n_todo, full, use_relays, nest, depth, goff, group, dur,
+               early, link, os, gap, fifo, wan_of, wan_hold, wan_free, send_free, recv_free,
+               overlap, after, arrival, held_off, held_rank, held_time, items, out_src,
+               out_dst, out_item, out_start, out_end) -> int:
+    """min3's _schedule_input_pool (input_pool.c); returns the number of transfers written."""
+    return _run("input_pool", locals())
+
+
+def ring(*, n, n_items, floor, dur, early, os, gap, fifo, link, send_off, send_start,
+         send_freed, recv_off, recv_start, recv_end, recv_land, held_off, held_rank, held_time,
+         cap, out_src, out_dst, out_item, out_start, out_end, send_free, recv_free) -> int:
+    """min3's _schedule_ring (ring.c); returns the number of transfers written."""
+    return _run("ring", locals())
+
+
+WRAPPERS = {f.__name__: f for f in (progress_completes, dag_order, dag_time, leaf_pool,
+                                    input_pool, ring)}
+
+
+def call(name: str, *args) -> int:
+    """Positional call, mapped onto the prototype's names (for callers not yet on the
+    keyword wrappers; removed once they all are)."""
+    names = _kernels[name].proto.names if available() and name in _kernels else ()
+    if len(args) != len(names):
+        raise TypeError(f"{name}: {len(args)} arguments, kernels.h declares {len(names)}")
+    return _run(name, dict(zip(names, args)))
+
+
+def kernels():
+    """library() under its old name (for callers not yet on available())."""
+    return library()
+
+
+# Loaded with the module, as the other libraries are imported at start-up: a compile job's
+# stage timings (compile --json) count its own work, not the process's start.
+if ENABLED:
+    _load()

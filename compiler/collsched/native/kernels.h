@@ -13,6 +13,68 @@
 
 #define CS_ENOMEM (-1)
 
+/* The kernels: the only functions Python calls. __init__.py reads these declarations when
+ * it loads the library and sets each function's argument and result types from them, and
+ * its keyword wrappers must name the same parameters (tests/compiler/test_native.py), so
+ * they are written in a restricted form: `int64_t cs_<name>(<parameters>);`, each parameter
+ * `int64_t x`, `double x`, or a pointer `[const] int64_t|double|uint8_t *x` (const: read
+ * only; otherwise the kernel writes it, and the caller's array must be writable). Arrays
+ * are C-contiguous; the caller sizes them as each kernel's comment says. Each .c file
+ * includes this header, so the compiler checks the definitions against these. */
+
+/* progress.c: verify._progress_completes. */
+int64_t cs_progress_completes(int64_t nranks, const int64_t *rank, const int64_t *offsets,
+                              const int64_t *blocking, const int64_t *first, const int64_t *last,
+                              const int64_t *dep0, const int64_t *dep1, const int64_t *dep2);
+
+/* dag.c: model.dag._PyGraph's topological order (cs_dag_order) and timing (cs_dag_time). */
+int64_t cs_dag_order(int64_t n, const int64_t *pred0, const int64_t *pred1,
+                     const int64_t *pred2, const int64_t *pred3, const int64_t *pred4,
+                     const uint8_t *kind, const double *off0, const double *off1,
+                     const double *off2, const double *off3, const double *off4,
+                     const uint8_t *zero_col, const double *dur, const double *os,
+                     const double *g, const double *wan_time, int64_t n_on_wan,
+                     const int64_t *on_wan, int64_t *perm, int64_t *edge, double *eoff,
+                     double *node, int64_t *on_wan_out);
+int64_t cs_dag_time(int64_t n, const int64_t *edge, const double *eoff,
+                    const uint8_t *zero_col, const double *node, const int64_t *perm,
+                    int64_t n_on_wan, const int64_t *on_wan, const int64_t *link_of,
+                    int64_t passes, const double *base, double *work_f, int64_t *work_i,
+                    double *start, double *end);
+
+/* leaf_pool.c: min3's _schedule_leaf_pool. neediest_first: receivers that tie go neediest
+ * first (the most pieces lacking, then the latest arrival), else lowest rank first. */
+int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_t full,
+                     int64_t neediest_first, const int64_t *members, const double *dur,
+                     const double *early, double *link, const double *os, const double *gap,
+                     const uint8_t *fifo, double *send_free, double *recv_free,
+                     uint8_t *overlap, double *after, const double *arrival,
+                     const int64_t *held_off, const int64_t *held_rank, const double *held_time,
+                     int64_t *out_src, int64_t *out_dst, int64_t *out_item, double *out_start,
+                     double *out_end);
+
+/* input_pool.c: min3's _schedule_input_pool. */
+int64_t cs_input_pool(int64_t n, int64_t ng, int64_t nw, int64_t n_items, int64_t n_todo,
+                      int64_t full, int64_t use_relays, const int64_t *nest, int64_t depth,
+                      const int64_t *goff, const int64_t *group, const double *dur,
+                      const double *early, double *link, const double *os, const double *gap,
+                      const uint8_t *fifo, const int64_t *wan_of, const double *wan_hold,
+                      double *wan_free, double *send_free, double *recv_free, uint8_t *overlap,
+                      double *after, const double *arrival, const int64_t *held_off,
+                      const int64_t *held_rank, const double *held_time, const int64_t *items,
+                      int64_t *out_src, int64_t *out_dst, int64_t *out_item, double *out_start,
+                      double *out_end);
+
+/* ring.c: min3's _schedule_ring. */
+int64_t cs_ring(int64_t n, int64_t n_items, double floor, const double *dur, const double *early,
+                const double *os, const double *gap, const uint8_t *fifo, double *link,
+                const int64_t *send_off, const double *send_start, const double *send_freed,
+                const int64_t *recv_off, const double *recv_start, const double *recv_end,
+                const double *recv_land, const int64_t *held_off, const int64_t *held_rank,
+                const double *held_time, int64_t cap, int64_t *out_src, int64_t *out_dst,
+                int64_t *out_item, double *out_start, double *out_end, double *send_free,
+                double *recv_free);
+
 /* builtins.max(a, b): b only if strictly greater. */
 static inline double pymax(double a, double b) { return b > a ? b : a; }
 

@@ -3,9 +3,9 @@
  * first: this is the same greedy, statement for statement, on the pool's own block of the
  * cost matrices (local rank indices, row-major n x n).
  *
- * In:  members[n] (global ranks, for the tie-break), neediest (a serial plan: receivers tie
- *      neediest first, see the Python function), the matrices, the port state (updated
- *      in place, as the Python function updates its lists), and the holders of each piece
+ * In:  members[n] (global ranks, for the tie-break), neediest_first (receivers that tie
+ *      go neediest first, else lowest first; see the Python function), the matrices, the
+ *      port state (updated in place, as the Python function updates its lists), the holders of each piece
  *      in insertion order: held_rank/held_time[held_off[d] .. held_off[d + 1]].
  * Out: the transfers in the order taken (local ranks); returns how many, or < 0.
  */
@@ -89,7 +89,7 @@ static double best_for(const leaf *L, int64_t r, int64_t *bs_out, int64_t *bd_ou
 }
 
 int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_t full,
-                     int64_t neediest, const int64_t *members, const double *dur, const double *early,
+                     int64_t neediest_first, const int64_t *members, const double *dur, const double *early,
                      double *link, const double *os, const double *gap, const uint8_t *fifo,
                      double *send_free, double *recv_free, uint8_t *overlap, double *after,
                      const double *arrival, const int64_t *held_off, const int64_t *held_rank,
@@ -156,7 +156,7 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
     /* place[r]: r's position ordered by (later arrival first, then lower index). */
     for (int64_t r = 0; r < n; r++) {
         place[r] = r;
-        if (neediest) {
+        if (neediest_first) {
             place[r] = 0;
             for (int64_t i = 0; i < n; i++)
                 if (arrival[i] > arrival[r] || (arrival[i] == arrival[r] && i < r))
@@ -164,7 +164,7 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
         }
         rank_of[place[r]] = r;
     }
-#define TIE(r) (neediest ? (n_items - L.nlack[r]) * n + place[r] : (r))
+#define TIE(r) (neediest_first ? (n_items - L.nlack[r]) * n + place[r] : (r))
 #define CURRENT(k, id) (key_has[rank_of[(id) % n]] && (k) == key[rank_of[(id) % n]] && \
                         (id) == key_tie[rank_of[(id) % n]])
     int64_t bs, bd;
@@ -191,7 +191,7 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
             int64_t id2;
             cs_heap_pop(&heap, &k2, &id2);
         }
-        if (heap.len && (t > heap.key[0] || (neediest && t == heap.key[0] && id > heap.id[0]))) {
+        if (heap.len && (t > heap.key[0] || (neediest_first && t == heap.key[0] && id > heap.id[0]))) {
             key[r] = t;
             if (cs_heap_push(&heap, t, id)) {
                 rc = CS_ENOMEM;

@@ -18,13 +18,13 @@ def _gate_link_receives(model: _Model, src, dst, item, step, topo, piece_bytes: 
     The plan serves a link in turn; the runtime posts every receive as its walk reaches
     it, and a rendezvous message (at least eager_limit bytes) moves once its receive is
     posted - so transfers the plan put one after another on a link all moved at once,
-    sharing it, and every piece landed late: on the three-site grid four UT pieces
-    planned to reach UK 5.9 s apart all arrived at 23 s, and what UK forwarded from them
-    started that much later. So a rendezvous receive over a shared link is listed just
+    sharing it, and every piece landed late: on the three-site grid UT pieces planned to
+    reach UK one after another all arrived together, at the end, and what UK forwarded
+    from them started that much later. So a rendezvous receive over a shared link is listed just
     after the receiver's first forward of the piece it took before over the same link:
     the walk, waiting for that piece (rule 2), posts the receive when the link is free,
-    where the plan starts the transfer. Three-site grid, SMPI: 11.94 -> 11.33 s at 256
-    KiB, 46.86 -> 43.62 s at 1 MiB (docs/grid.md).
+    where the plan starts the transfer. On the three-site grid under SMPI that makes Min3
+    faster at 256 KiB and 1 MiB (docs/grid.md, "receive gating", has the figures).
 
     Only where one flow fills the link (window-capped links want several flows in flight,
     policy.py) and its latency is at most GATE_LATENCY_SHARE of the piece's time on it (a

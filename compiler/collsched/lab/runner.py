@@ -148,8 +148,8 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, platform_file
                "--cfg=network/crosstraffic:0", "--cfg=smpi/simulate-computation:no",
                # SMPI charges smpi/test (100 us by default) times a growing counter of
                # failed tests, shared by all ranks, per failed MPI_Test so that busy loops
-               # advance the clock. Ours nap between tests; even 1 us grew to 0.2-1.9 ms
-               # per test at 48 ranks and made ranks arrive late (docs/pat.md).
+               # advance the clock. Ours nap between tests; even 1 us grew, with the shared
+               # counter, far beyond a nap and made ranks arrive late (docs/pat.md).
                "--cfg=smpi/test:0",
                "--log=root.thres:error"]
         if algorithm.startswith("native:"):

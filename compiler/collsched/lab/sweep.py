@@ -38,7 +38,7 @@ PAPER_ITERATIONS = 256
 # the 2 hours the issue allows, so the default is 4 (the paper: 256).
 DEFAULT_ITERATIONS = 4
 # Algorithms that use the predicted arrival pattern (runner.PAP_AWARE); the rest are "regular".
-# Paper cell the issue asks about: BDR 1.9x faster than the best regular algorithm there.
+# The paper's best cell (docs/sweep.md): BDR 1.9x faster than the best regular algorithm there.
 PAPER_BEST_CELL = (28, 256 * KILO, 5.0)
 TARGET_AGREEMENT = 0.10  # bdr: measured vs predicted speedup over ring, maxDelay >= 5 ms
 TARGET_FLAT_SLOWDOWN = 0.02  # bdr at maxDelay 0: at most 2% slower than ring

@@ -90,7 +90,7 @@ install: runtime-mpi
 # ---- sanitizers: the runtime tests against an ASan + UBSan build ----
 RT_AOBJ    := $(RT_BUILD)/asan/obj
 # GCC leaves float-cast-overflow out of "undefined" (a double-to-int64 overflow in bdr.c
-# went unseen: issue 22).
+# once went unseen).
 RT_SANFLAGS := -fsanitize=address,undefined,float-cast-overflow \
                -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
 

@@ -3,7 +3,7 @@
  * The executor moves raw byte ranges (pieces) of a block. That is right only if the
  * elements of the user's datatype, flattened in type-map order, are consecutive bytes in
  * increasing address order; size = extent = true extent is not enough (an indexed type
- * with displacements {1, 0} swaps two ints and passes that test: issue 22). The decision
+ * with displacements {1, 0} swaps two ints and passes that test). The decision
  * walks the type's constructor tree (MPI_Type_get_envelope / MPI_Type_get_contents):
  * predefined types are runs when they have no holes; a derived type is a run when the
  * runs of its parts, in the order the constructor lists them, follow each other with no

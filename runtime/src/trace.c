@@ -8,7 +8,7 @@
  *
  * The record belongs to the call (NULL when tracing is off): calls on different
  * communicators in different threads never share one (a shared global record was freed
- * under another thread's feet: heap-use-after-free under MPI_THREAD_MULTIPLE, issue 22).
+ * under another thread's feet: heap-use-after-free under MPI_THREAD_MULTIPLE).
  * The files are process-wide (two communicators' ranks may write the same PREFIX.RANK.csv),
  * so their bookkeeping - which path was opened, call numbers - is the one process-wide
  * state here, under one mutex. */

@@ -291,20 +291,6 @@ WRAPPERS = {f.__name__: f for f in (progress_completes, dag_order, dag_time, lea
                                     input_pool, ring)}
 
 
-def call(name: str, *args) -> int:
-    """Positional call, mapped onto the prototype's names (for callers not yet on the
-    keyword wrappers; removed once they all are)."""
-    names = _kernels[name].proto.names if available() and name in _kernels else ()
-    if len(args) != len(names):
-        raise TypeError(f"{name}: {len(args)} arguments, kernels.h declares {len(names)}")
-    return _run(name, dict(zip(names, args)))
-
-
-def kernels():
-    """library() under its old name (for callers not yet on available())."""
-    return library()
-
-
 # Loaded with the module, as the other libraries are imported at start-up: a compile job's
 # stage timings (compile --json) count its own work, not the process's start.
 if ENABLED:

@@ -122,7 +122,7 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
                   and bool((model.wan_of[np.ix_(pool, pool)] >= 0).any()))
     # The pools below this one, for relays only (_enters_once): nest_rows() gives them.
     nest = nest_rows() if use_relays else None
-    if native.kernels() is not None:  # the same search in C; use_relays decided above
+    if native.available():  # the same search in C; use_relays decided above
         return _input_pool_native(model, plan, holders, groups, items, use_relays, nest)
     pending = {}
     heap = []
@@ -468,15 +468,18 @@ def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, 
     items = np.fromiter(items, np.int64)
     cap = 2 * len(items) * ng  # each (piece, sub-pool) once, in at most two hops
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
-    count = native.call("input_pool", n, ng, len(wan_free), len(holders), len(items),
-                        model.full_duplex, use_relays,
-                        np.zeros(1, np.int64) if nest is None else np.ascontiguousarray(nest),
-                        0 if nest is None else nest.shape[1], goff, group,
-                        block(model.dur), block(model.early), link, block(model.os), block(model.g),
-                        block(model.fifo).view(np.uint8), block(model.wan_of, np.int64),
-                        block(model.wan_hold), wan_free, send_free, recv_free,
-                        overlap, after, np.ascontiguousarray(model.arrival[pool]),
-                        held_off, held_rank, held_time, items, *out)
+    count = native.input_pool(
+        n=n, ng=ng, nw=len(wan_free), n_items=len(holders), n_todo=len(items),
+        full=model.full_duplex, use_relays=use_relays,
+        nest=np.zeros(1, np.int64) if nest is None else np.ascontiguousarray(nest),
+        depth=0 if nest is None else nest.shape[1], goff=goff, group=group,
+        dur=block(model.dur), early=block(model.early), link=link, os=block(model.os),
+        gap=block(model.g), fifo=block(model.fifo).view(np.uint8),
+        wan_of=block(model.wan_of, np.int64), wan_hold=block(model.wan_hold), wan_free=wan_free,
+        send_free=send_free, recv_free=recv_free, overlap=overlap, after=after,
+        arrival=np.ascontiguousarray(model.arrival[pool]), held_off=held_off,
+        held_rank=held_rank, held_time=held_time, items=items, out_src=out[0], out_dst=out[1],
+        out_item=out[2], out_start=out[3], out_end=out[4])
     src, dst, item, start, end = (a[:count] for a in out)
     dst = pool[dst]
     plan.extend(pool[src], dst, item, start, end)

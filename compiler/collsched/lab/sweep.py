@@ -32,10 +32,10 @@ PAPER_FLOATS = tuple(f * KILO for f in (128, 256, 512, 1024, 2048))
 PAPER_DELAYS_MS = (0.0, 1.0, 5.0, 10.0, 50.0, 100.0, 500.0)
 PAPER_ALGORITHMS = ("nex", "lnbc", "bslb", "bdr", "ring", "native")
 PAPER_ITERATIONS = 256
-# Measured here (docs/sweep.md): the whole grid (2,520 runs) took 63.5 min at 4 iterations
-# on this 2-core machine on 2026-11-23 (half of it bdr, whose explicit PAT driver naps in
-# tau/32 slices; 29 min on 2026-11-22 with tau/8). Twice the iterations would come close to
-# the 2 hours the issue allows, so the default is 4 (the paper: 256).
+# The whole grid takes about an hour at 4 iterations on a 2-core machine (docs/sweep.md
+# has the measured time; half of it is bdr, whose explicit PAT driver naps in tau/32
+# slices). Twice the iterations would come close to a 2-hour budget, so the default is 4
+# (the paper: 256).
 DEFAULT_ITERATIONS = 4
 # Algorithms that use the predicted arrival pattern (runner.PAP_AWARE); the rest are "regular".
 # The paper's best cell (docs/sweep.md): BDR 1.9x faster than the best regular algorithm there.

@@ -20,20 +20,14 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     invalidates one heap entry instead of one per piece. Runs on plain lists of the pool's
     own block of the cost matrices (single values from numpy arrays are slow).
     """
-    if native.available():
+    if native.kernels() is not None:
         return _leaf_pool_native(model, plan, holders, ranks, n_items, nseg)
-    members = [int(r) for r in ranks]
-    n = len(members)
+    ports = _LeafLists(model, ranks)
+    members, n = ports.members, len(ports.members)
     loc = {g: i for i, g in enumerate(members)}
-    ix = np.ix_(ranks, ranks)
-    dur, early, link = model.dur[ix].tolist(), model.early[ix].tolist(), model.link_free[ix].tolist()
-    os_, gap, fifo = model.os[ix].tolist(), model.g[ix].tolist(), model.fifo[ix].tolist()
-    send_free = model.send_free[ranks].tolist()
-    recv_free = model.recv_free[ranks].tolist()
-    overlap = model.recv_overlap[ranks].tolist()
-    after = model.recv_after[ranks].tolist()
-    arrival = model.arrival[ranks].tolist()
-    full = model.full_duplex
+    # The lists are updated in place (ports.commit): these names stay bound to them.
+    dur, early, link, after = ports.dur, ports.early, ports.link, ports.after
+    send_free, recv_free, overlap, arrival = ports.send_free, ports.recv_free, ports.overlap, ports.arrival
     p = len(model.dur)
     held = [{loc[g]: t for g, t in holders[d].items()} for d in range(n_items)]
     lacking = []
@@ -47,7 +41,7 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     # Columns (per receiver r, a list over senders s), for best_for.
     dur_to = [list(c) for c in zip(*dur)]
     early_to = [list(c) for c in zip(*early)]
-    link_to = [list(c) for c in zip(*link)]  # kept equal to link, transposed
+    link_to = ports.link_to
 
     def best_for(r):
         """FindMin over every piece r lacks: (time, sender, piece)."""
@@ -106,18 +100,7 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
             key[r] = (t, entry[1])
             heapq.heappush(heap, key[r])
             continue
-        # Commit (the model's update rules, on the local lists).
-        start = max(send_free[s], held[d][s], link[s][r], after[r],
-                    recv_free[r] - (early[s][r] if overlap[r] else 0.0))
-        end = start + dur[s][r]
-        link[s][r] = link_to[r][s] = end if fifo[s][r] else start + gap[s][r]
-        after[r] = start
-        sent = start + os_[s][r]
-        if full:
-            send_free[s], recv_free[r] = sent, end
-        else:
-            recv_free[s], send_free[s], overlap[s] = sent, max(arrival[s], sent), False
-            recv_free[r], send_free[r], overlap[r] = end, max(arrival[r], end), True
+        start, end = ports.commit(s, r, held[d][s])
         plan.add(members[s], members[r], d, start, end)
         held[d][r] = end
         lacking[r].remove(d)
@@ -134,11 +117,51 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
                 if t3 < key[y][0]:
                     key[y] = (t3, key[y][1])
                     heapq.heappush(heap, key[y])
-    model.link_free[ix] = np.array(link)
-    model.send_free[ranks], model.recv_free[ranks] = send_free, recv_free
-    model.recv_overlap[ranks], model.recv_after[ranks] = overlap, after
+    ports.write_back()
     for d in range(n_items):
         holders[d].update({members[i]: t for i, t in held[d].items()})
+
+
+class _LeafLists:
+    """The pool's block of the model as plain lists (local rank indices), its update rules
+    (_Model.commit without shared links: a pool of single ranks has none inside), and the
+    write-back into the model."""
+
+    def __init__(self, model: _Model, ranks: np.ndarray):
+        self.model, self.ranks, self.ix = model, ranks, np.ix_(ranks, ranks)
+        self.members = [int(r) for r in ranks]
+        ix = self.ix
+        self.dur, self.early = model.dur[ix].tolist(), model.early[ix].tolist()
+        self.link = model.link_free[ix].tolist()
+        self.link_to = [list(c) for c in zip(*self.link)]  # kept equal to link, transposed
+        self.os, self.gap, self.fifo = model.os[ix].tolist(), model.g[ix].tolist(), model.fifo[ix].tolist()
+        self.send_free = model.send_free[ranks].tolist()
+        self.recv_free = model.recv_free[ranks].tolist()
+        self.overlap = model.recv_overlap[ranks].tolist()
+        self.after = model.recv_after[ranks].tolist()
+        self.arrival = model.arrival[ranks].tolist()
+
+    def commit(self, s: int, r: int, ready: float) -> tuple[float, float]:
+        """Take transfer s -> r of a piece s holds from `ready` on; returns (start, end)."""
+        send_free, recv_free, overlap, arrival = self.send_free, self.recv_free, self.overlap, self.arrival
+        start = max(send_free[s], ready, self.link[s][r], self.after[r],
+                    recv_free[r] - (self.early[s][r] if overlap[r] else 0.0))
+        end = start + self.dur[s][r]
+        self.link[s][r] = self.link_to[r][s] = end if self.fifo[s][r] else start + self.gap[s][r]
+        self.after[r] = start
+        sent = start + self.os[s][r]
+        if self.model.full_duplex:
+            send_free[s], recv_free[r] = sent, end
+        else:
+            recv_free[s], send_free[s], overlap[s] = sent, max(arrival[s], sent), False
+            recv_free[r], send_free[r], overlap[r] = end, max(arrival[r], end), True
+        return start, end
+
+    def write_back(self) -> None:
+        model, ranks = self.model, self.ranks
+        model.link_free[self.ix] = np.array(self.link)
+        model.send_free[ranks], model.recv_free[ranks] = self.send_free, self.recv_free
+        model.recv_overlap[ranks], model.recv_after[ranks] = self.overlap, self.after
 
 
 def _leaf_pool_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
@@ -157,16 +180,13 @@ def _leaf_pool_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarr
     held_time = np.array([t for _, t in held], np.float64)
     cap = n * n_items - len(held)
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
-    # neediest_first: the tie rule _schedule_leaf_pool calls `neediest`, on in a serial plan.
-    count = native.leaf_pool(
-        n=n, n_items=n_items, p=len(model.dur), nseg=nseg, full=model.full_duplex,
-        neediest_first=model.serial, members=ranks, dur=np.ascontiguousarray(model.dur[ix]),
-        early=np.ascontiguousarray(model.early[ix]), link=link,
-        os=np.ascontiguousarray(model.os[ix]), gap=np.ascontiguousarray(model.g[ix]),
-        fifo=model.fifo[ix].astype(np.uint8), send_free=send_free, recv_free=recv_free,
-        overlap=overlap, after=after, arrival=np.ascontiguousarray(model.arrival[ranks]),
-        held_off=held_off, held_rank=held_rank, held_time=held_time, out_src=out[0],
-        out_dst=out[1], out_item=out[2], out_start=out[3], out_end=out[4])
+    count = native.call("leaf_pool", n, n_items, len(model.dur), nseg, model.full_duplex,
+                        model.serial, ranks,
+                        np.ascontiguousarray(model.dur[ix]), np.ascontiguousarray(model.early[ix]),
+                        link, np.ascontiguousarray(model.os[ix]), np.ascontiguousarray(model.g[ix]),
+                        model.fifo[ix].astype(np.uint8), send_free, recv_free, overlap, after,
+                        np.ascontiguousarray(model.arrival[ranks]), held_off, held_rank, held_time,
+                        *out)
     src, dst, item, start, end = (a[:count] for a in out)
     plan.extend(ranks[src], ranks[dst], item, start, end)
     model.link_free[ix] = link

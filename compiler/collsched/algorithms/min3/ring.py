@@ -36,7 +36,7 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     before the op after it needs it (sends: start + os(m); receives: the bytes land after
     the previous message's and before the next one's).
     """
-    if native.available():
+    if native.kernels() is not None:
         return _ring_native(model, plan, holders, ranks, n_items, above)
     m = [int(r) for r in ranks]
     n = len(m)
@@ -47,70 +47,13 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     os_, gap, fifo = model.os[ranks, nxt].tolist(), model.g[ranks, nxt].tolist(), model.fifo[ranks, nxt].tolist()
     link = model.link_free[ranks, nxt].tolist()
     floor = float(model.arrival[m[0]])  # one arrival for the pool (_ring_fits)
-    # The timelines above, by start: per rank its sends (start, start + os: the port is
-    # free again) and receives (start, end, start + early: its bytes begin to land).
-    sends = [[] for _ in range(n)]
-    recvs = [[] for _ in range(n)]
-    for s, r, _, st, en in zip(*(c.tolist() for c in plan.head(above))):
-        if s in loc:
-            sends[loc[s]].append((st, st + float(model.os[s, r])))
-        if r in loc:
-            recvs[loc[r]].append((st, en, st + float(model.early[s, r])))
-    for x in sends + recvs:
-        x.sort()
+    sends, recvs = _timelines_above(model, plan, above, loc)
     send_starts = [[e[0] for e in x] for x in sends]
     recv_starts = [[e[0] for e in x] for x in recvs]
-
-    def send_fit(i, t):
-        """Earliest t' >= t at which rank i may start a ring send between its sends above."""
-        w, starts = sends[i], send_starts[i]
-        k = bisect.bisect_right(starts, t)
-        while True:
-            if k and w[k - 1][1] > t:
-                t = w[k - 1][1]  # the send before has released the port
-            if k < len(w):
-                if starts[k] <= t:
-                    k += 1  # it starts first: it is the one before
-                    continue
-                if t + os_[i] > starts[k]:
-                    t = starts[k]  # would hold the port when the next one starts
-                    k += 1
-                    continue
-            return t
-
-    def recv_fit(j, t, sender):
-        """Earliest t' >= t at which rank j may start receiving a ring transfer from
-        `sender`: its bytes land after those of the receive before, and before those of
-        the receive after (which land from that one's start + its early)."""
-        w, starts = recvs[j], recv_starts[j]
-        e, d = early[sender], dur[sender]
-        k = bisect.bisect_right(starts, t)
-        while True:
-            if k and w[k - 1][1] - e > t:
-                t = w[k - 1][1] - e
-            if k < len(w):
-                if starts[k] <= t:
-                    k += 1
-                    continue
-                if t + d > w[k][2]:
-                    t = starts[k]
-                    k += 1
-                    continue
-            return t
-
     # Ring state: the last ring send of each rank (its port and link) and ring receive.
     send_free = [floor] * n
     recv_free = [0.0] * n
-    initial = []
-    queue = [[] for _ in range(n)]  # per rank: (time it holds the piece, piece) to forward
-    for d in range(n_items):
-        h = {loc[g]: t for g, t in holders[d].items()}
-        initial.append(h)
-        for i, t in h.items():
-            if (i + 1) % n not in h:
-                queue[i].append((t, d))
-    for q in queue:
-        heapq.heapify(q)
+    initial, queue = _ring_queues(holders, loc, n_items)
 
     def earliest(i):
         j = (i + 1) % n
@@ -118,7 +61,8 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
         if not (sends[i] or recvs[j]):
             return t  # most ranks: nothing planned above
         while True:
-            t2 = recv_fit(j, send_fit(i, t), i)
+            t2 = _recv_fit(recvs[j], recv_starts[j], early[i], dur[i],
+                           _send_fit(sends[i], send_starts[i], os_[i], t))
             if t2 == t:
                 return t
             t = t2
@@ -167,6 +111,77 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
         model.recv_after[ranks] = np.maximum(model.recv_after[ranks], last[ranks])
 
 
+def _timelines_above(model: _Model, plan: _Plan, above: int, loc: dict) -> tuple[list, list]:
+    """The timelines the pools above planned, by start: per ring rank (local index) its
+    sends (start, start + os: the port is free again) and receives (start, end, start +
+    early: its bytes begin to land)."""
+    sends = [[] for _ in range(len(loc))]
+    recvs = [[] for _ in range(len(loc))]
+    for s, r, _, st, en in zip(*(c.tolist() for c in plan.head(above))):
+        if s in loc:
+            sends[loc[s]].append((st, st + float(model.os[s, r])))
+        if r in loc:
+            recvs[loc[r]].append((st, en, st + float(model.early[s, r])))
+    for x in sends + recvs:
+        x.sort()
+    return sends, recvs
+
+
+def _send_fit(w: list, starts: list, hold: float, t: float) -> float:
+    """Earliest t' >= t at which a rank may start a ring send that holds its port for
+    `hold`, between its sends above (w, by start; starts: their starts)."""
+    k = bisect.bisect_right(starts, t)
+    while True:
+        if k and w[k - 1][1] > t:
+            t = w[k - 1][1]  # the send before has released the port
+        if k < len(w):
+            if starts[k] <= t:
+                k += 1  # it starts first: it is the one before
+                continue
+            if t + hold > starts[k]:
+                t = starts[k]  # would hold the port when the next one starts
+                k += 1
+                continue
+        return t
+
+
+def _recv_fit(w: list, starts: list, e: float, d: float, t: float) -> float:
+    """Earliest t' >= t at which a rank may start receiving a ring transfer of duration d
+    whose bytes begin to land e before its end, between its receives above (w, by start;
+    starts: their starts): its bytes land after those of the receive before, and before
+    those of the receive after (which land from that one's start + its early)."""
+    k = bisect.bisect_right(starts, t)
+    while True:
+        if k and w[k - 1][1] - e > t:
+            t = w[k - 1][1] - e
+        if k < len(w):
+            if starts[k] <= t:
+                k += 1
+                continue
+            if t + d > w[k][2]:
+                t = starts[k]
+                k += 1
+                continue
+        return t
+
+
+def _ring_queues(holders: list, loc: dict, n_items: int) -> tuple[list, list]:
+    """(initial holders of each piece by local index, per rank a heap of (time it holds
+    the piece, piece) to forward: each piece a rank holds and its successor lacks)."""
+    n = len(loc)
+    initial = []
+    queue = [[] for _ in range(n)]
+    for d in range(n_items):
+        h = {loc[g]: t for g, t in holders[d].items()}
+        initial.append(h)
+        for i, t in h.items():
+            if (i + 1) % n not in h:
+                queue[i].append((t, d))
+    for q in queue:
+        heapq.heapify(q)
+    return initial, queue
+
+
 def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
                  n_items: int, above: int) -> None:
     """_schedule_ring in C (native/ring.c): the same transfers, bit for bit."""
@@ -201,14 +216,12 @@ def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     cap = int(((n - nheld) * (nheld > 0)).sum())
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
     send_free, recv_free = np.empty(n), np.empty(n)
-    count = native.ring(
-        n=n, n_items=n_items, floor=float(model.arrival[ranks[0]]), dur=model.dur[ranks, nxt],
-        early=model.early[ranks, nxt], os=model.os[ranks, nxt], gap=model.g[ranks, nxt],
-        fifo=model.fifo[ranks, nxt].astype(np.uint8), link=link, send_off=send_off,
-        send_start=send_start, send_freed=send_freed, recv_off=recv_off, recv_start=recv_start,
-        recv_end=recv_end, recv_land=recv_land, held_off=held_off, held_rank=held_rank,
-        held_time=held_time, cap=cap, out_src=out[0], out_dst=out[1], out_item=out[2],
-        out_start=out[3], out_end=out[4], send_free=send_free, recv_free=recv_free)
+    count = native.call("ring", n, n_items, float(model.arrival[ranks[0]]),
+                        model.dur[ranks, nxt], model.early[ranks, nxt], model.os[ranks, nxt],
+                        model.g[ranks, nxt], model.fifo[ranks, nxt].astype(np.uint8), link,
+                        send_off, send_start, send_freed, recv_off, recv_start, recv_end,
+                        recv_land, held_off, held_rank, held_time, cap, *out,
+                        send_free, recv_free)
     src, dst, item, start, end = (a[:count] for a in out)
     dst = ranks[dst]
     plan.extend(ranks[src], dst, item, start, end)

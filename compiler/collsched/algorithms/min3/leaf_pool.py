@@ -20,7 +20,7 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     invalidates one heap entry instead of one per piece. Runs on plain lists of the pool's
     own block of the cost matrices (single values from numpy arrays are slow).
     """
-    if native.kernels() is not None:
+    if native.available():
         return _leaf_pool_native(model, plan, holders, ranks, n_items, nseg)
     ports = _LeafLists(model, ranks)
     members, n = ports.members, len(ports.members)
@@ -180,13 +180,16 @@ def _leaf_pool_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarr
     held_time = np.array([t for _, t in held], np.float64)
     cap = n * n_items - len(held)
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
-    count = native.call("leaf_pool", n, n_items, len(model.dur), nseg, model.full_duplex,
-                        model.serial, ranks,
-                        np.ascontiguousarray(model.dur[ix]), np.ascontiguousarray(model.early[ix]),
-                        link, np.ascontiguousarray(model.os[ix]), np.ascontiguousarray(model.g[ix]),
-                        model.fifo[ix].astype(np.uint8), send_free, recv_free, overlap, after,
-                        np.ascontiguousarray(model.arrival[ranks]), held_off, held_rank, held_time,
-                        *out)
+    # neediest_first: the tie rule _schedule_leaf_pool calls `neediest`, on in a serial plan.
+    count = native.leaf_pool(
+        n=n, n_items=n_items, p=len(model.dur), nseg=nseg, full=model.full_duplex,
+        neediest_first=model.serial, members=ranks, dur=np.ascontiguousarray(model.dur[ix]),
+        early=np.ascontiguousarray(model.early[ix]), link=link,
+        os=np.ascontiguousarray(model.os[ix]), gap=np.ascontiguousarray(model.g[ix]),
+        fifo=model.fifo[ix].astype(np.uint8), send_free=send_free, recv_free=recv_free,
+        overlap=overlap, after=after, arrival=np.ascontiguousarray(model.arrival[ranks]),
+        held_off=held_off, held_rank=held_rank, held_time=held_time, out_src=out[0],
+        out_dst=out[1], out_item=out[2], out_start=out[3], out_end=out[4])
     src, dst, item, start, end = (a[:count] for a in out)
     plan.extend(ranks[src], ranks[dst], item, start, end)
     model.link_free[ix] = link

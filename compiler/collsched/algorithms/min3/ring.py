@@ -36,7 +36,7 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     before the op after it needs it (sends: start + os(m); receives: the bytes land after
     the previous message's and before the next one's).
     """
-    if native.kernels() is not None:
+    if native.available():
         return _ring_native(model, plan, holders, ranks, n_items, above)
     m = [int(r) for r in ranks]
     n = len(m)
@@ -216,12 +216,14 @@ def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     cap = int(((n - nheld) * (nheld > 0)).sum())
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
     send_free, recv_free = np.empty(n), np.empty(n)
-    count = native.call("ring", n, n_items, float(model.arrival[ranks[0]]),
-                        model.dur[ranks, nxt], model.early[ranks, nxt], model.os[ranks, nxt],
-                        model.g[ranks, nxt], model.fifo[ranks, nxt].astype(np.uint8), link,
-                        send_off, send_start, send_freed, recv_off, recv_start, recv_end,
-                        recv_land, held_off, held_rank, held_time, cap, *out,
-                        send_free, recv_free)
+    count = native.ring(
+        n=n, n_items=n_items, floor=float(model.arrival[ranks[0]]), dur=model.dur[ranks, nxt],
+        early=model.early[ranks, nxt], os=model.os[ranks, nxt], gap=model.g[ranks, nxt],
+        fifo=model.fifo[ranks, nxt].astype(np.uint8), link=link, send_off=send_off,
+        send_start=send_start, send_freed=send_freed, recv_off=recv_off, recv_start=recv_start,
+        recv_end=recv_end, recv_land=recv_land, held_off=held_off, held_rank=held_rank,
+        held_time=held_time, cap=cap, out_src=out[0], out_dst=out[1], out_item=out[2],
+        out_start=out[3], out_end=out[4], send_free=send_free, recv_free=recv_free)
     src, dst, item, start, end = (a[:count] for a in out)
     dst = ranks[dst]
     plan.extend(ranks[src], dst, item, start, end)

@@ -16,18 +16,18 @@ deps:
 	@bash tools/ensure-deps.sh
 	@$(MAKE) --no-print-directory kernels
 
-# The compiler's native kernels (compiler/collsched/native/, loaded with ctypes): built with
+# The compiler's C kernels (compiler/collsched/kernels/, loaded with ctypes): built with
 # deps, so every target that installs the compiler has them. Without them the compiler runs
-# its Python reference paths (same results, slower); `collsched compile --json` says which.
-KERNELS    := compiler/collsched/native/libcollsched_kernels.so
-KERNEL_SRC := $(wildcard compiler/collsched/native/*.c compiler/collsched/native/*.h)
+# Python instead (same results, slower); `collsched compile --json` says which ("kernels").
+KERNELS    := compiler/collsched/kernels/libcollsched_kernels.so
+KERNEL_SRC := $(wildcard compiler/collsched/kernels/*.c compiler/collsched/kernels/*.h)
 .PHONY: kernels
 kernels: $(KERNELS)
 $(KERNELS): $(KERNEL_SRC)
 	cc -std=c11 -O2 -g -fPIC -shared -ffp-contract=off -Wall -Wextra -Werror \
 	    -o $@.tmp $(filter %.c,$^) -lm && mv $@.tmp $@
 
-# The kernels' parity tests against an ASan+UBSan build (COLLSCHED_NATIVE_LIB points the
+# The kernels' parity tests against an ASan+UBSan build (COLLSCHED_KERNELS_LIB points the
 # loader at it). Python is not instrumented: the sanitizer runtimes are preloaded, and leak
 # checking is off (the interpreter's own allocations would drown it).
 KERNELS_ASAN := build/asan/libcollsched_kernels.so
@@ -37,11 +37,11 @@ $(KERNELS_ASAN): $(KERNEL_SRC)
 	cc -std=c11 -O1 -g -fPIC -shared -ffp-contract=off -fsanitize=address,undefined \
 	    -fno-omit-frame-pointer -Wall -Wextra -Werror -o $@ $(filter %.c,$^) -lm
 check-kernels-asan: deps $(KERNELS_ASAN)
-	COLLSCHED_NATIVE_LIB=$(abspath $(KERNELS_ASAN)) \
+	COLLSCHED_KERNELS_LIB=$(abspath $(KERNELS_ASAN)) \
 	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	$(PY) -m pytest -q -p no:cacheprovider tests/compiler/test_native.py tests/compiler/test_native_pool.py \
-	    tests/compiler/test_native_ring.py tests/compiler/test_native_dag.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/compiler/test_kernels.py tests/compiler/test_kernels_pool.py \
+	    tests/compiler/test_kernels_ring.py tests/compiler/test_kernels_dag.py tests/compiler/test_kernels_interface.py
 
 include runtime/runtime.mk
 include runtime/lab/lab.mk

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from collsched import native, verify as verify_module
+from collsched import kernels, verify as verify_module
 from collsched.algorithms import Request, generate
 from collsched.inputs.topology import homogeneous, load_topology
 from collsched.lab.benchdoc import replace_section
@@ -51,7 +51,7 @@ def _with_path(path):
     """Plan._prepare_timing for `path`: "waves" (production without the kernels) or "lists"
     (the timing done by the reference, _PyGraph, built when the plan is timed)."""
     def prepare(self):
-        self._order = self._csr = self._native = None
+        self._order = self._csr = self._kernel = None
         if path == "lists":
             self._time_waves = lambda base, plan=self: dag_module._PyGraph(plan).time(base)
         else:
@@ -94,17 +94,17 @@ def progress_rows():
         s = generate(alg, Request(p, nbytes=NBYTES))
         times = {}
         for path in ("lists", "waves"):
-            native.ENABLED = path == "lists"  # the lists stand in for the C walk
-            saved = native.available, native.progress_completes
+            kernels.ENABLED = path == "lists"  # the lists stand in for the C walk
+            saved = kernels.available, kernels.progress_completes
             if path == "lists":
-                native.available = lambda: True
-                native.progress_completes = _reference_walk
+                kernels.available = lambda: True
+                kernels.progress_completes = _reference_walk
             try:
                 assert not verify(s)
                 times[path] = best_of(lambda: verify(s))
             finally:
-                native.available, native.progress_completes = saved
-                native.ENABLED = False
+                kernels.available, kernels.progress_completes = saved
+                kernels.ENABLED = False
         rows.append((f"{alg} on homogeneous", p, s.total_ops, times["lists"], times["waves"]))
     return rows
 
@@ -151,7 +151,7 @@ def markdown(dag, progress) -> str:
 
 
 def main(argv):
-    native.ENABLED = False
+    kernels.ENABLED = False
     doc = Path(argv[0]) if argv else ROOT / "docs" / "benchmarks.md"
     text = markdown(dag_rows(), progress_rows())
     print(text)

@@ -178,7 +178,7 @@ def _build_parser() -> argparse.ArgumentParser:
                                    "times. compiler: compile+verify+simulate+write time and memory.")
     b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale"), default="lab",
                    help="lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
-                        "compile time on the bundled grids, fresh processes, native kernels and "
+                        "compile time on the bundled grids, fresh processes, C kernels and "
                         "Python (records --doc; --iterations runs, default 15); model: every "
                         "baseline on every bundled topology, predicted vs SMPI (records --doc); scale: "
                         "P=256 x 1 MiB under SMPI, wall time and memory (records --doc)")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, native, schedfile
+from . import __version__, kernels, schedfile
 from .model import budget
 from .algorithms import Request, generate
 # Imported here, not where used: the input libraries' import time (jsonschema's above all)
@@ -72,8 +72,8 @@ class CompileResult:
             "total_ops": s.total_ops,
             "compile_time_s": self.compile_time_s,
             "timings_s": self.timings_s,
-            # "native", or why the compiler ran its Python reference paths (native/)
-            "kernels": native.status(),
+            # "c" (the C kernels ran), or why the compiler ran Python instead (kernels/)
+            "kernels": kernels.status(),
             "model": self.model,  # the cost model of the predicted_* figures
             "predicted_for_bytes": self.predicted_for_bytes,
             "predicted_avg_elapsed_s": self.metrics.avg_elapsed_s,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import native
+from . import kernels
 from .ir import BACKGROUND, RECV, SEND, Schedule
 
 MAX_REPORTED = 10  # per pass: enough to see a pattern, few enough to read
@@ -227,7 +227,7 @@ def check_progress(c: _Ctx) -> list[Violation]:
     last = np.searchsorted(blocking, s.offsets[1:])
     # The C walk says whether every rank finishes; the waves below (the only Python path:
     # docs/benchmarks.md, "the second Python paths") find it too, and name a deadlock.
-    if native.available() and native.progress_completes(
+    if kernels.available() and kernels.progress_completes(
             nranks=s.nranks, rank=c.rank.astype(np.int64), offsets=s.offsets.astype(np.int64),
             blocking=blocking.astype(np.int64), first=first.astype(np.int64),
             last=last.astype(np.int64), dep0=fwd_dep, dep1=fifo_dep, dep2=bar_dep):
@@ -344,7 +344,7 @@ def _progress_deps(c: _Ctx):
 
 def _progress_completes(rank, offsets, blocking, first, last, *deps) -> bool:
     """Whether every rank's walk reaches its end, found rank by rank on Python lists: the
-    reference of the C kernel (native/progress.c), which the tests compare it with.
+    reference of the C kernel (kernels/progress.c), which the tests compare it with.
 
     Each rank walks as far as its blocking ops' conditions allow, and waits on the rank
     whose progress it needs; a rank that moves wakes its waiters. Conditions only become

@@ -1,7 +1,7 @@
 """Context managers the tests use to switch one implementation for another."""
 from contextlib import contextmanager
 
-from collsched import native
+from collsched import kernels
 
 
 @contextmanager
@@ -15,9 +15,9 @@ def setting(module, name, value):
         setattr(module, name, saved)
 
 
-def kernels(on: bool):
-    """The native kernels on or off (off: the Python reference paths) for the block."""
-    return setting(native, "ENABLED", on)
+def c_kernels(on: bool):
+    """The C kernels on or off (off: the compiler's Python paths) for the block."""
+    return setting(kernels, "ENABLED", on)
 
 
 def _time_by_reference(plan, base):

@@ -1,4 +1,4 @@
-"""The native kernels (compiler/collsched/native/) compute exactly what the Python reference
+"""The C kernels (compiler/collsched/kernels/) compute exactly what the Python reference
 computes: the same transfers and times to the bit, the same port state after, over random
 grids, clusters with and without imbalance, both duplex modes and segmented pieces."""
 from pathlib import Path
@@ -7,27 +7,27 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from collsched import native
+from collsched import kernels
 from collsched.algorithms import Request, min3 as min3_module
 from collsched.inputs.topology import homogeneous, load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml
-from switches import kernels
+from switches import c_kernels
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
 
 def test_kernels_are_built_and_loaded():
-    """`make test` builds them (make deps): CI must run the native paths it ships."""
-    assert native.status() == "c", native.status()
+    """`make test` builds them (make deps): CI must run the C kernels it ships."""
+    assert kernels.status() == "c", kernels.status()
 
 
 def test_compile_reports_which_paths_ran():
     from collsched.pipeline import compile_schedule
 
     assert compile_schedule("ring", 4, 1024).summary()["kernels"] == "c"
-    with kernels(False):
-        assert compile_schedule("ring", 4, 1024).summary()["kernels"] == "python (COLLSCHED_NATIVE=0)"
+    with c_kernels(False):
+        assert compile_schedule("ring", 4, 1024).summary()["kernels"] == "python (COLLSCHED_KERNELS=0)"
 
 
 def min3_plan(topo, nbytes, arrivals=None, nseg=1):
@@ -40,9 +40,9 @@ def min3_plan(topo, nbytes, arrivals=None, nseg=1):
 
 
 def assert_min3_alike(topo, nbytes, arrivals=None, nseg=1):
-    with kernels(False):
+    with c_kernels(False):
         ref = min3_plan(topo, nbytes, arrivals, nseg)
-    with kernels(True):
+    with c_kernels(True):
         fast = min3_plan(topo, nbytes, arrivals, nseg)
     assert len(fast[0][0]) == len(ref[0][0])
     assert fast == ref
@@ -87,7 +87,7 @@ def test_grid_compile_benchmark_records_both_paths(tmp_path, capsys):
     import json
 
     rows = json.loads(capsys.readouterr().out)["results"]
-    assert [r["kernels"] for r in rows] == ["c", "python (COLLSCHED_NATIVE=0)"]
+    assert [r["kernels"] for r in rows] == ["c", "python (COLLSCHED_KERNELS=0)"]
     assert all(0 < r["compile_time_s"] < 5 and r["runs"] == 1 for r in rows)
     text = doc.read_text()
     assert "<!-- BEGIN compiler-min3 -->" in text and "| three-site-grid | 20 | c |" in text
@@ -95,21 +95,21 @@ def test_grid_compile_benchmark_records_both_paths(tmp_path, capsys):
 
 def test_progress_proof_gives_the_same_verdicts(monkeypatch):
     """Valid schedules, and ones made to deadlock by swapping two ops of a rank, get the same
-    violations from the native walk and the Python waves; the walk's every verdict is its
+    violations from the C walk and the Python waves; the walk's every verdict is its
     reference's (verify._progress_completes, on the same fields)."""
     import copy
 
     from collsched.pipeline import compile_schedule
     from collsched.verify import _progress_completes, verify
 
-    kernel = native.progress_completes
+    kernel = kernels.progress_completes
 
     def checked(**f):
         got = kernel(**f)
         assert got == int(_progress_completes(f["rank"], f["offsets"], f["blocking"], f["first"],
                                               f["last"], f["dep0"], f["dep1"], f["dep2"]))
         return got
-    monkeypatch.setattr(native, "progress_completes", checked)
+    monkeypatch.setattr(kernels, "progress_completes", checked)
 
     rng = np.random.default_rng(5)
     base = [compile_schedule(a, p, 65536).schedule for a, p in
@@ -124,9 +124,9 @@ def test_progress_proof_gives_the_same_verdicts(monkeypatch):
             a = getattr(s, name)
             a[i], a[j] = a[j], a[i]
         for serial in (False, True):
-            with kernels(True):
+            with c_kernels(True):
                 fast = [str(v) for v in verify(s, serial=serial)]
-            with kernels(False):
+            with c_kernels(False):
                 waves = [str(v) for v in verify(s, serial=serial)]
             assert fast == waves
             deadlocks += any(v.startswith("progress") or "deadlock" in v for v in fast)
@@ -151,6 +151,6 @@ def test_progress_walk_on_random_dependencies(data, nranks):
     deps = [np.array(data.draw(st.lists(st.integers(-1, max(n - 1, -1)), min_size=n, max_size=n), label="d"),
                      np.int64) for _ in range(3)]
     ref = _progress_completes(rank, offsets, blocking, first, last, *deps)
-    got = native.progress_completes(nranks=nranks, rank=rank, offsets=offsets, blocking=blocking,
+    got = kernels.progress_completes(nranks=nranks, rank=rank, offsets=offsets, blocking=blocking,
                                     first=first, last=last, dep0=deps[0], dep1=deps[1], dep2=deps[2])
     assert got == int(ref)

@@ -1,4 +1,4 @@
-"""The simulator's native timing (native/dag.c) computes exactly what its Python paths
+"""The simulator's C timing (kernels/dag.c) computes exactly what its Python paths
 compute: its reference _PyGraph, and the numpy waves production runs without the kernels.
 Same start and end of every transfer and exit of every rank to the bit, same metrics,
 over the algorithms, bundled and random topologies, both duplex modes, serial and
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from collsched import native
+from collsched import kernels
 from collsched.model import dag as dag_module
 from collsched.algorithms import Request, generate
 from collsched.errors import InputError
@@ -22,7 +22,7 @@ from collsched.model.simulate import simulate, simulate_pattern
 from collsched.inputs.topology import load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml
-from switches import dag_reference, kernels
+from switches import c_kernels, dag_reference
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 ALGORITHMS = ["ring", "bruck", "nex", "lnbc", "spreading", "min3", "magpie", "bdr", "bslb"]
@@ -44,9 +44,9 @@ def timed(sched, topo, nbytes, pattern, serial_sends):
 def assert_alike(sched, topo, nbytes, pattern, serial_sends=None, waves=False):
     """The kernel and a Python path agree: the reference (_PyGraph), or with waves=True the
     numpy waves that production runs without the kernels."""
-    with kernels(False), (nullcontext() if waves else dag_reference()):
+    with c_kernels(False), (nullcontext() if waves else dag_reference()):
         ref = timed(sched, topo, nbytes, pattern, serial_sends)
-    with kernels(True):
+    with c_kernels(True):
         fast = timed(sched, topo, nbytes, pattern, serial_sends)
     assert len(fast[0]) == len(ref[0])
     for (s1, e1, x1), (s2, e2, x2) in zip(fast[0], ref[0]):
@@ -55,13 +55,13 @@ def assert_alike(sched, topo, nbytes, pattern, serial_sends=None, waves=False):
 
 
 def test_kernel_is_built_and_used():
-    assert native.status() == "c", native.status()
+    assert kernels.status() == "c", kernels.status()
     topo = load_topology(TOPOLOGIES / "three-site-grid.yaml", 20)
     s = schedule("ring", topo, 1 << 20, None)
-    with kernels(True):
-        assert dag_module.Plan(s, topo, 1 << 20)._native is not None
-    with kernels(False):
-        assert dag_module.Plan(s, topo, 1 << 20)._native is None
+    with c_kernels(True):
+        assert dag_module.Plan(s, topo, 1 << 20)._kernel is not None
+    with c_kernels(False):
+        assert dag_module.Plan(s, topo, 1 << 20)._kernel is None
 
 
 @pytest.mark.parametrize("name,p", [("three-site-grid", 20), ("wan-3x16", 48), ("tryton-48", 48)])
@@ -90,7 +90,7 @@ def test_serial_schedules_are_covered():
 @pytest.mark.parametrize("alg,name,p", [("ring", "grid-8x128", 256), ("min3", "wan-3x16", 48),
                                         ("spreading", "three-site-grid", 20)])
 @pytest.mark.parametrize("duplex", ["full", "half"])
-def test_waves_and_native_agree(alg, name, p, duplex):
+def test_waves_and_kernel_agree(alg, name, p, duplex):
     """The large-plan path (numpy waves, shared-link passes included) against C."""
     topo = load_topology(TOPOLOGIES / f"{name}.yaml", p).with_duplex(duplex == "full")
     s = schedule(alg, topo, 1 << 16, None)
@@ -107,9 +107,9 @@ def test_edge_arrivals(arrivals):
          "equal": np.full(p, 0.25), "one-late": np.r_[np.zeros(p - 1), 1.0]}[arrivals]
     for alg in ("min3", "ring"):
         s = schedule(alg, topo, 1 << 20, None)
-        with kernels(False):
+        with c_kernels(False):
             ref, m_ref = simulate(s, topo, 1 << 20, a)
-        with kernels(True):
+        with c_kernels(True):
             fast, m_fast = simulate(s, topo, 1 << 20, a)
         for x in ("start", "end", "exits"):
             assert getattr(fast, x).tobytes() == getattr(ref, x).tobytes()
@@ -138,7 +138,7 @@ def test_cycle_is_reported_alike(name, p, ranks, duplex):
     s = cyclic(p, *ranks)
     messages = []
     for on in (False, True):
-        with kernels(on), pytest.raises(ModelCycle) as exc:
+        with c_kernels(on), pytest.raises(ModelCycle) as exc:
             simulate(s, topo, 1 << 20)
         messages.append(str(exc.value))
     assert messages[0] == messages[1]

@@ -7,24 +7,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collsched import native
+from collsched import kernels
 
-PACKAGE = Path(native.__file__).resolve().parents[1]
+PACKAGE = Path(kernels.__file__).resolve().parents[1]
 
 
 def test_header_declares_every_kernel_once_and_the_wrappers_match():
-    protos = native.parse_prototypes(native.HEADER.read_text())
-    assert set(protos) == set(native.WRAPPERS) == {
+    protos = kernels.parse_prototypes(kernels.HEADER.read_text())
+    assert set(protos) == set(kernels.WRAPPERS) == {
         "progress_completes", "dag_order", "dag_time", "leaf_pool", "input_pool", "ring"}
-    assert native.wrapper_mismatches() == []
+    assert kernels.wrapper_mismatches() == []
 
 
 def test_definitions_match_the_header():
     """Names too (the C compiler checks only the types of a definition against its declaration)."""
-    protos = native.parse_prototypes(native.HEADER.read_text())
+    protos = kernels.parse_prototypes(kernels.HEADER.read_text())
     defined = {}
-    for c in sorted(native.HERE.glob("*.c")):
-        defined.update(native.parse_prototypes(c.read_text(), definitions=True))
+    for c in sorted(kernels.HERE.glob("*.c")):
+        defined.update(kernels.parse_prototypes(c.read_text(), definitions=True))
     assert defined == protos
 
 
@@ -32,19 +32,19 @@ def test_a_wrapper_that_disagrees_is_reported(monkeypatch):
     def ring(*, n, n_items, flor):  # a renamed and missing parameter
         return 0
 
-    monkeypatch.setitem(native.WRAPPERS, "ring", ring)
-    wrong = native.wrapper_mismatches()
+    monkeypatch.setitem(kernels.WRAPPERS, "ring", ring)
+    wrong = kernels.wrapper_mismatches()
     assert len(wrong) == 1 and wrong[0].startswith("cs_ring: the wrapper takes")
-    monkeypatch.setitem(native.WRAPPERS, "extra", ring)
-    assert "cs_extra: not declared in kernels.h" in native.wrapper_mismatches()
+    monkeypatch.setitem(kernels.WRAPPERS, "extra", ring)
+    assert "cs_extra: not declared in kernels.h" in kernels.wrapper_mismatches()
 
 
 def test_parser_rejects_what_it_cannot_type():
     with pytest.raises(ValueError, match="cannot read parameter"):
-        native.parse_prototypes("int64_t cs_x(int64_t n, float *a);")
+        kernels.parse_prototypes("int64_t cs_x(int64_t n, float *a);")
     with pytest.raises(ValueError, match="cannot read parameter"):
-        native.parse_prototypes("int64_t cs_x(const int64_t n);")
-    got = native.parse_prototypes("/* int64_t cs_y(int64_t a); */\nint64_t cs_x(int64_t n,\n"
+        kernels.parse_prototypes("int64_t cs_x(const int64_t n);")
+    got = kernels.parse_prototypes("/* int64_t cs_y(int64_t a); */\nint64_t cs_x(int64_t n,\n"
                                   "  const double *a, uint8_t *b);")
     assert [str(p) for p in got["x"].params] == ["int64_t n", "const double *a", "uint8_t *b"]
 
@@ -57,8 +57,8 @@ def kernel_calls():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "native"
-                    and node.func.attr in native.WRAPPERS):
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "kernels"
+                    and node.func.attr in kernels.WRAPPERS):
                 names = [k.arg for k in node.keywords]
                 calls.append((path.relative_to(PACKAGE), node.lineno, node.func.attr, names,
                               len(node.args)))
@@ -67,7 +67,7 @@ def kernel_calls():
 
 def test_every_caller_names_exactly_the_prototypes_parameters():
     """Checked from the source, so it fails even where the library is not built."""
-    protos = native.parse_prototypes(native.HEADER.read_text())
+    protos = kernels.parse_prototypes(kernels.HEADER.read_text())
     calls = kernel_calls()
     assert {c[2] for c in calls} == set(protos)  # every kernel has a caller
     for path, line, name, names, positional in calls:
@@ -87,7 +87,7 @@ def progress_fields(**change):
 
 
 def test_a_call_that_fits_the_prototype_runs():
-    assert native.progress_completes(**progress_fields()) == 1
+    assert kernels.progress_completes(**progress_fields()) == 1
 
 
 @pytest.mark.parametrize("change,message", [
@@ -99,25 +99,25 @@ def test_a_call_that_fits_the_prototype_runs():
 ])
 def test_a_call_that_does_not_fit_raises(change, message):
     with pytest.raises(TypeError, match=message):
-        native.progress_completes(**progress_fields(**change))
+        kernels.progress_completes(**progress_fields(**change))
 
 
 def test_names_are_checked():
     fields = progress_fields()
     with pytest.raises(TypeError):
-        native.progress_completes(**fields, extra=1)
+        kernels.progress_completes(**fields, extra=1)
     del fields["dep2"]
     with pytest.raises(TypeError):
-        native.progress_completes(**fields)
+        kernels.progress_completes(**fields)
     with pytest.raises(TypeError):  # positional
-        native.progress_completes(*progress_fields().values())
+        kernels.progress_completes(*progress_fields().values())
 
 
 def test_outputs_must_be_writable():
     ro = np.zeros(1)
     ro.flags.writeable = False
     with pytest.raises(TypeError, match="must be writable"):
-        native.dag_time(n=0, edge=np.zeros(0, np.int64), eoff=np.zeros(0), zero_col=np.ones(5, np.uint8),
+        kernels.dag_time(n=0, edge=np.zeros(0, np.int64), eoff=np.zeros(0), zero_col=np.ones(5, np.uint8),
                         node=np.zeros(0), perm=np.zeros(0, np.int64), n_on_wan=0,
                         on_wan=np.zeros(0, np.int64), link_of=np.zeros(0, np.int64), passes=4,
                         base=np.zeros(0), work_f=np.zeros(0), work_i=np.zeros(0, np.int64),

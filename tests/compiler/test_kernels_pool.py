@@ -1,4 +1,4 @@
-"""Min3's pools-of-pools search in C (native/input_pool.c) computes exactly what
+"""Min3's pools-of-pools search in C (kernels/input_pool.c) computes exactly what
 min3._schedule_input_pool computes in Python: the same transfers and times to the bit, the
 same port state after, and the same holders in the same insertion order (pool_schedule's
 recursion reads them), on the bundled grids and random ones, both duplex modes, with and
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from collsched import native
+from collsched import kernels
 from collsched.algorithms import Request, min3 as min3_module
 from collsched.algorithms.min3 import input_pool, schedule
 from collsched.inputs.topology import load_topology
 
 from test_pools import draw_arrivals, draw_grid, grid_yaml, write_yaml
-from switches import kernels
+from switches import c_kernels
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -48,12 +48,12 @@ def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
         return schedule_input_pool
 
     def count(f):
-        def input_pool_native(*a):
-            stats["native"] += 1
+        def input_pool_kernel(*a):
+            stats["kernel"] += 1
             stats["relays"] += bool(a[5])  # use_relays
             stats["large"] += sum(len(g) for g in a[3]) > input_pool.LIST_SEARCH_LIMIT
             return f(*a)
-        return input_pool_native
+        return input_pool_kernel
 
     def two_hops(f):
         def take(self, d, hops):
@@ -65,7 +65,7 @@ def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
     input_pool._ListSearch.take = two_hops(saved_take)
     try:
         with patched(schedule, "_schedule_input_pool", record), \
-                patched(input_pool, "_input_pool_native", count), \
+                patched(input_pool, "_input_pool_kernel", count), \
                 patched(schedule, "_schedule_rounds", (lambda f: f) if rounds else (lambda f: lambda *a: None)):
             plan, _, model = min3_module.pool_schedule(
                 Request(topo.nranks, nbytes=nbytes, nseg=nseg, full_duplex=topo.full_duplex,
@@ -78,17 +78,17 @@ def run(topo, nbytes, arrivals, nseg, stats, rounds=True):
 
 
 def new_stats():
-    return dict(native=0, relays=0, large=0, two_hops=0)
+    return dict(kernel=0, relays=0, large=0, two_hops=0)
 
 
 def assert_alike(topo, nbytes, arrivals=None, nseg=1, rounds=True):
-    """Native and Python agree; returns (Python's stats, native's stats)."""
+    """The kernel and Python agree; returns (Python's stats, the kernel's stats)."""
     py, c = new_stats(), new_stats()
-    with kernels(False):
+    with c_kernels(False):
         ref = run(topo, nbytes, arrivals, nseg, py, rounds)
-    with kernels(True):
+    with c_kernels(True):
         fast = run(topo, nbytes, arrivals, nseg, c, rounds)
-    assert py["native"] == 0 and c["native"] == len(ref[2])  # every pool of pools in C
+    assert py["kernel"] == 0 and c["kernel"] == len(ref[2])  # every pool of pools in C
     assert c["two_hops"] == 0  # _ListSearch did not run
     assert len(fast[0][0]) == len(ref[0][0])
     assert fast[0] == ref[0]  # the plan: transfers, start and end times
@@ -98,8 +98,8 @@ def assert_alike(topo, nbytes, arrivals=None, nseg=1, rounds=True):
 
 
 def test_kernel_is_built_and_loaded():
-    assert native.status() == "c", native.status()
-    assert hasattr(native.library(), "cs_input_pool")
+    assert kernels.status() == "c", kernels.status()
+    assert hasattr(kernels.library(), "cs_input_pool")
 
 
 @pytest.mark.parametrize("name,p,nbytes", [("three-site-grid", 20, 1 << 20), ("wan-3x16", 48, 1 << 20),
@@ -114,7 +114,7 @@ def test_input_pool_on_bundled_topologies(name, p, nbytes, duplex):
             py, c = assert_alike(t, nbytes, arrivals, nseg, rounds=name != "grid-8x128")
             for k in total:
                 total[k] += c[k] if k != "two_hops" else py[k]
-    assert total["native"] > 0
+    assert total["kernel"] > 0
     if name == "three-site-grid":  # the relay search ran, and relays were taken
         assert total["relays"] > 0 and total["two_hops"] > 0
     if name == "grid-8x128":  # a pool the Python searches with _ArraySearch

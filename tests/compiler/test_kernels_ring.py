@@ -1,4 +1,4 @@
-"""The ring engine's kernel (native/ring.c) computes exactly what min3._schedule_ring
+"""The ring engine's kernel (kernels/ring.c) computes exactly what min3._schedule_ring
 computes: the same transfers and times to the bit, the same port state after, with the ring
 forced on every large pool it fits (the bundled grids and random full-duplex grids, also
 sites that arrive at different times). Each test checks that the kernel did run: a grid on
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from collsched import native
+from collsched import kernels
 from collsched.algorithms import Request, min3 as min3_module
 from collsched.algorithms.min3 import ring, schedule
 from collsched.inputs.topology import load_topology
 
 from test_pools import draw_grid, grid_yaml
-from switches import kernels
+from switches import c_kernels
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -27,7 +27,7 @@ TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 def ring_engine():
     """Every pool of single ranks as a large one (test_min3.engine("ring")), counting the
     pools the kernel schedules."""
-    saved = schedule.EXACT_LEAF_LIMIT, schedule.RING_ENGINE, ring._ring_native
+    saved = schedule.EXACT_LEAF_LIMIT, schedule.RING_ENGINE, ring._ring_kernel
     calls = []
 
     def counted(*args):
@@ -35,11 +35,11 @@ def ring_engine():
         return saved[2](*args)
 
     schedule.EXACT_LEAF_LIMIT, schedule.RING_ENGINE = 0, True
-    ring._ring_native = counted
+    ring._ring_kernel = counted
     try:
         yield calls
     finally:
-        schedule.EXACT_LEAF_LIMIT, schedule.RING_ENGINE, ring._ring_native = saved
+        schedule.EXACT_LEAF_LIMIT, schedule.RING_ENGINE, ring._ring_kernel = saved
 
 
 def min3_plan(topo, nbytes, arrivals=None, nseg=1):
@@ -54,10 +54,10 @@ def min3_plan(topo, nbytes, arrivals=None, nseg=1):
 def assert_ring_alike(topo, nbytes, arrivals=None, nseg=1) -> int:
     """Native and Python agree; returns how many pools the kernel scheduled."""
     with ring_engine() as calls:
-        with kernels(False):
+        with c_kernels(False):
             ref = min3_plan(topo, nbytes, arrivals, nseg)
         assert calls == []
-        with kernels(True):
+        with c_kernels(True):
             fast = min3_plan(topo, nbytes, arrivals, nseg)
     assert len(fast[0][0]) == len(ref[0][0])
     assert fast[0] == ref[0]
@@ -73,8 +73,8 @@ def site_arrivals(topo, seed):
 
 
 def test_ring_kernel_is_built_and_loaded():
-    assert native.status() == "c", native.status()
-    assert hasattr(native.library(), "cs_ring")
+    assert kernels.status() == "c", kernels.status()
+    assert hasattr(kernels.library(), "cs_ring")
 
 
 @pytest.mark.parametrize("name,p,nbytes,nsegs", [
@@ -145,7 +145,7 @@ def test_ring_kernel_on_tied_timelines(inputs):
     results = []
     for on in (False, True):
         model, plan, holders, ranks, n_items = copy.deepcopy(inputs)
-        with ring_engine() as calls, kernels(on):
+        with ring_engine() as calls, c_kernels(on):
             ring._schedule_ring(model, plan, holders, ranks, n_items, len(plan.src))
         assert len(calls) == on
         results.append((tuple(c.tobytes() for c in plan.columns()), holders,

@@ -19,7 +19,7 @@ from collsched.model.simulate import simulate
 from collsched.inputs.topology import load_topology
 from collsched.verify import verify
 
-from switches import dag_reference, kernels, setting
+from switches import c_kernels, dag_reference, setting
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -56,9 +56,9 @@ def test_timing_in_python_and_in_waves_agree(algorithm, name, p, duplex):
     t = topo(name, p, duplex)
     s = compile_schedule(algorithm, p, 1 << 20, topology=str(TOPOLOGIES / f"{name}.yaml"), duplex=duplex).schedule
     arrivals = np.random.default_rng(p).uniform(0, 0.01, p)
-    with kernels(False), dag_reference():
+    with c_kernels(False), dag_reference():
         tl_py, m_py = simulate(s, t, 1 << 20, arrivals)
-    with kernels(False):
+    with c_kernels(False):
         tl_np, m_np = simulate(s, t, 1 << 20, arrivals)
     for a in ("start", "end", "exits"):
         assert getattr(tl_py, a).tobytes() == getattr(tl_np, a).tobytes()
@@ -81,7 +81,7 @@ def test_progress_proof_by_ranks_and_in_waves_agree():
             a[i], a[j] = a[j], a[i]
         for serial in (False, True):
             fast = verify(s, serial=serial)
-            with kernels(False):
+            with c_kernels(False):
                 waves = verify(s, serial=serial)
             assert [str(v) for v in fast] == [str(v) for v in waves]
             deadlocks += any(v.check == "progress" for v in fast)

@@ -1,31 +1,34 @@
-"""Compiled kernels for the compiler's hot loops (C, loaded with ctypes).
+"""The compiler's C kernels: compiled twins of its hot loops, loaded with ctypes.
 
 Each kernel does exactly what one Python function of the compiler does - the same float
-operations in the same order, so the same bits (tests/compiler/test_native*.py check it)
+operations in the same order, so the same bits (tests/compiler/test_kernels*.py check it)
 - only without the interpreter's cost per operation. That Python function is the kernel's
-one reference: it is what the docs describe, the tests compare the kernel with it, and it
-runs wherever the library is not built. `make deps` (so `make test` and `make demo`)
-builds the library next to this file:
+one reference: what the docs describe and what the tests compare the kernel with. Where
+the library is not built, the compiler runs Python instead: min3's references themselves,
+and numpy waves for the DAG timing and the deadlock walk (docs/benchmarks.md, section
+python-paths, says why). `make deps` (so `make test` and `make demo`) builds the library
+next to this file:
 
-    compiler/collsched/native/libcollsched_kernels.so   from   native/*.c
+    compiler/collsched/kernels/libcollsched_kernels.so   from   kernels/*.c
 
 Which kernels exist, their wrappers here, and the reference each mirrors:
 
-    leaf_pool.c   leaf_pool()            min3's _schedule_leaf_pool   (small pools of single ranks)
-    input_pool.c  input_pool()           min3's _schedule_input_pool  (pools of pools, with relays)
-    ring.c        ring()                 min3's _schedule_ring        (large sites of grids)
-    progress.c    progress_completes()   verify._progress_completes   (the deadlock-freedom walk)
-    dag.c         dag_order(), dag_time() model.dag._PyGraph           (the cost model's timing)
+    leaf_pool.c   leaf_pool()             min3.leaf_pool._schedule_leaf_pool    (small pools of ranks)
+    input_pool.c  input_pool()            min3.input_pool._schedule_input_pool  (pools of pools)
+    ring.c        ring()                  min3.ring._schedule_ring              (large grid sites)
+    progress.c    progress_completes()    verify._progress_completes            (deadlock freedom)
+    dag.c         dag_order(), dag_time() model.dag._PyGraph                    (cost model timing)
 
 One interface: kernels.h declares every kernel's prototype. When the library loads, those
 declarations are read (parse_prototypes) and set each C function's argument and result
 types, and each wrapper below - keyword-only parameters named as the header names them -
 must match its prototype name for name, or the library is not used (status() says why;
-tests/compiler/test_native.py fails). A call converts nothing silently: arrays must have
-the declared element type, be C-contiguous, and be writable where the kernel writes.
+tests/compiler/test_kernels_interface.py fails). A call converts nothing silently: arrays
+must have the declared element type, be C-contiguous, and be writable where the kernel
+writes.
 
 A library older than its sources is not loaded (the results would be a stale build's);
-COLLSCHED_NATIVE=0 in the environment turns the kernels off, COLLSCHED_NATIVE_LIB loads
+COLLSCHED_KERNELS=0 in the environment turns the kernels off, COLLSCHED_KERNELS_LIB loads
 another build (`make check-kernels-asan`: the parity tests under ASan and UBSan).
 `status()` says which: "c", or why the Python references run.
 """
@@ -42,10 +45,10 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "kernels.h"
-# COLLSCHED_NATIVE_LIB: another build of the same sources (make check-kernels-asan).
-LIBRARY = Path(os.environ.get("COLLSCHED_NATIVE_LIB") or HERE / "libcollsched_kernels.so")
+# COLLSCHED_KERNELS_LIB: another build of the same sources (make check-kernels-asan).
+LIBRARY = Path(os.environ.get("COLLSCHED_KERNELS_LIB") or HERE / "libcollsched_kernels.so")
 # Tests switch the kernels off to compare with the Python reference (False: Python only).
-ENABLED = os.environ.get("COLLSCHED_NATIVE", "1") != "0"
+ENABLED = os.environ.get("COLLSCHED_KERNELS", "1") != "0"
 # The value of status() (and of `compile --json`'s "kernels") when the kernels run.
 BUILT = "c"
 
@@ -156,14 +159,14 @@ def library():
 def status() -> str:
     """BUILT ("c"), or why the Python reference paths run instead."""
     if not ENABLED:
-        return "python (COLLSCHED_NATIVE=0)"
+        return "python (COLLSCHED_KERNELS=0)"
     _load()
     return BUILT if _lib is not None else f"python ({_why})"
 
 
 # --- calls -----------------------------------------------------------------------------
 
-# What a negative return means (native/*.c): -1 is the machine's, the others are bugs.
+# What a negative return means (kernels/*.c): -1 is the machine's, the others are bugs.
 _ERRORS = {-1: "out of memory", -2: "a piece that no rank of the pool holds (a bug)",
            -3: "more results than the caller made room for (a bug)"}
 
@@ -268,7 +271,7 @@ def dag_time(*, n, edge, eoff, zero_col, node, perm, n_on_wan, on_wan, link_of, 
 def leaf_pool(*, n, n_items, p, nseg, full, neediest_first, members, dur, early, link, os, gap,
               fifo, send_free, recv_free, overlap, after, arrival, held_off, held_rank,
               held_time, out_src, out_dst, out_item, out_start, out_end) -> int:
-    """min3's _schedule_leaf_pool (leaf_pool.c); returns the number of transfers written."""
+    """min3.leaf_pool._schedule_leaf_pool (leaf_pool.c); returns the number of transfers written."""
     return _run("leaf_pool", locals())
 
 
@@ -276,14 +279,14 @@ def input_pool(*, n, ng, nw, n_items, n_todo, full, use_relays, nest, depth, gof
                early, link, os, gap, fifo, wan_of, wan_hold, wan_free, send_free, recv_free,
                overlap, after, arrival, held_off, held_rank, held_time, items, out_src,
                out_dst, out_item, out_start, out_end) -> int:
-    """min3's _schedule_input_pool (input_pool.c); returns the number of transfers written."""
+    """min3.input_pool._schedule_input_pool (input_pool.c); returns the number of transfers written."""
     return _run("input_pool", locals())
 
 
 def ring(*, n, n_items, floor, dur, early, os, gap, fifo, link, send_off, send_start,
          send_freed, recv_off, recv_start, recv_end, recv_land, held_off, held_rank, held_time,
          cap, out_src, out_dst, out_item, out_start, out_end, send_free, recv_free) -> int:
-    """min3's _schedule_ring (ring.c); returns the number of transfers written."""
+    """min3.ring._schedule_ring (ring.c); returns the number of transfers written."""
     return _run("ring", locals())
 
 

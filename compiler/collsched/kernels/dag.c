@@ -1,5 +1,5 @@
-/* simulate._PyGraph in C: the transfer DAG of a _Plan, checked for a cycle and timed with
- * the shared-link iteration of _PyGraph.time. Read the Python class first: the step that
+/* model.dag._PyGraph in C: the transfer DAG of a model.dag.Plan, checked for a cycle and
+ * timed with the shared-link iteration of _PyGraph.time. Read the Python class first: the step that
  * times one transfer is the same statement for statement, so the same floats.
  *
  * A transfer's times depend only on its predecessors' times, so any topological order
@@ -10,7 +10,7 @@
  * one still in cache) and lays out what the timing reads in that order:
  *
  *   perm[i]            the plan's index of transfer i
- *   edge[i * K + c]    its predecessor in the plan's column c (preds in _Plan.__init__)
+ *   edge[i * K + c]    its predecessor in the plan's column c (preds in Plan.__init__)
  *                      renumbered, with its kind: NK * pred + kind (the index of
  *                      _PyGraph.rel); < 0: none
  *   eoff[i * nz + j]   the offsets of the nz columns whose offsets are not all +0.0
@@ -25,8 +25,8 @@
 
 #include "kernels.h"
 
-enum { OS, G, END, LINK, PORT_END, NK }; /* simulate._OS .. _PORT_END */
-enum { K = 5 };                           /* dependency columns of a _Plan */
+enum { OS, G, END, LINK, PORT_END, NK }; /* model.dag._OS .. _PORT_END */
+enum { K = 5 };                           /* dependency columns of a Plan */
 enum { DUR, OS_M, G_M, WAN_TIME, NODE };  /* node[i * NODE + ...] */
 enum { UNSEEN = -1, OPEN = -2 };          /* not numbered (timed) yet; waiting on its preds */
 
@@ -58,10 +58,10 @@ static void place(const layout *L, const int32_t *inv, int64_t v, int64_t i)
     L->perm[i] = v;
 }
 
-/* Lays out the DAG of a _Plan (see the top): its K dependency columns pred0..pred4 (< 0:
+/* Lays out the DAG of a Plan (see the top): its K dependency columns pred0..pred4 (< 0:
  * none), their kinds kind[c * n + v] and offsets off0..off4 (those of zero_col columns are
  * not read); on_wan_out: on_wan renumbered. Returns n, or fewer if the graph has a cycle
- * (the caller lets _Plan._topological_waves name the stuck transfer). */
+ * (the caller lets Plan._topological_waves name the stuck transfer). */
 int64_t cs_dag_order(int64_t n, const int64_t *pred0, const int64_t *pred1,
                      const int64_t *pred2, const int64_t *pred3, const int64_t *pred4,
                      const uint8_t *kind, const double *off0, const double *off1,

@@ -1,5 +1,5 @@
-/* min3._schedule_input_pool in C: ScheduleInputPool for a pool of sub-pools, with the
- * search of min3._ListSearch (FindMin, relays, commit). Read the Python first: this is the
+/* min3.input_pool._schedule_input_pool in C: ScheduleInputPool for a pool of sub-pools, with the
+ * search of _ListSearch (FindMin, relays, commit). Read the Python first: this is the
  * same greedy, statement for statement, on the pool's own block of the cost matrices
  * (local rank indices, row-major n x n; the pool is its sub-pools one after the other, so
  * sub-pool j is the local ranks goff[j] .. goff[j + 1] - 1).
@@ -8,7 +8,7 @@
  *      the port state and wan_free (updated in place, as _ListSearch.close() writes them
  *      back), the holders of each piece in insertion order (held_rank/held_time[held_off[d]
  *      .. held_off[d + 1]], local ranks), the pieces to schedule, items[n_todo], and for
- *      relays the pools below (nest[n * depth]: min3._nest_rows, local rank order).
+ *      relays the pools below (nest[n * depth]: input_pool._nest_rows, local rank order).
  * Out: the transfers in the order taken (local ranks); returns how many, or < 0. The new
  *      holders are their receivers, in that order (the Python dicts append them so).
  */
@@ -37,7 +37,7 @@ typedef struct {
     double *reach;
     uint8_t *mark; /* scratch: the holders of the piece being searched */
     double *xs;    /* scratch: max(send_free[s], ready) per holder (_find_relay's srcs) */
-    const int64_t *nest; /* relays: min3._nest_rows, depth per rank */
+    const int64_t *nest; /* relays: _nest_rows, depth per rank */
     int64_t depth;
 } pool;
 
@@ -83,7 +83,7 @@ static double find_min(const pool *P, int64_t d, int64_t j, int64_t *bs_out, int
     return best;
 }
 
-/* min3._enters_once: may a relay's first hop s -> x go without piece d entering a pool a
+/* input_pool._enters_once: may a relay's first hop s -> x go without piece d entering a pool a
  * second time (none of its holders in the pool of x where s and x part)? */
 static int enters_once(const pool *P, int64_t d, int64_t s, int64_t x)
 {

@@ -1,4 +1,4 @@
-/* Shared helpers of the compiler's native kernels (see __init__.py).
+/* The compiler's C kernels: their prototypes and shared helpers (see __init__.py).
  *
  * Every kernel mirrors a Python function of the compiler to the bit, so the helpers keep
  * Python's semantics: pymax() returns the first of equal values, as builtins.max does, and
@@ -15,7 +15,7 @@
 
 /* The kernels: the only functions Python calls. __init__.py reads these declarations when
  * it loads the library and sets each function's argument and result types from them, and
- * its keyword wrappers must name the same parameters (tests/compiler/test_native.py), so
+ * its keyword wrappers must name the same parameters (tests/compiler/test_kernels_interface.py), so
  * they are written in a restricted form: `int64_t cs_<name>(<parameters>);`, each parameter
  * `int64_t x`, `double x`, or a pointer `[const] int64_t|double|uint8_t *x` (const: read
  * only; otherwise the kernel writes it, and the caller's array must be writable). Arrays
@@ -42,7 +42,7 @@ int64_t cs_dag_time(int64_t n, const int64_t *edge, const double *eoff,
                     int64_t passes, const double *base, double *work_f, int64_t *work_i,
                     double *start, double *end);
 
-/* leaf_pool.c: min3's _schedule_leaf_pool. neediest_first: receivers that tie go neediest
+/* leaf_pool.c: min3.leaf_pool._schedule_leaf_pool. neediest_first: receivers that tie go neediest
  * first (the most pieces lacking, then the latest arrival), else lowest rank first. */
 int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_t full,
                      int64_t neediest_first, const int64_t *members, const double *dur,
@@ -53,7 +53,7 @@ int64_t cs_leaf_pool(int64_t n, int64_t n_items, int64_t p, int64_t nseg, int64_
                      int64_t *out_src, int64_t *out_dst, int64_t *out_item, double *out_start,
                      double *out_end);
 
-/* input_pool.c: min3's _schedule_input_pool. */
+/* input_pool.c: min3.input_pool._schedule_input_pool. */
 int64_t cs_input_pool(int64_t n, int64_t ng, int64_t nw, int64_t n_items, int64_t n_todo,
                       int64_t full, int64_t use_relays, const int64_t *nest, int64_t depth,
                       const int64_t *goff, const int64_t *group, const double *dur,
@@ -65,7 +65,7 @@ int64_t cs_input_pool(int64_t n, int64_t ng, int64_t nw, int64_t n_items, int64_
                       int64_t *out_src, int64_t *out_dst, int64_t *out_item, double *out_start,
                       double *out_end);
 
-/* ring.c: min3's _schedule_ring. */
+/* ring.c: min3.ring._schedule_ring. */
 int64_t cs_ring(int64_t n, int64_t n_items, double floor, const double *dur, const double *early,
                 const double *os, const double *gap, const uint8_t *fifo, double *link,
                 const int64_t *send_off, const double *send_start, const double *send_freed,

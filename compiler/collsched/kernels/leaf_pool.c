@@ -1,12 +1,12 @@
-/* min3._schedule_leaf_pool in C: ScheduleInputPool for a pool of single ranks, with MinTime
+/* min3.leaf_pool._schedule_leaf_pool in C: ScheduleInputPool for a pool of single ranks, with MinTime
  * kept per receiving rank (the minimum over the pieces it lacks). Read the Python function
  * first: this is the same greedy, statement for statement, on the pool's own block of the
  * cost matrices (local rank indices, row-major n x n).
  *
  * In:  members[n] (global ranks, for the tie-break), neediest_first (receivers that tie
  *      go neediest first, else lowest first; see the Python function), the matrices, the
- *      port state (updated in place, as the Python function updates its lists), the holders of each piece
- *      in insertion order: held_rank/held_time[held_off[d] .. held_off[d + 1]].
+ *      port state (updated in place, as the Python function updates its lists), the
+ *      holders of each piece in insertion order: held_rank/held_time[held_off[d] .. held_off[d + 1]].
  * Out: the transfers in the order taken (local ranks); returns how many, or < 0.
  */
 #include <math.h>

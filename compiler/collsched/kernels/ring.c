@@ -1,4 +1,4 @@
-/* min3._schedule_ring in C: every piece travels the ring of the pool's ranks from each rank
+/* min3.ring._schedule_ring in C: every piece travels the ring of the pool's ranks from each rank
  * that holds it to the next one that does, each rank forwarding what it holds earliest
  * first, its transfers backfilled into the gaps of the timelines the pools above left. Read
  * the Python function first: this is the same engine, statement for statement, on local

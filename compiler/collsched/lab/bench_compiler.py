@@ -38,9 +38,9 @@ print(json.dumps({"ranks": p, "ops": res.schedule.total_ops, "file_bytes": res.f
 
 
 def measure(algorithm: str, nranks: int, nbytes: int, topology: str | None = None,
-            native: bool = True) -> dict:
-    """One compile job in a fresh Python process (native=False: COLLSCHED_NATIVE=0)."""
-    env = dict(os.environ, COLLSCHED_NATIVE="1" if native else "0")
+            c_kernels: bool = True) -> dict:
+    """One compile job in a fresh Python process (c_kernels=False: COLLSCHED_KERNELS=0)."""
+    env = dict(os.environ, COLLSCHED_KERNELS="1" if c_kernels else "0")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.sched"
         proc = subprocess.run([sys.executable, "-c", _CHILD, algorithm, str(nranks), str(nbytes), str(out),
@@ -58,15 +58,15 @@ GRID_CASES = [("three-site-grid", 20, 1 << 20, 0.010), ("grid-8x128", 1024, 1 <<
 def run_grid_compile_bench(topologies: Path, runs: int = 15, *, doc=None, as_json=False,
                            cases=GRID_CASES) -> int:
     """Min3 on the bundled grids: median compile_time_s over `runs` fresh processes (fewer
-    for the 1024-rank case), with the native kernels and with the Python reference paths."""
+    for the 1024-rank case), with the C kernels and with the Python paths."""
     rows = []
     load_before = os.getloadavg()[0]  # this VM's speed swings with load: say what it was
-    cases = [(name, p, b, target, native) for name, p, b, target in cases for native in (True, False)]
+    cases = [(name, p, b, target, c_kernels) for name, p, b, target in cases for c_kernels in (True, False)]
     with Progress(transient=True) as prog:
         task = prog.add_task("compiling min3 on the grids", total=len(cases))
-        for name, p, b, target, native in cases:
+        for name, p, b, target, c_kernels in cases:
             n = runs if p <= 64 else max(1, runs // 3)  # default: 15 and 5 runs
-            got = [measure("min3", p, b, str(topologies / f"{name}.yaml"), native) for _ in range(n)]
+            got = [measure("min3", p, b, str(topologies / f"{name}.yaml"), c_kernels) for _ in range(n)]
             med = lambda xs: float(statistics.median(xs))  # noqa: E731
             rows.append({
                 "topology": name, "ranks": p, "bytes": b, "target_s": target, "runs": n,
@@ -100,7 +100,7 @@ def _grid_markdown(rows, load=None) -> str:
         "is `compile_schedule(\"min3\", P, 1 MiB, topology=...)` in a fresh Python process; "
         "*compile_time_s* is what `compile --json` reports: inputs + generate + verify + simulate "
         "+ write. Median over the runs (min-max beside it); *kernels* says whether the C kernels "
-        "(compiler/collsched/native/) or the Python reference paths ran (same schedules)."
+        "(compiler/collsched/kernels/) or the Python paths ran (same schedules)."
         + (f" One-minute load average {load[0]:.2f} before the runs, {load[1]:.2f} after: this "
            "2-core VM runs the same job up to twice as slowly when busy." if load else ""),
         "",

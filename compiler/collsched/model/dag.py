@@ -10,7 +10,7 @@ transfer. _PyGraph times the
 same DAG transfer by transfer on Python lists, with the same float operations and so the
 same results: it is the one reference of the C kernel, which mirrors it statement for
 statement, and the tests compare the kernel and the waves with it.
-Where the native kernels are built, _PyGraph's C twin (native/dag.c) times every plan,
+Where the C kernels are built, _PyGraph's C twin (kernels/dag.c) times every plan,
 with the same results, faster than the waves (docs/benchmarks.md, "Compiler").
 
 Shared WAN links: every flow from site A to site B crosses one A -> B link, and the lab's
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it lazily: at start-up, not in a timed stage
 
-from .. import native
+from .. import kernels
 from ..ir import FOREGROUND, RECV, SEND, Schedule
 from ..verify import match
 
@@ -147,7 +147,7 @@ class Plan:
         kinds.append(_END)
         offsets.append(no_offset)
         # The columns, stacked into pred, kind and offset when first asked for (the Python
-        # paths); the native path reads them as they are (stacking copies every column).
+        # paths); the C kernel reads them as they are (stacking copies every column).
         self._columns = preds, kinds, offsets
         self._rest = preds[2:], kinds[2:], offsets[2:]  # all but the port columns
         self._stacked = None
@@ -183,12 +183,12 @@ class Plan:
         self._ports = self._rest = None
 
     def _prepare_timing(self):
-        self._order = self._csr = self._native = None
-        if native.available():
-            self._native = _NativeGraph(self)
-            if not self._native.acyclic:  # a cycle: _topological_waves reports it
-                self._native = None
-        if self._native is None:
+        self._order = self._csr = self._kernel = None
+        if kernels.available():
+            self._kernel = _KernelGraph(self)
+            if not self._kernel.acyclic:  # a cycle: _topological_waves reports it
+                self._kernel = None
+        if self._kernel is None:
             self._order = self._topological_waves(self.pred)
 
     def _use_greedy_ports(self):
@@ -207,7 +207,7 @@ class Plan:
         self._columns = preds + list(rest_p), kinds + list(rest_k), offsets
         self._stacked = None
         self._zero_offset = np.array([o is no_offset for o in offsets], np.uint8)
-        self._native = self._csr = None
+        self._kernel = self._csr = None
         self._order = self._topological_waves(self.pred)  # ModelCycle if even these cycle
         self._greedy = _GreedyPorts(self)
 
@@ -263,7 +263,7 @@ class Plan:
             self._stacked = (np.stack(preds, 1),
                              np.stack([np.broadcast_to(np.asarray(k, np.int8), n) for k in kinds], 1),
                              np.stack(offsets, 1))
-            self._columns = None  # only _NativeGraph reads them, when the plan is built
+            self._columns = None  # only _KernelGraph reads them, when the plan is built
         return self._stacked
 
     @staticmethod
@@ -357,12 +357,12 @@ class Plan:
         base = np.maximum(np.where(self.send_waits_arrival, a[self.src], -np.inf),
                           np.where(self.recv_waits_arrival, a[self.dst], -np.inf))
         base = np.where(np.isfinite(base), base, a.min() if len(a) else 0.0)
-        timed = self._native.time(base) if self._native is not None else None
+        timed = self._kernel.time(base) if self._kernel is not None else None
         if self._greedy is not None:
             start, end = self._greedy.time(base)
         elif timed is not None:
             start, end = timed
-        elif self._native is not None:  # cannot happen (native/dag.c): the reference says why
+        elif self._kernel is not None:  # cannot happen (kernels/dag.c): the reference says why
             self._order = self._topological_waves(self.pred)
             start, end = self._time_waves(base)
         else:
@@ -460,7 +460,7 @@ def _edge_lists(plan: Plan):
 class _PyGraph:
     """The transfer DAG of a Plan as Python lists, timed transfer by transfer with the
     arithmetic of Plan._longest_paths (the same float operations: the same results). The
-    reference of the C kernel (native/dag.c); only the tests run it."""
+    reference of the C kernel (kernels/dag.c); only the tests run it."""
 
     def __init__(self, plan: Plan):
         n = self.n = plan.n
@@ -651,15 +651,15 @@ class _GreedyPorts:
         return np.array(start, np.float64), np.array(end, np.float64)
 
 
-class _NativeGraph:
-    """_PyGraph in C (native/dag.c): the same timing, bit for bit, on the plan's arrays
+class _KernelGraph:
+    """_PyGraph in C (kernels/dag.c): the same timing, bit for bit, on the plan's arrays
     renumbered depth first; fast enough for any size, so it replaces the waves too."""
 
     def __init__(self, plan: Plan):
         n = self.n = plan.n
         preds, kinds, offsets = plan._columns
         if len(preds) != 5:
-            raise AssertionError("native/dag.c reads five dependency columns (enum K)")
+            raise AssertionError("kernels/dag.c reads five dependency columns (enum K)")
         self.zero_col = plan._zero_offset  # added as the constant +0.0 (same bits), not read
         self.perm, self.edge = np.empty(n, np.int64), np.empty(n * 5, np.int64)
         self.eoff = np.empty(n * int(5 - self.zero_col.sum()))
@@ -674,7 +674,7 @@ class _NativeGraph:
 
         def f64(a):
             return np.ascontiguousarray(a, np.float64)
-        done = native.dag_order(
+        done = kernels.dag_order(
             n=n, pred0=pred[0], pred1=pred[1], pred2=pred[2], pred3=pred[3], pred4=pred[4],
             kind=kind, off0=off[0], off1=off[1], off2=off[2], off3=off[3], off4=off[4],
             zero_col=self.zero_col, dur=f64(plan.duration), os=f64(plan.os_all),
@@ -691,7 +691,7 @@ class _NativeGraph:
         if self.work is None:
             self.work = (np.empty(4 * n), np.empty(3 * n, np.int64))
         start, end = np.empty(n), np.empty(n)
-        done = native.dag_time(
+        done = kernels.dag_time(
             n=n, edge=self.edge, eoff=self.eoff, zero_col=self.zero_col, node=self.node,
             perm=self.perm, n_on_wan=len(self.on_wan), on_wan=self.on_wan,
             link_of=self.link_of, passes=LINK_PASSES, base=np.ascontiguousarray(base, np.float64),

@@ -7,7 +7,7 @@ In half duplex, lists that give no single-port order (a schedule compiled for fu
 duplex) keep their sends and receives in list order and share the one port greedily in
 simulated time instead (dag._GreedyPorts): no ModelCycle for any verified schedule.
 
-The transfer graph and its timing (waves, _PyGraph, the native kernel, shared WAN
+The transfer graph and its timing (waves, _PyGraph, the C kernel, shared WAN
 links) are in dag.py; this module builds a dag.Plan per schedule, times it for each
 arrival pattern and derives the BDR paper's metrics from the timelines.
 """

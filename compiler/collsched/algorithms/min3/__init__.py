@@ -65,7 +65,7 @@ engines update, and the plan they append to), input_pool.py (pools of pools), le
 (small pools of single ranks), rounds.py and ring.py (large pools of single ranks),
 gating.py (receive gating over shared WAN links) and schedule.py (the recursion down the
 pool tree, and the schedule built from the plan; it registers the algorithm). Each
-engine's `*_native` function calls its C kernel (collsched.native); its Python twin is
+engine's `*_kernel` function calls its C kernel (collsched.kernels); its Python twin is
 the reference the tests compare it with.
 """
 from __future__ import annotations

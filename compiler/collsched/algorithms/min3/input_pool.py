@@ -2,14 +2,14 @@
 sub-pool), FindMin (Fig. 4) on Python lists in small pools (_ListSearch), with numpy and
 per-site receiver sides shared by all holders in large ones (_ArraySearch), relays through
 a third site where shared WAN links make them worth a look, and the same search in C
-(_input_pool_native)."""
+(_input_pool_kernel)."""
 from __future__ import annotations
 
 import heapq
 
 import numpy as np
 
-from ... import native
+from ... import kernels
 from .model import _Model, _Plan
 
 # Relays through a third site are searched in pools of pools where (ranks in the pool) x
@@ -122,8 +122,8 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
                   and bool((model.wan_of[np.ix_(pool, pool)] >= 0).any()))
     # The pools below this one, for relays only (_enters_once): nest_rows() gives them.
     nest = nest_rows() if use_relays else None
-    if native.available():  # the same search in C; use_relays decided above
-        return _input_pool_native(model, plan, holders, groups, items, use_relays, nest)
+    if kernels.available():  # the same search in C; use_relays decided above
+        return _input_pool_kernel(model, plan, holders, groups, items, use_relays, nest)
     pending = {}
     heap = []
     # The same search on plain lists for small pools (numpy's per-call cost dominates there).
@@ -442,9 +442,9 @@ class _ListSearch:
             h.update((members[i], t) for i, t in held.items())
 
 
-def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, items,
+def _input_pool_kernel(model: _Model, plan: _Plan, holders: list, groups: list, items,
                        use_relays: bool, nest: np.ndarray | None) -> None:
-    """_schedule_input_pool in C (native/input_pool.c, the search of _ListSearch at every
+    """_schedule_input_pool in C (kernels/input_pool.c, the search of _ListSearch at every
     pool size): the same transfers, model state and holders, bit for bit."""
     pool = np.concatenate([np.asarray(g, np.int64) for g in groups])
     n, ng = len(pool), len(groups)
@@ -468,7 +468,7 @@ def _input_pool_native(model: _Model, plan: _Plan, holders: list, groups: list, 
     items = np.fromiter(items, np.int64)
     cap = 2 * len(items) * ng  # each (piece, sub-pool) once, in at most two hops
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
-    count = native.input_pool(
+    count = kernels.input_pool(
         n=n, ng=ng, nw=len(wan_free), n_items=len(holders), n_todo=len(items),
         full=model.full_duplex, use_relays=use_relays,
         nest=np.zeros(1, np.int64) if nest is None else np.ascontiguousarray(nest),

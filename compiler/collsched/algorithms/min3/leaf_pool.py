@@ -1,5 +1,5 @@
 """Small pools of single ranks: the exact greedy with one heap entry per receiving rank
-(_schedule_leaf_pool), and the same in C (_leaf_pool_native)."""
+(_schedule_leaf_pool), and the same in C (_leaf_pool_kernel)."""
 from __future__ import annotations
 
 import heapq
@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from ... import native
+from ... import kernels
 from .model import _Model, _Plan, _preference
 
 
@@ -20,8 +20,8 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     invalidates one heap entry instead of one per piece. Runs on plain lists of the pool's
     own block of the cost matrices (single values from numpy arrays are slow).
     """
-    if native.available():
-        return _leaf_pool_native(model, plan, holders, ranks, n_items, nseg)
+    if kernels.available():
+        return _leaf_pool_kernel(model, plan, holders, ranks, n_items, nseg)
     ports = _LeafLists(model, ranks)
     members, n = ports.members, len(ports.members)
     loc = {g: i for i, g in enumerate(members)}
@@ -72,7 +72,7 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     # receiver - the one lacking the most pieces, then the latest to arrive. Its exit is
     # the furthest away; serving it first lowers the average elapsed time 4-5% on
     # tryton-48 (docs/grid.md). One integer per receiver, (need, arrival order, rank)
-    # packed in that order, ranks a tie; native/leaf_pool.c packs it alike.
+    # packed in that order, ranks a tie; kernels/leaf_pool.c packs it alike.
     neediest = model.serial
     order = sorted(range(n), key=lambda i: (-arrival[i], i)) if neediest else range(n)
     rank_of = dict(enumerate(order))  # tie % n -> receiver
@@ -164,9 +164,9 @@ class _LeafLists:
         model.recv_overlap[ranks], model.recv_after[ranks] = self.overlap, self.after
 
 
-def _leaf_pool_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
+def _leaf_pool_kernel(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
                       n_items: int, nseg: int) -> None:
-    """_schedule_leaf_pool in C (native/leaf_pool.c): the same transfers, bit for bit."""
+    """_schedule_leaf_pool in C (kernels/leaf_pool.c): the same transfers, bit for bit."""
     ranks = np.asarray(ranks, np.int64)
     n = len(ranks)
     loc = {g: i for i, g in enumerate(ranks.tolist())}
@@ -181,7 +181,7 @@ def _leaf_pool_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarr
     cap = n * n_items - len(held)
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
     # neediest_first: the tie rule _schedule_leaf_pool calls `neediest`, on in a serial plan.
-    count = native.leaf_pool(
+    count = kernels.leaf_pool(
         n=n, n_items=n_items, p=len(model.dur), nseg=nseg, full=model.full_duplex,
         neediest_first=model.serial, members=ranks, dur=np.ascontiguousarray(model.dur[ix]),
         early=np.ascontiguousarray(model.early[ix]), link=link,

@@ -90,7 +90,7 @@ class _Model:
 class _Plan:
     """Transfers in the order the greedy takes them (global ranks, piece index, times).
 
-    The Python engines add them one at a time, the native ones as arrays; the columns
+    The Python engines add them one at a time, the C kernels as arrays; the columns
     src, dst, item, start and end are numpy arrays, joined from the parts when read."""
 
     _TYPES = (np.int64, np.int64, np.int64, np.float64, np.float64)

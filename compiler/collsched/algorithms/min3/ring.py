@@ -1,6 +1,6 @@
 """Large pools of single ranks in full duplex with equal arrivals: a pipelined ring in
 rank order with backfilling into the gaps the pools above left (_schedule_ring), and the
-same in C (_ring_native)."""
+same in C (_ring_kernel)."""
 from __future__ import annotations
 
 import bisect
@@ -8,7 +8,7 @@ import heapq
 
 import numpy as np
 
-from ... import native
+from ... import kernels
 from .model import _Model, _Plan
 
 
@@ -36,8 +36,8 @@ def _schedule_ring(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     before the op after it needs it (sends: start + os(m); receives: the bytes land after
     the previous message's and before the next one's).
     """
-    if native.available():
-        return _ring_native(model, plan, holders, ranks, n_items, above)
+    if kernels.available():
+        return _ring_kernel(model, plan, holders, ranks, n_items, above)
     m = [int(r) for r in ranks]
     n = len(m)
     loc = {g: i for i, g in enumerate(m)}
@@ -182,9 +182,9 @@ def _ring_queues(holders: list, loc: dict, n_items: int) -> tuple[list, list]:
     return initial, queue
 
 
-def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
+def _ring_kernel(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
                  n_items: int, above: int) -> None:
-    """_schedule_ring in C (native/ring.c): the same transfers, bit for bit."""
+    """_schedule_ring in C (kernels/ring.c): the same transfers, bit for bit."""
     ranks = np.asarray(ranks, np.int64)
     n = len(ranks)
     nxt = np.roll(ranks, -1)
@@ -216,7 +216,7 @@ def _ring_native(model: _Model, plan: _Plan, holders: list, ranks: np.ndarray,
     cap = int(((n - nheld) * (nheld > 0)).sum())
     out = [np.empty(cap, np.int64) for _ in range(3)] + [np.empty(cap) for _ in range(2)]
     send_free, recv_free = np.empty(n), np.empty(n)
-    count = native.ring(
+    count = kernels.ring(
         n=n, n_items=n_items, floor=float(model.arrival[ranks[0]]), dur=model.dur[ranks, nxt],
         early=model.early[ranks, nxt], os=model.os[ranks, nxt], gap=model.g[ranks, nxt],
         fifo=model.fifo[ranks, nxt].astype(np.uint8), link=link, send_off=send_off,

@@ -28,6 +28,21 @@ MAX_SEGMENTS = 65535
 
 
 @dataclass
+class Transfers:
+    """An algorithm's transfers in its global order, as it gave them to from_transfers:
+    kept on the Schedule (Schedule.transfers) for the pipeline's passes that re-sort the
+    lists from that order (passes.gate_link_receives), which drop it."""
+
+    step: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    origin: np.ndarray
+    segment: np.ndarray
+    send_phase: np.ndarray
+    recv_phase: np.ndarray
+
+
+@dataclass
 class Schedule:
     """Per-rank operation lists of one collective, stored column-wise.
 
@@ -60,6 +75,8 @@ class Schedule:
     # pool once, and the run time its own plan predicts.
     pool_partitions: list | None = None
     planned_run_time_s: float | None = None
+    # Not stored in files: the transfers' global order, for the pipeline's passes (Transfers).
+    transfers: Transfers | None = None
     # Set by schedfile.read: the file's format version ("major.minor") and size in bytes.
     format_version: str | None = None
     file_bytes: int | None = None

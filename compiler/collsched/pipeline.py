@@ -1,4 +1,4 @@
-"""The compiler's main job as library calls: inputs -> algorithm -> IR -> verify -> simulate -> file.
+"""The compiler's main job as library calls: inputs -> algorithm -> IR -> passes -> verify -> simulate -> file.
 
 The CLI is a thin layer over these functions; tests and benchmarks call them directly.
 A schedule that fails verification is never written: that would be a compiler bug, and
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, kernels, schedfile
+from . import __version__, kernels, passes, schedfile
 from .model import budget
 from .algorithms import Request, generate
 # Imported here, not where used: the input libraries' import time (jsonschema's above all)
@@ -23,7 +23,7 @@ from .inputs.arrivals import load_pap
 from .inputs.topology import homogeneous, load_topology
 from .errors import InputError
 from .ir import Schedule
-from .model.policy import mark_fifo_links, segment_candidates
+from .model.policy import segment_candidates
 from .model.simulate import Metrics, simulate_pattern
 from .inputs.units import MAX_BYTES
 from .verify import Violation, verify_and_match
@@ -251,8 +251,7 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
     t = time.perf_counter()
     req = Request(nranks=topo.nranks, nbytes=hi, nseg=nseg, full_duplex=topo.full_duplex,
                   topology=topo, arrivals=pattern[0] - pattern[0].min(), tau=tau)
-    sched = generate(algorithm, req)
-    mark_fifo_links(sched, topo, hi)
+    sched = passes.apply(generate(algorithm, req), topo, hi)  # receive gating, FIFO marks
     sched.bytes_min, sched.bytes_max = lo, hi
     sched.compiler_version = __version__
     sched.input_hash = digest

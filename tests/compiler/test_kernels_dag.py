@@ -16,7 +16,7 @@ from collsched.model import dag as dag_module
 from collsched.algorithms import Request, generate
 from collsched.errors import InputError
 from collsched.ir import from_op_lists
-from collsched.model.policy import mark_fifo_links
+from collsched import passes
 from collsched.model.dag import ModelCycle
 from collsched.model.simulate import simulate, simulate_pattern
 from collsched.inputs.topology import load_topology
@@ -31,7 +31,7 @@ ALGORITHMS = ["ring", "bruck", "nex", "lnbc", "spreading", "min3", "magpie", "bd
 def schedule(alg, topo, nbytes, arrivals):
     s = generate(alg, Request(topo.nranks, nbytes=nbytes, full_duplex=topo.full_duplex,
                               topology=topo, arrivals=arrivals))
-    mark_fifo_links(s, topo, nbytes)  # as compile_schedule does: FIFO pairs wait for the end
+    s = passes.apply(s, topo, nbytes)  # as compile_schedule does: gating, FIFO pairs wait for the end
     return s
 
 

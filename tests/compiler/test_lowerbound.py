@@ -16,7 +16,7 @@ from collsched.errors import InputError
 from collsched.inputs.links import shared_links
 from collsched.model.lowerbound import lower_bound, pattern_lower_bound, serial_lower_bound
 from collsched.pipeline import compile_schedule
-from collsched.model.policy import mark_fifo_links
+from collsched import passes
 from collsched.model.simulate import simulate_pattern
 from collsched.inputs.topology import _from_hosts, homogeneous, load_topology
 
@@ -70,7 +70,7 @@ def predicted(alg, topo, nbytes, nseg, pattern):
     a = pattern[0] - pattern[0].min()
     sched = generate(alg, Request(p, nbytes=nbytes, nseg=nseg, full_duplex=topo.full_duplex,
                                   topology=topo, arrivals=a))
-    mark_fifo_links(sched, topo, nbytes)
+    sched = passes.apply(sched, topo, nbytes)  # as compile_schedule does
     return simulate_pattern(sched, topo, nbytes, pattern)[2]
 
 
@@ -292,7 +292,7 @@ def test_no_serial_schedule_beats_the_serial_bound(p, seed, nseg, nbytes, full, 
         sched = generate(alg, req)
         if not sched.serial:
             continue
-        mark_fifo_links(sched, topo, nbytes)
+        sched = passes.apply(sched, topo, nbytes)
         m = simulate_pattern(sched, topo, nbytes, pattern)[2]
         assert m.run_time_s >= bound.run_time_s * (1 - SLACK), (alg, m.run_time_s, bound)
         assert m.avg_elapsed_s >= bound.avg_elapsed_s * (1 - SLACK), (alg, m.avg_elapsed_s, bound)

@@ -19,7 +19,8 @@ from collsched.ir import BACKGROUND, RECV, SEND
 from collsched.inputs.links import shared_links
 from collsched.lab.arrivals import arrival_pattern
 from collsched.pipeline import compile_schedule
-from collsched.model.policy import mark_fifo_links, serial_list_schedule
+from collsched import passes
+from collsched.model.policy import serial_list_schedule
 from collsched.model.simulate import simulate
 from collsched.inputs.topology import homogeneous, load_topology
 from collsched.verify import verify
@@ -49,7 +50,7 @@ def min3(topo, nbytes, arrivals=None, nseg=1):
     p = topo.nranks
     s = generate("min3", Request(p, nbytes=nbytes, nseg=nseg, full_duplex=topo.full_duplex,
                                  topology=topo, arrivals=arrivals))
-    mark_fifo_links(s, topo, nbytes)  # as the pipeline does; the scheduler plans for it
+    s = passes.apply(s, topo, nbytes)  # as the pipeline does: receive gating, FIFO marks
     return s
 
 
@@ -154,7 +155,7 @@ def test_flat_homogeneous_reaches_the_receive_port_bound():
     bound = (p - 1) * m / topo.bandwidth[0, 1] + topo.latency[0, 1]
     assert mm.run_time_s == pytest.approx(bound, rel=1e-9)
     ring = generate("ring", Request(p))
-    mark_fifo_links(ring, topo, m)
+    ring = passes.apply(ring, topo, m)
     assert mm.run_time_s < simulate(ring, topo, m)[1].run_time_s
 
 
@@ -178,7 +179,7 @@ def test_paper_three_site_grid_is_wide_area_optimal_and_fast():
         assert wan.sum() == 2 * p
         for alg in ("ring", "spreading", "bruck"):
             other = generate(alg, Request(p, full_duplex=full))
-            mark_fifo_links(other, t, m)
+            other = passes.apply(other, t, m)
             assert mm.run_time_s < 0.5 * simulate(other, t, m)[1].run_time_s
             if alg != "ring":  # the ring enters each contiguous site once per block
                 assert verify(other, pools.partitions(pools.pool_tree(t))) != [], \
@@ -195,7 +196,7 @@ def test_arrival_aware_beats_ring_and_bdr_on_tryton():
         a = a - a.min()
         for alg in results:
             s = generate(alg, Request(p, nbytes=m, topology=topo, arrivals=a))
-            mark_fifo_links(s, topo, m)
+            s = passes.apply(s, topo, m)
             results[alg].append(simulate(s, topo, m, a)[1].avg_elapsed_s)
     mean = {k: np.mean(v) for k, v in results.items()}
     assert mean["min3"] < mean["bdr"] < mean["ring"]
@@ -329,13 +330,13 @@ def test_serial_plan_is_what_serial_execution_times():
 
 @contextmanager
 def ungated():
-    """Lists as before receive gating (_gate_link_receives): every op at its planned start."""
-    saved = min3_schedule._gate_link_receives
-    min3_schedule._gate_link_receives = lambda model, src, dst, item, step, *rest: (step, None)
+    """Lists as before receive gating (passes.gate_link_receives): every op at its planned start."""
+    saved = passes._gating_keys
+    passes._gating_keys = lambda topo, full_duplex, src, dst, item, step, *rest: (step, None)
     try:
         yield
     finally:
-        min3_schedule._gate_link_receives = saved
+        passes._gating_keys = saved
 
 
 def per_rank(s, kind):
@@ -395,3 +396,21 @@ def test_two_relays_of_a_piece_enter_a_pool_inside_once(tmp_path):
     topo = load_topology(write_yaml(tmp_path, doc), 11)
     for k in (1, 2):
         check_valid(min3(topo, 291, None, k), topo)
+
+
+def test_min3_neither_verifies_nor_gates_itself():
+    """Receive gating and the FIFO marks are pipeline passes (collsched.passes): no module
+    of the algorithm imports the verifier, the passes or the FIFO marking."""
+    import ast
+
+    package = Path(min3_schedule.__file__).parent
+    for path in package.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names.add(node.module or "")
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+        assert not {n.rpartition(".")[2] for n in names} & {"verify", "passes", "mark_fifo_links"}, path

@@ -62,11 +62,13 @@ against the neighbours in list order exactly as the simulator will see them.
 
 Modules, one concept each: model.py (the cost model's per-pair costs and port state the
 engines update, and the plan they append to), input_pool.py (pools of pools), leaf_pool.py
-(small pools of single ranks), rounds.py and ring.py (large pools of single ranks),
-gating.py (receive gating over shared WAN links) and schedule.py (the recursion down the
-pool tree, and the schedule built from the plan; it registers the algorithm). Each
-engine's `*_kernel` function calls its C kernel (collsched.kernels); its Python twin is
-the reference the tests compare it with.
+(small pools of single ranks), rounds.py and ring.py (large pools of single ranks), and
+schedule.py (the recursion down the pool tree, and the schedule built from the plan; it
+registers the algorithm). Each engine's `*_kernel` function calls its C kernel
+(collsched.kernels); its Python twin is the reference the tests compare it with. The
+schedule keeps its transfers' global order (Schedule.transfers), from which the pipeline's
+receive gating re-sorts the lists (collsched.passes); the algorithm neither gates nor
+verifies anything itself.
 """
 from __future__ import annotations
 

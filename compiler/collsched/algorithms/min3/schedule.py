@@ -3,16 +3,12 @@ pools of single ranks, each by its engine (pool_schedule); and the schedule buil
 plan (build, registered as "min3")."""
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from ...inputs import pools as pooltree
-from ...model.policy import mark_fifo_links, serial_list_schedule
-from ...verify import verify
-from ...ir import BACKGROUND, FOREGROUND, from_transfers
+from ...model.policy import serial_list_schedule
+from ...ir import BACKGROUND, FOREGROUND, Transfers, from_transfers
 from ..registry import Request, register
-from .gating import _gate_link_receives
 from .input_pool import _nest_rows, _schedule_input_pool
 from .leaf_pool import _schedule_leaf_pool
 from .model import _Model, _Plan
@@ -111,28 +107,13 @@ def build(req: Request):
     # by planned start, so these ops lead them.
     recv_phase = np.where(start < model.arrival[dst], BACKGROUND, FOREGROUND).astype(np.uint8)
     send_phase = np.where(start < model.arrival[src], BACKGROUND, FOREGROUND).astype(np.uint8)
-    def lists(step, recv_step=None):
-        sched = from_transfers(p, k, step, src, dst, item // k, item % k, send_phase,
-                               algorithm="min3", recv_phase=recv_phase, recv_step=recv_step)
-        sched.serial = model.serial  # policy.serial_list_schedule
-        return sched
-
-    gated_step, recv_step = _gate_link_receives(model, src, dst, item, step, req.topology,
-                                                req.nbytes // k,
-                                                (send_phase == FOREGROUND) & (recv_phase == FOREGROUND))
-    sched = lists(step) if recv_step is None else lists(gated_step, recv_step)
-    if recv_step is not None and not _makes_progress(sched, req.topology, req.nbytes):
-        sched = lists(step)  # a gate the walk could deadlock on (with FIFO sends): none
+    origin, segment = item // k, item % k
+    sched = from_transfers(p, k, step, src, dst, origin, segment, send_phase,
+                           algorithm="min3", recv_phase=recv_phase)
+    sched.serial = model.serial  # policy.serial_list_schedule
+    # The global order, for the pipeline's receive gating (passes.gate_link_receives).
+    sched.transfers = Transfers(step, src, dst, origin, segment, send_phase, recv_phase)
     sched.pool_partitions = pooltree.partitions(tree)
     sched.planned_run_time_s = float(end.max() - model.arrival.min()) if len(end) else 0.0
     return sched
 
-
-def _makes_progress(sched, topo, nbytes: int) -> bool:
-    """Does the schedule make progress under the runtime's rules, with the FIFO marks the
-    pipeline will set (policy.mark_fifo_links), also under serial execution if it has a
-    background part? (A gated receive makes its rank's walk the one that lets a FIFO
-    sender's next message go; random grids found a cycle through that.)"""
-    probe = copy.copy(sched)
-    mark_fifo_links(probe, topo, nbytes)
-    return not verify(probe) and not (probe.has_background and verify(probe, serial=True))

@@ -1,11 +1,13 @@
-"""Do the compiler's second Python paths still pay for themselves? (issue 16, item 3)
+"""Do the compiler's second Python paths still pay for themselves?
 
-Where the C kernels are not built, two kernels have two Python paths each: the cost
+Where the C kernels are not built, three kernels have two Python paths each: the cost
 model's DAG timing (model/dag.py: _PyGraph, the kernel's reference, transfer by transfer
-on lists; or the numpy waves, a dozen numpy calls per wave) and the deadlock-freedom walk
+on lists; or the numpy waves, a dozen numpy calls per wave), the deadlock-freedom walk
 (verify.py: _progress_completes, the kernel's reference, on lists; or check_progress's
-numpy waves). This times both paths of each, with the kernels off, on bundled topologies,
-and writes the section `python-paths` of docs/benchmarks.md:
+numpy waves) and min3's search in pools of pools (min3/input_pool.py: _ListSearch, the
+kernel's reference, or _ArraySearch on numpy arrays, above LIST_SEARCH_LIMIT ranks). This
+times both paths of each, with the kernels off, on bundled topologies, and writes the
+section `python-paths` of docs/benchmarks.md:
 
     .venv/bin/python tools/bench_python_paths.py [docs/benchmarks.md]
 """
@@ -21,6 +23,8 @@ import numpy as np
 
 from collsched import kernels, verify as verify_module
 from collsched.algorithms import Request, generate
+from collsched.algorithms import min3 as min3_module
+from collsched.algorithms.min3 import input_pool
 from collsched.inputs.topology import homogeneous, load_topology
 from collsched.lab.benchdoc import replace_section
 from collsched.model import dag as dag_module
@@ -86,6 +90,32 @@ def dag_rows():
     return rows
 
 
+POOL_CASES = [("three-site-grid", 20), ("wan-3x16", 48), ("grid-8x128", 128), ("grid-8x128", 256)]
+
+
+def pool_rows():
+    """min3's whole plan (pool_schedule) with the pools-of-pools search on lists
+    (LIST_SEARCH_LIMIT huge) or on arrays (-1): every other engine the same."""
+    rows = []
+    saved = input_pool.LIST_SEARCH_LIMIT
+    try:
+        for name, p in POOL_CASES:
+            topo = load_topology(ROOT / "topologies" / f"{name}.yaml", p)
+            req = Request(p, nbytes=NBYTES, full_duplex=topo.full_duplex, topology=topo)
+            times, plans = {}, {}
+            for path, limit in (("lists", 10 ** 9), ("arrays", -1)):
+                input_pool.LIST_SEARCH_LIMIT = limit
+
+                def run():
+                    plans[path] = [c.tobytes() for c in min3_module.pool_schedule(req)[0].columns()]
+                times[path] = best_of(run)
+            assert plans["lists"] == plans["arrays"]
+            rows.append((f"min3 on {name}", p, times["lists"], times["arrays"]))
+    finally:
+        input_pool.LIST_SEARCH_LIMIT = saved
+    return rows
+
+
 def progress_rows():
     """verify() as production runs it without the kernels (waves), and with the walk on lists
     (the reference, _progress_completes) answering first, as the C walk does."""
@@ -114,7 +144,7 @@ def _reference_walk(*, nranks, rank, offsets, blocking, first, last, dep0, dep1,
                                                  dep0, dep1, dep2))
 
 
-def markdown(dag, progress) -> str:
+def markdown(dag, progress, pools) -> str:
     def ms(x):
         return f"{1000 * x:.1f}"
     lines = [
@@ -122,15 +152,16 @@ def markdown(dag, progress) -> str:
         "",
         f"Measured {date.today().isoformat()} by `.venv/bin/python tools/bench_python_paths.py` "
         f"(Python {platform.python_version()}, {platform.machine()}, kernels off, best of 3). "
-        "Where the C kernels are not built, the cost model's DAG timing and the verifier's "
-        "deadlock walk each have two Python paths with the same results: the kernel's "
-        "reference on lists (`_PyGraph`, `_progress_completes`) and numpy waves. "
-        f"{NBYTES} bytes per rank, random arrivals up to 5 ms.",
+        "Where the C kernels are not built, three kernels have two Python paths each, with "
+        "the same results: the kernel's reference on lists (`_PyGraph`, `_progress_completes`, "
+        "`_ListSearch`) and a numpy path. "
+        f"{NBYTES} bytes per rank; random arrivals up to 5 ms for the DAG timing.",
         "",
-        "Without the kernels production runs the waves only, one Python path per kernel: "
-        "the lists save a few milliseconds on small schedules and cost seconds on large ones; "
-        "they stay the kernels' references, which the tests compare the C kernels and the "
-        "waves with.",
+        "For the DAG timing and the deadlock walk, production without the kernels runs the "
+        "waves only: the lists save a few milliseconds on small schedules and cost seconds on "
+        "large ones; they stay the kernels' references, which the tests compare the C kernels "
+        "and the waves with. Min3's pool search keeps both paths in production (lists up to "
+        "LIST_SEARCH_LIMIT ranks, arrays beyond); the last table measures that choice.",
         "",
         "DAG timing (model/dag.py: `Plan` built and timed once):",
         "",
@@ -147,13 +178,23 @@ def markdown(dag, progress) -> str:
         "|:--|--:|--:|--:|--:|",
     ]
     lines += [f"| {a} | {p} | {n} | {ms(x)} | {ms(y)} |" for a, p, n, x, y in progress]
+    lines += [
+        "",
+        "Min3's search in pools of pools (min3/input_pool.py: the whole `pool_schedule`; "
+        f"production searches on lists up to LIST_SEARCH_LIMIT = {input_pool.LIST_SEARCH_LIMIT} "
+        "ranks, on arrays beyond):",
+        "",
+        "| schedule | P | lists ms | arrays ms |",
+        "|:--|--:|--:|--:|",
+    ]
+    lines += [f"| {a} | {p} | {ms(x)} | {ms(y)} |" for a, p, x, y in pools]
     return "\n".join(lines) + "\n"
 
 
 def main(argv):
     kernels.ENABLED = False
     doc = Path(argv[0]) if argv else ROOT / "docs" / "benchmarks.md"
-    text = markdown(dag_rows(), progress_rows())
+    text = markdown(dag_rows(), progress_rows(), pool_rows())
     print(text)
     replace_section(doc, "python-paths", text)
     return 0

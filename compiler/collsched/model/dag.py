@@ -6,12 +6,11 @@ transfer that delivered the piece to the sender, the one after which the receive
 the receive (rendezvous) and, on a shared WAN link (links.py), the transfer before it on
 that link. That is a DAG; its longest paths are computed in waves (all transfers whose
 predecessors are known, at once), a handful of numpy calls per wave rather than per
-transfer. _PyGraph times the
-same DAG transfer by transfer on Python lists, with the same float operations and so the
-same results: it is the one reference of the C kernel, which mirrors it statement for
-statement, and the tests compare the kernel and the waves with it.
-Where the C kernels are built, _PyGraph's C twin (kernels/dag.c) times every plan,
-with the same results, faster than the waves (docs/benchmarks.md, "Compiler").
+transfer. Where the C kernels are built, _PyGraph's C twin (kernels/dag.c) times every
+plan instead, with the same results, faster (docs/benchmarks.md, "Compiler"). _PyGraph
+times the same DAG transfer by transfer on Python lists, with the same float operations
+and so the same results: it is the kernel's one reference, which the C mirrors statement
+for statement and the tests compare the kernel and the waves with.
 
 Shared WAN links: every flow from site A to site B crosses one A -> B link, and the lab's
 SimGrid platform shares its bandwidth among them. The model serves a link's transfers one

@@ -1,5 +1,5 @@
 """Min3's pools-of-pools search in C (kernels/input_pool.c) computes exactly what
-min3._schedule_input_pool computes in Python: the same transfers and times to the bit, the
+min3.input_pool._schedule_input_pool computes in Python: the same transfers and times to the bit, the
 same port state after, and the same holders in the same insertion order (pool_schedule's
 recursion reads them), on the bundled grids and random ones, both duplex modes, with and
 without arrivals, segmented pieces. The Python side runs _ListSearch in small pools and

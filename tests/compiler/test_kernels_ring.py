@@ -1,4 +1,4 @@
-"""The ring engine's kernel (kernels/ring.c) computes exactly what min3._schedule_ring
+"""The ring engine's kernel (kernels/ring.c) computes exactly what min3.ring._schedule_ring
 computes: the same transfers and times to the bit, the same port state after, with the ring
 forced on every large pool it fits (the bundled grids and random full-duplex grids, also
 sites that arrive at different times). Each test checks that the kernel did run: a grid on

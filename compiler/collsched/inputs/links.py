@@ -4,7 +4,7 @@ A topology given by classes (one LAN per site, one WAN class per pair of sites) 
 network in which every flow from site A to site B crosses one physical A -> B link: ten
 ranks at A sending to B at once share its bandwidth. The lab builds exactly that SimGrid
 platform (lab/platform.py, the *sites* shape), and the cost model (simulate.py), the Min3
-planner (algorithms/min3.py) and the lower bound (lowerbound.py) take it into account
+planner (algorithms/min3/) and the lower bound (lowerbound.py) take it into account
 through `shared_links`.
 
 A topology given as a measured matrix without that structure has no shared links: every

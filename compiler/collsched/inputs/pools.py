@@ -2,7 +2,7 @@
 
 A *pool* is a set of ranks whose links among themselves are fast; a pool splits into
 sub-pools across its slowest links, recursively, down to single ranks. The tree drives
-Min3-Allgather (algorithms/min3.py) and the verifier's wide-area check (each piece enters
+Min3-Allgather (algorithms/min3/) and the verifier's wide-area check (each piece enters
 each pool at most once).
 
 How the tree is built (the paper's steps, and what it leaves open; docs/grid.md):

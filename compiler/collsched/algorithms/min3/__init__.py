@@ -33,12 +33,10 @@ backfilled ops are checked against their neighbours in start order instead), so 
 simulator sees the ports as planned: its prediction is never later than the plan. One
 exception: the simulator orders each shared WAN link by its own start times, and lets a
 flow queued at a link release its ports early (the planner does not); a transfer it starts
-earlier than planned may then take a link first and delay another. On grid-8x128 that puts
-the prediction up to 0.5 % (ring) and 4 % (rounds) after the plan. On random grids it is
-rare (none in 1,500 examples of the tests' generator); hypothesis found one, 5.6 % after
-the plan: on a 5-rank two-site grid a rank's own piece, planned to wait for the link until
-6.6 ms, is ready at 0.94 ms and takes the link first (tests/compiler/test_min3.py). The
-runtime does the same as the simulator - it posts the send once it may - so the simulator
+earlier than planned may then take a link first and delay another, and the prediction
+comes out a little after the plan (docs/grid.md, "Order of the lists", has the figures;
+tests/compiler/test_min3.py the case hypothesis found). The runtime does the same as the
+simulator - it posts the send once it may - so the simulator
 is the one to believe, and `compile` reports its prediction.
 
 Three engines, one rule (the transfer that completes first is taken; ties go to the
@@ -54,8 +52,8 @@ see docs/grid.md):
   every sender serves one receiver (_schedule_rounds).
 
 The ring is the one engine that departs from "completes first": in a large site whose WAN
-pieces trickle in over shared links, the greedy rounds left the receiving ports idle half
-the time (grid-8x128, 1 MiB: 2.88 s planned against a 0.86 s bound); every ring link
+pieces trickle in over shared links, the greedy rounds left the receiving ports idle
+about half the time (docs/grid.md, "The ring engine"); every ring link
 carries about one piece per rank, so it stays near the port bound. It also places its
 transfers into the gaps the pools above left in a port's timeline (backfilling), checked
 against the neighbours in list order exactly as the simulator will see them.

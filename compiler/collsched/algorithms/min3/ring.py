@@ -15,8 +15,8 @@ from .model import _Model, _Plan
 def _ring_fits(model: _Model, plan: _Plan, above: int, ranks: np.ndarray) -> bool:
     """The ring engine's conditions: full duplex, one arrival time for the whole pool,
     pieces entering it from the pools above (a site of a grid; on a cluster that is one
-    pool the rounds plan 0.2-3 % shorter, and faster), and no transfer planned above
-    between two of its ranks (the ring owns its links)."""
+    pool the rounds plan a little shorter, and faster: docs/grid.md), and no transfer
+    planned above between two of its ranks (the ring owns its links)."""
     if not above or not model.full_duplex or np.ptp(model.arrival[ranks]) > 0:
         return False
     inside = np.zeros(len(model.arrival), bool)

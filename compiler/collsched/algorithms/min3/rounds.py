@@ -46,7 +46,8 @@ def _schedule_rounds(model: _Model, plan: _Plan, holders: list, pool_ranks: list
     the exact cost model's, as in the other engines.
     """
     rounds = _Rounds(model, holders, pool_ranks, n_items, nseg)
-    for _ in range(4 * (rounds.D + 1) * rounds.n + 1000):  # each round takes a transfer or moves a frontier
+    # Each round takes a transfer or moves a frontier.
+    for _ in range(4 * (rounds.D + 1) * rounds.n + 1000):
         if not rounds.round(plan):
             break
     else:
@@ -297,7 +298,8 @@ class _Rounds:
         self.ready[r, d] = en
         _set_bits(self.held, r, d, D)
         self.need[r] -= 1
-        self.pend_r, self.pend_d, self.pend_t = np.r_[self.pend_r, r], np.r_[self.pend_d, d], np.r_[self.pend_t, en]
+        self.pend_r, self.pend_d = np.r_[self.pend_r, r], np.r_[self.pend_d, d]
+        self.pend_t = np.r_[self.pend_t, en]
         plan.extend(self.ranks[s], self.ranks[r], d, st, en)
 
     def write_back(self) -> None:

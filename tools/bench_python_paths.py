@@ -28,7 +28,7 @@ from collsched.algorithms.min3 import input_pool
 from collsched.inputs.topology import homogeneous, load_topology
 from collsched.lab.benchdoc import replace_section
 from collsched.model import dag as dag_module
-from collsched.model.policy import mark_fifo_links
+from collsched import passes
 from collsched.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def dag_rows():
             topo = (load_topology(ROOT / "topologies" / f"{topo_name}.yaml", p) if topo_name
                     else homogeneous(p))
             s = generate(alg, Request(p, nbytes=NBYTES, full_duplex=topo.full_duplex, topology=topo))
-            mark_fifo_links(s, topo, NBYTES)
+            s = passes.apply(s, topo, NBYTES)  # as compile does: gating, FIFO marks
             a = np.random.default_rng(p).uniform(0, 0.005, p)
             times, results = {}, {}
             for path in ("lists", "waves"):

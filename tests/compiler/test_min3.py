@@ -127,6 +127,29 @@ def test_shared_link_taken_early(tmp_path):
     assert 1.05 < check_prediction_against_plan(s, topo, 66658) < 1.06
 
 
+@pytest.mark.xfail(strict=True, reason="known: the input-pool greedy plans the slow 2 ms "
+                   "s1 -> s0 receives one after another (6.03 ms) where the schedule it writes "
+                   "overlaps them (the model: 3.0 ms); the schedule is valid, only the plan's "
+                   "own estimate is pessimistic. Found by hypothesis; present since before the "
+                   "min3 split. Remove the mark when the greedy plans the overlap.")
+def test_plan_not_twice_the_prediction_on_slow_wide_links(tmp_path):
+    doc = {"name": "random-grid", "duplex": "full",
+           "sites": [{"name": n, "hosts": h, "lan": {"latency": "1us", "bandwidth": "100Mbit/s"}}
+                     for n, h in (("s0", 2), ("s1", 3), ("s2", 1), ("s3", 1))],
+           "wan": [{"between": ["s0", "s1"], "latency": "2ms", "bandwidth": "1Mbit/s"},
+                   {"between": ["s0", "s2"], "latency": "1ms", "bandwidth": "100Mbit/s"},
+                   {"between": ["s0", "s3"], "latency": "1ms", "bandwidth": "1Mbit/s"},
+                   {"between": ["s1", "s2"], "latency": "1ms", "bandwidth": "111Mbit/s"},
+                   {"between": ["s1", "s3"], "latency": "1ms", "bandwidth": "1Mbit/s"},
+                   {"between": ["s2", "s3"], "latency": "1ms", "bandwidth": "1Mbit/s"}],
+           "placement": {"ranks_per_host": 2}}
+    topo = load_topology(write_yaml(tmp_path, doc), 12)
+    with engine("exact"):
+        s = min3(topo, 1, None, 2)
+    check_valid(s, topo)  # the schedule itself is right
+    check_prediction_against_plan(s, topo, 1)
+
+
 @settings(max_examples=40, deadline=None)
 @given(p=st.integers(2, 30), nbytes=st.integers(1, 1 << 20), full=st.booleans(), data=st.data(),
        kind=st.sampled_from(ENGINES))

@@ -2,11 +2,12 @@
 
 Exit status: 0 ok, 1 verification failure (or wrong data in a benchmark), 2 bad input
 (an option, a file or an output that cannot be written), 3 a benchmark run failed (MPI
-or SimGrid crashed or timed out) or an internal error, 141 stdout closed early (`| head`).
+or SimGrid crashed or timed out) or an internal error. A reader closing stdout early
+(`collsched show x | head`) is not an error: the command stops quietly with status 0.
 No error shows a Python traceback: bad input is one line naming the option or file, the
 field and what was expected; anything unexpected is one line too, with a hint to report it.
 Every numeric option is parsed strictly (ASCII digits, finite, in range) by the types
-below, before any work starts.
+of cli_args.py, before any work starts.
 """
 from __future__ import annotations
 
@@ -14,66 +15,19 @@ import argparse
 import errno
 import json
 import os
-import re
 import sys
 import warnings
 from pathlib import Path
 
 from . import __version__
 from .errors import InputError
+from .cli_args import MAX_RANKS, _INT, UsageError, _float_opt, _int_opt, _plot_path, _show, h, new_parser
 from .files import check_path_options, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_RUN_FAILED = 0, 1, 2, 3
 EXIT_INTERNAL = 3  # an unexpected exception: one line, a hint to report it
-EXIT_BROKEN_PIPE = 141  # stdout closed by its reader: as a shell reports SIGPIPE (128 + 13)
-MAX_RANKS = 1 << 24  # the schedule format's nranks (docs/schedule-format.md)
+EXIT_BROKEN_PIPE = 0  # stdout closed by its reader (`| head`): not an error, as `git log | head`
 REPORT_HINT = "please report this with the command line at the project's issue tracker"
-
-_INT = re.compile(r"[+-]?[0-9]{1,30}", re.ASCII)
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?", re.ASCII)
-# Formats a plot may be written in (by its suffix; none: PNG), all matplotlib's Agg and
-# vector backends write.
-PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
-
-
-def _show(text: str) -> str:
-    """A user's value for a message: as typed when short and plain, else quoted and cut."""
-    from .inputs.units import _show as show
-
-    plain = isinstance(text, str) and 0 < len(text) <= 40 and text.isascii() and text.isprintable()
-    return text if plain and " " not in text else show(text)
-
-
-def _int_opt(flag: str, lo: int, hi: int):
-    """argparse type: an integer lo..hi in ASCII digits, else one line naming `flag`."""
-    def parse(text: str) -> int:
-        t = text.strip()
-        if not _INT.fullmatch(t) or not lo <= int(t) <= hi:
-            raise InputError(flag, _show(text), f"expected an integer {lo}..{hi}")
-        return int(t)
-    return parse
-
-
-def _float_opt(flag: str, lo: float, hi: float):
-    """argparse type: a finite number lo..hi (no nan, inf or other scripts' digits)."""
-    def parse(text: str) -> float:
-        t = text.strip()
-        v = float(t) if _FLOAT.fullmatch(t) else None
-        if v is None or not lo <= v <= hi:
-            raise InputError(flag, _show(text), f"expected a finite number {lo:g}..{hi:g}")
-        return v
-    return parse
-
-
-def _plot_path(flag: str):
-    """argparse type: a figure file name whose suffix is a format we write (none: PNG)."""
-    def parse(text: str) -> str:
-        suffix = Path(text).suffix.lower()
-        if suffix and suffix not in PLOT_SUFFIXES:
-            raise InputError(flag, _show(text), f"expected a figure file ending in "
-                                                f"{', '.join(PLOT_SUFFIXES)} (or no suffix: PNG)")
-        return text
-    return parse
 
 
 def _json(obj, **kw) -> str:
@@ -102,115 +56,10 @@ def _finite_or_null(x):
     return x
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line and exit status 2."""
-
-    def error(self, message):  # noqa: D401 - argparse API
-        raise InputError(self.prog, "", message)
-
-
 def _build_parser() -> argparse.ArgumentParser:
-    from .algorithms import REGISTRY
-
-    algs = ", ".join(f"{n}" for n in sorted(REGISTRY))
-    p = _Parser(prog="collsched",
-                description="Compile, verify, simulate and inspect MPI collective schedules.")
-    p.add_argument("--version", action="version", version=f"collsched {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    c = sub.add_parser("compile", help="generate a verified schedule file",
-                       description=f"Generate, verify and simulate a schedule, then write it. Algorithms: {algs}.")
-    c.add_argument("--collective", default="allgather", help="collective (allgather)")
-    c.add_argument("--algorithm", required=True, help=f"one of: {algs}")
-    c.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS), required=True,
-                   help="number of ranks P")
-    c.add_argument("--bytes", required=True,
-                   help="bytes per rank: B or MIN:MAX (one file serves the range); units like 64KiB allowed")
-    c.add_argument("--segments", default="auto",
-                   help="segments per block (pipelining): a count, or auto (default: min3 on a topology "
-                        "whose TCP window caps a path tries 1-16 and keeps the fastest predicted; else 1)")
-    c.add_argument("--topology", help="topology YAML (default: homogeneous 1 Gbit/s, 50 us)")
-    c.add_argument("--pap", help="arrival pattern YAML (default: all ranks arrive together)")
-    c.add_argument("--duplex", choices=("half", "full"), help="override the topology's duplex mode")
-    c.add_argument("--tau", help="bdr: time to move one segment, e.g. 300us (default: from the cost model)")
-    c.add_argument("-o", "--output", required=True, help="schedule file to write")
-    c.add_argument("--model", choices=("dag", "fluid"), default="dag",
-                   help="cost model of the prediction: dag (default) or fluid (flows sharing "
-                        "ports and links as SimGrid does; slower; see simulate --help)")
-    c.add_argument("--lower-bound", action="store_true",
-                   help="also compute the LP lower bound on the run time under the cost model, "
-                        "and the gap of the prediction to it (docs/grid-baselines.md)")
-    c.add_argument("--json", action="store_true", help="print a JSON summary")
-
-    v = sub.add_parser("verify", help="check a schedule file (exit 0 valid, 1 invalid)")
-    v.add_argument("file")
-
-    s = sub.add_parser("simulate", help="predict times of a schedule under the cost model")
-    s.add_argument("file")
-    s.add_argument("--topology")
-    s.add_argument("--pap")
-    s.add_argument("--bytes", help="bytes per rank (default: the largest the file serves)")
-    s.add_argument("--duplex", choices=("half", "full"))
-    s.add_argument("--model", choices=("dag", "fluid"), default="dag",
-                   help="dag (default): ports serve one transfer after another, what compile "
-                        "reports; fluid: the execution replayed with flows sharing ports and links "
-                        "max-min fairly, as SimGrid does (slower; docs/lab.md)")
-    s.add_argument("--json", action="store_true")
-
-    sh = sub.add_parser("show", help="print a schedule file's header and operations")
-    sh.add_argument("file")
-    sh.add_argument("--rank", type=_int_opt("--rank", 0, MAX_RANKS - 1), help="only this rank's operations")
-
-    pl = sub.add_parser("plot", help="draw a Gantt chart of the simulated schedule")
-    pl.add_argument("file")
-    pl.add_argument("-o", "--output", required=True, type=_plot_path("-o"),
-                    help="figure to write: PNG (or by the suffix: .pdf, .svg, ...)")
-    pl.add_argument("--topology")
-    pl.add_argument("--pap")
-    pl.add_argument("--bytes")
-    pl.add_argument("--duplex", choices=("half", "full"))
-    pl.add_argument("--max-ranks", type=_int_opt("--max-ranks", 1, 4096), default=64,
-                    help="lanes to draw (default 64)")
-
-    b = sub.add_parser("bench", help="run the lab mini-benchmark (SMPI or MPI), or the compiler benchmark",
-                       description="lab (default): the BDR paper's mini-benchmark for each algorithm in "
-                                   "--algorithms, on SimGrid SMPI or real MPI, with measured and predicted "
-                                   "times. compiler: compile+verify+simulate+write time and memory.")
-    b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale"), default="lab",
-                   help="lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
-                        "compile time on the bundled grids, fresh processes, C kernels and "
-                        "Python (records --doc; --iterations runs, default 15); model: every "
-                        "baseline on every bundled topology, predicted vs SMPI (records --doc); scale: "
-                        "P=256 x 1 MiB under SMPI, wall time and memory (records --doc)")
-    b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi")
-    b.add_argument("--topology", help="topology YAML (default: homogeneous 1 Gbit/s, 50 us)")
-    b.add_argument("--collective", default="allgather")
-    b.add_argument("--ranks", help="lab: P (default 8); compiler: comma-separated list (default 64,256,1024)")
-    b.add_argument("--bytes", help="bytes per rank (default 64KiB; compiler: 1MiB)")
-    b.add_argument("--algorithms", default="ring,bruck,native",
-                   help="comma-separated: compiled algorithms, native, native:NAME")
-    b.add_argument("--algorithm", default="ring", help="compiler suite: the algorithm to compile")
-    b.add_argument("--max-delay-ms", type=_float_opt("--max-delay-ms", 0, 3.6e6), default=0.0,
-                   help="maxDelay of the arrival pattern")
-    b.add_argument("--iterations", type=_int_opt("--iterations", 1, 1_000_000), default=None,
-                   help="lab: iterations (default 4); compile-grid: fresh-process runs per case (default 15; a third of it at 1024 ranks)")
-    b.add_argument("--flat-iterations", type=_int_opt("--flat-iterations", 0, 1_000_000), default=2,
-                   help="extra iterations without delay, for the absorption time")
-    b.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1)
-    b.add_argument("--network-model", default="CM02", help="SMPI network model: CM02 (default), SMPI, LV08")
-    b.add_argument("--tcp-gamma", type=_int_opt("--tcp-gamma", 1, 2**62), default=None,
-                   help="SMPI TCP window in bytes (network/TCP-gamma); default: the topology's "
-                        "tcp_window, else 4194304 (Linux's default maximum)")
-    b.add_argument("--shared-data", choices=("auto", "yes", "no"), default="auto",
-                   help="SMPI partial shared malloc for large buffers (checks every piece's private pages)")
-    b.add_argument("--keep", help="keep the run directory (platform, schedules) here")
-    b.add_argument("--doc", help="Markdown page to update (a marked section)")
-    b.add_argument("--section", default="lab-run", help="lab suite: the section of --doc to write")
-    b.add_argument("--plot", type=_plot_path("--plot"), help="PNG of the results")
-    b.add_argument("--json", action="store_true")
+    p, sub = new_parser(__version__)
     _add_measure_parser(sub)
     _add_sweep_parser(sub)
-    _add_pools_parser(sub)
     return p
 
 
@@ -219,8 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     from .model.dag import ModelCycle
 
     args = None
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        args = _build_parser().parse_args(argv)
+        parser = _build_parser()
+        if not argv:  # bare `collsched`: the usage and the commands (as `git`), status 2
+            sys.stdout.write(parser.format_help())
+            sys.stdout.flush()
+            return EXIT_BAD_INPUT
+        args = parser.parse_args(argv)
+        if args.command is None:  # only options such as `collsched --json`
+            raise UsageError("", "", "expected a command (collsched --help lists them)")
         check_path_options(args)  # files.py: a FIFO --topology or a bad -o fails before any work
         with warnings.catch_warnings():
             # numpy's "overflow encountered" would be a second stderr line: results are
@@ -331,6 +188,7 @@ def cmd_compile(a) -> int:
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID
+    _warn_overlaps(out)
     if a.json:
         print(_json(res.summary()))
     else:
@@ -346,15 +204,49 @@ def cmd_compile(a) -> int:
     return EXIT_OK
 
 
+def _warn_overlaps(out: Path) -> None:
+    """One line on stderr when files beside the new one serve some of its calls (or it
+    theirs): the runtime takes the first in name order (catalog.py). The status is unchanged."""
+    from .catalog import overlap_warning, overlaps, read_header
+
+    try:
+        found = overlaps(out.parent, read_header(out), out.name)
+    except (InputError, OSError):  # an unreadable directory: no listing, no warning
+        return
+    if found:
+        _say(overlap_warning(str(out), str(out.parent), found), EXIT_OK)
+
+
 def cmd_verify(a) -> int:
     from .pipeline import verify_file
 
-    sched, violations = verify_file(a.file)
-    if violations:
-        for v in violations:
-            print(f"{a.file}: invalid: {v}", file=sys.stderr)
-        return EXIT_INVALID
-    print(f"{a.file}: valid ({sched.algorithm}, {sched.nranks} ranks, {sched.total_ops} ops)")
+    several, status = len(a.file) > 1, EXIT_OK
+    for path in a.file:
+        try:
+            sched, violations = verify_file(path)
+        except InputError as e:  # unreadable or corrupt: this file's line; the others go on
+            if not several:
+                raise
+            _say(f"collsched: error: {e.line()}", EXIT_BAD_INPUT)
+            status = status or EXIT_BAD_INPUT
+            continue
+        if violations:
+            more = f" (and {len(violations) - 1} more)" if several and len(violations) > 1 else ""
+            for v in violations[:1] if several else violations:
+                print(f"{path}: invalid: {v}{more}", file=sys.stderr)
+            status = EXIT_INVALID
+            continue
+        print(f"{path}: valid ({sched.algorithm}, {sched.nranks} ranks, {sched.total_ops} ops)")
+    return status
+
+
+def cmd_ls(a) -> int:
+    from .catalog import describe, list_directory
+
+    if not os.path.isdir(a.directory):
+        raise InputError(a.directory, "DIRECTORY", "expected a directory of schedule files")
+    for line in describe(list_directory(a.directory)):
+        print(line)
     return EXIT_OK
 
 
@@ -511,27 +403,40 @@ def _add_measure_parser(sub) -> None:
                        description="Run collsched-measure under real MPI or SimGrid SMPI: latency, "
                                    "bandwidth, os(m) and g(m) between rank pairs, in rounds of disjoint "
                                    "pairs; fit, group hosts into sites, write a topology YAML "
-                                   "(docs/measure.md).")
-    m.add_argument("--backend", choices=("mpi", "smpi"), required=True)
+                                   "(docs/measure.md). Example: collsched measure --backend mpi --ranks 8 "
+                                   "-o measured.yaml")
+    m.add_argument("--backend", choices=("mpi", "smpi"), required=True,
+                   help=h("real MPI (mpirun) or SimGrid SMPI", "none, required", "--backend smpi"))
     m.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS), required=True,
-                   help="number of ranks P (at least 2)")
-    m.add_argument("--platform-from", help="smpi: topology YAML whose SimGrid platform is measured")
-    m.add_argument("--sizes", default=DEFAULT_SIZES, help=f"message sizes (default {DEFAULT_SIZES})")
-    m.add_argument("--repeats", type=_int_opt("--repeats", 1, 1_000_000), default=DEFAULT_REPEATS, help="runs per size; the median counts")
+                   help=h("number of ranks P (at least 2)", "none, required", "--ranks 8"))
+    m.add_argument("--platform-from", help=h("smpi: topology YAML whose SimGrid platform is measured",
+                                             "none, required with smpi",
+                                             "--platform-from topologies/wan-3x16.yaml"))
+    m.add_argument("--sizes", default=DEFAULT_SIZES, help=h("message sizes", DEFAULT_SIZES, "--sizes 1,64KiB"))
+    m.add_argument("--repeats", type=_int_opt("--repeats", 1, 1_000_000), default=DEFAULT_REPEATS,
+                   help=h("runs per size; the median counts", str(DEFAULT_REPEATS), "--repeats 9"))
     m.add_argument("--gap-burst", type=_int_opt("--gap-burst", 0, 1_000_000), default=DEFAULT_GAP_BURST,
-                   help="messages per stream for g(m); 0 = do not measure g")
+                   help=h("messages per stream for g(m); 0 = do not measure g", str(DEFAULT_GAP_BURST),
+                          "--gap-burst 0"))
     m.add_argument("--site-factor", type=_float_opt("--site-factor", 1, 1e12), default=DEFAULT_SITE_FACTOR,
-                   help="hosts within this factor of their nearest host's latency share a site")
+                   help=h("hosts within this factor of their nearest host's latency share a site",
+                          f"{DEFAULT_SITE_FACTOR:g}", "--site-factor 10"))
     m.add_argument("--all-pairs", action="store_true",
-                   help="sweep sizes for every rank pair, not one rank pair per host pair")
-    m.add_argument("--network-model", default="CM02", help="smpi: CM02 (default), SMPI, LV08")
-    m.add_argument("--tcp-gamma", type=_int_opt("--tcp-gamma", 1, 2**62), help="smpi: TCP window in bytes (default: the topology's, else 4 MiB)")
-    m.add_argument("--hostfile", help="mpi: host file for mpirun")
+                   help=h("sweep sizes for every rank pair, not one rank pair per host pair", "off",
+                          "--all-pairs"))
+    m.add_argument("--network-model", default="CM02",
+                   help=h("smpi: CM02, SMPI, LV08", "CM02", "--network-model LV08"))
+    m.add_argument("--tcp-gamma", type=_int_opt("--tcp-gamma", 1, 2**62),
+                   help=h("smpi: TCP window in bytes", "the topology's, else 4 MiB", "--tcp-gamma 131072"))
+    m.add_argument("--hostfile", help=h("mpi: host file for mpirun", "none: mpirun's own default",
+                                        "--hostfile hosts.txt"))
     m.add_argument("--overheads", action="store_true",
-                   help="also write the measured os(m) and g(m) (medians over host pairs) to the topology")
-    m.add_argument("--raw", help="also write the program's raw JSON here")
-    m.add_argument("-o", "--output", required=True, help="topology YAML to write")
-    m.add_argument("--json", action="store_true", help="print a JSON summary")
+                   help=h("also write the measured os(m) and g(m) (medians over host pairs) to the "
+                          "topology", "off", "--overheads"))
+    m.add_argument("--raw", help=h("also write the program's raw JSON here", "none", "--raw raw.json"))
+    m.add_argument("-o", "--output", required=True, help=h("topology YAML to write", "none, required",
+                                                          "-o measured.yaml"))
+    m.add_argument("--json", action="store_true", help=h("print a JSON summary", "off: text", "--json"))
 
 
 def cmd_measure(a) -> int:
@@ -561,31 +466,50 @@ def cmd_measure(a) -> int:
 def _add_sweep_parser(sub) -> None:
     from .lab import sweep as sw
 
-    s = sub.add_parser("sweep", help="the BDR paper's grid under SMPI, printed as its Tables 3 and 4",
+    s = sub.add_parser("sweep", help="the BDR paper's grid under SMPI (the defaults: all of it, about an "
+                                     "hour), printed as its Tables 3 and 4",
                        description="Run the mini-benchmark for every P x N x maxDelay x algorithm of the "
                                    "BDR paper (section 4) under SimGrid SMPI and print, per cell, the fastest "
                                    "algorithm and a PAP-aware winner's speedup over the best regular one "
-                                   "(docs/sweep.md). Results are cached per run: an interrupted sweep resumes.")
-    s.add_argument("--topology", default="topologies/tryton-48.yaml")
-    s.add_argument("--ranks", default=",".join(map(str, sw.PAPER_RANKS)), help="comma-separated P values")
-    s.add_argument("--floats", default=",".join(sw.floats_label(n) for n in sw.PAPER_FLOATS),
-                   help="floats gathered in total, comma-separated (128K = 131072); each rank "
-                        "contributes floor(4 N / P) bytes")
-    s.add_argument("--max-delays-ms", default=",".join(f"{d:g}" for d in sw.PAPER_DELAYS_MS),
-                   help="comma-separated maxDelay values (ms)")
-    s.add_argument("--algorithms", default=",".join(sw.PAPER_ALGORITHMS),
-                   help="comma-separated: compiled algorithms, native, native:NAME")
+                                   "(docs/sweep.md). The defaults run the paper's full grid: about an hour "
+                                   "on a 2-core machine. Results are cached per run: an interrupted sweep "
+                                   "resumes. A quick example: collsched sweep --ranks 4,8 --floats 128K "
+                                   "--max-delays-ms 0,5 --algorithms ring,bdr")
+    ranks = ",".join(map(str, sw.PAPER_RANKS))
+    floats = ",".join(sw.floats_label(n) for n in sw.PAPER_FLOATS)
+    delays = ",".join(f"{d:g}" for d in sw.PAPER_DELAYS_MS)
+    algs = ",".join(sw.PAPER_ALGORITHMS)
+    s.add_argument("--topology", default="topologies/tryton-48.yaml",
+                   help=h("topology YAML", "topologies/tryton-48.yaml", "--topology topologies/wan-3x16.yaml"))
+    s.add_argument("--ranks", default=ranks, help=h("comma-separated P values", f"the paper's, {ranks}", "--ranks 4,8"))
+    s.add_argument("--floats", default=floats,
+                   help=h("floats gathered in total, comma-separated (128K = 131072); each rank "
+                          "contributes floor(4 N / P) bytes", f"the paper's, {floats}", "--floats 128K"))
+    s.add_argument("--max-delays-ms", default=delays,
+                   help=h("comma-separated maxDelay values (ms)", f"the paper's, {delays}", "--max-delays-ms 0,5"))
+    s.add_argument("--algorithms", default=algs,
+                   help=h("comma-separated: compiled algorithms, native, native:NAME", f"the paper's, {algs}",
+                          "--algorithms ring,bdr"))
     s.add_argument("--iterations", type=_int_opt("--iterations", 1, 1_000_000), default=sw.DEFAULT_ITERATIONS,
-                   help=f"iterations per run (default {sw.DEFAULT_ITERATIONS}; the paper: {sw.PAPER_ITERATIONS})")
-    s.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1)
-    s.add_argument("--network-model", default="CM02", help="SMPI network model: CM02 (default), SMPI, LV08")
-    s.add_argument("--cache", help="JSON cache of finished runs (default out/sweep/<topology>-cache.json)")
-    s.add_argument("--fresh", action="store_true", help="drop the cache and run everything again")
-    s.add_argument("--redo", default="", help="comma-separated algorithms to run again despite the cache")
-    s.add_argument("--json", help="write the whole sweep (every run, every verdict) to this JSON file")
-    s.add_argument("--plot", type=_plot_path("--plot"), help="PNG heat map of the tables")
-    s.add_argument("--doc", help="Markdown page to update (a marked section)")
-    s.add_argument("--section", default="lab-sweep", help="the section of --doc to write")
+                   help=h(f"iterations per run (the paper: {sw.PAPER_ITERATIONS})", str(sw.DEFAULT_ITERATIONS),
+                          "--iterations 8"))
+    s.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1,
+                   help=h("seed of the arrival patterns", "1", "--seed 2"))
+    s.add_argument("--network-model", default="CM02",
+                   help=h("SMPI network model: CM02, SMPI, LV08", "CM02", "--network-model LV08"))
+    s.add_argument("--cache", help=h("JSON cache of finished runs", "out/sweep/<topology>-cache.json",
+                                     "--cache out/my-cache.json"))
+    s.add_argument("--fresh", action="store_true", help=h("drop the cache and run everything again", "off",
+                                                          "--fresh"))
+    s.add_argument("--redo", default="", help=h("comma-separated algorithms to run again despite the cache",
+                                                "none", "--redo bdr,bslb"))
+    s.add_argument("--json", help=h("write the whole sweep (every run, every verdict) to this JSON file",
+                                    "none", "--json out/sweep.json"))
+    s.add_argument("--plot", type=_plot_path("--plot"), help=h("PNG heat map of the tables", "none",
+                                                               "--plot sweep.png"))
+    s.add_argument("--doc", help=h("Markdown page to update (a marked section)", "none", "--doc docs/benchmarks.md"))
+    s.add_argument("--section", default="lab-sweep",
+                   help=h("the section of --doc to write", "lab-sweep", "--section lab-sweep"))
 
 
 def cmd_sweep(a) -> int:
@@ -651,17 +575,6 @@ def _int_list(text: str, flag: str, lo: int = 1, hi: int = MAX_RANKS) -> list[in
     return [int(x) for x in items]
 
 
-def _add_pools_parser(sub) -> None:
-    po = sub.add_parser("pools", help="print (and plot) the pool tree of a topology (Min3 paper, 5.1)",
-                        description="Group the ranks of a topology into pools by link bandwidth, "
-                                    "recursively, as Min3 schedules them (docs/grid.md).")
-    po.add_argument("topology", help="topology YAML")
-    po.add_argument("--ranks", type=_int_opt("--ranks", 1, MAX_RANKS),
-                    help="number of ranks P (default: as the placement provides)")
-    po.add_argument("--plot", type=_plot_path("--plot"), help="PNG of the tree to write")
-    po.add_argument("--json", action="store_true", help="print the tree as JSON")
-
-
 def cmd_pools(a) -> int:
     from .inputs import pools
     from .inputs.topology import load_topology
@@ -687,7 +600,7 @@ def cmd_pools(a) -> int:
 
 
 _COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "simulate": cmd_simulate,
-             "show": cmd_show, "plot": cmd_plot, "bench": cmd_bench}
+             "show": cmd_show, "ls": cmd_ls, "plot": cmd_plot, "bench": cmd_bench}
 _COMMANDS["measure"] = cmd_measure
 _COMMANDS["sweep"] = cmd_sweep
 _COMMANDS["pools"] = cmd_pools

@@ -238,10 +238,12 @@ def check_path_options(args) -> None:
     call the command line makes."""
     for attr, option, what in INPUT_OPTIONS:
         value = getattr(args, attr, None)
-        if isinstance(value, str):
+        for v in value if isinstance(value, list) else [value]:  # verify takes several files
+            if not isinstance(v, str):
+                continue
             if attr == "topology" and getattr(args, "command", None) == "pools":
                 option = "TOPOLOGY"  # a positional argument there
-            check_input_path(value, option, what)
+            check_input_path(v, option, what)
     check_output_options(args)
 
 

@@ -173,7 +173,6 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
     bad(["pools", str(d / "missing.yaml")], "missing.yaml")
     bad(["pools", str(d / "ring.sched")], "ring.sched")
     # Usage errors.
-    bad([], "required")
     bad(["frobnicate"], "frobnicate")
     bad(["compile"], "required")
     bad(["compile", "--algorithm", "ring", "--ranks", "4", "--bytes", "1KiB"], "-o")
@@ -290,12 +289,12 @@ def test_real_entry_point(files, tmp_path, argv, named):
 @pytest.mark.skipif(not EXE.exists(), reason="no .venv/bin/collsched")
 def test_real_entry_point_closed_pipe(files):
     """`collsched show big.sched | head -1`: the reader leaves early; no traceback, status
-    141 as for SIGPIPE."""
+    0 (the reader's choice is not an error of collsched, as with `git log | head`)."""
     run = subprocess.run(["bash", "-c", f"'{EXE}' show '{files / 'big.sched'}' | head -1; "
                                         "echo \"status ${PIPESTATUS[0]}\" >&2"],
                          capture_output=True, text=True, timeout=30)
     assert run.stdout.startswith("file ")
-    assert run.stderr.strip() == "status 141", run.stderr
+    assert run.stderr.strip() == "status 0", run.stderr
 
 
 @pytest.mark.skipif(not EXE.exists(), reason="no .venv/bin/collsched")

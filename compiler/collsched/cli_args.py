@@ -1,0 +1,251 @@
+"""The command line's options: strict argument types and the parsers of the core commands.
+
+Every option's help says its default and gives an example (tests/compiler/test_cli.py
+checks that for every option of every command). The lab's commands whose defaults live in
+the lab (measure, sweep) add their parsers in cli.py: the core never imports the lab.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from .errors import InputError
+
+MAX_RANKS = 1 << 24  # the schedule format's nranks (docs/schedule-format.md)
+_INT = re.compile(r"[+-]?[0-9]{1,30}", re.ASCII)
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?", re.ASCII)
+# Formats a plot may be written in (by its suffix; none: PNG), all matplotlib's Agg and
+# vector backends write.
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+
+
+def h(text: str, default: str, example: str) -> str:
+    """An option's help: what it is, its default, an example."""
+    return f"{text} (default: {default}; e.g. {example})"
+
+
+def _show(text: str) -> str:
+    """A user's value for a message: as typed when short and plain, else quoted and cut."""
+    from .inputs.units import _show as show
+
+    plain = isinstance(text, str) and 0 < len(text) <= 40 and text.isascii() and text.isprintable()
+    return text if plain and " " not in text else show(text)
+
+
+def _int_opt(flag: str, lo: int, hi: int):
+    """argparse type: an integer lo..hi in ASCII digits, else one line naming `flag`."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not _INT.fullmatch(t) or not lo <= int(t) <= hi:
+            raise InputError(flag, _show(text), f"expected an integer {lo}..{hi}")
+        return int(t)
+    return parse
+
+
+def _float_opt(flag: str, lo: float, hi: float):
+    """argparse type: a finite number lo..hi (no nan, inf or other scripts' digits)."""
+    def parse(text: str) -> float:
+        t = text.strip()
+        v = float(t) if _FLOAT.fullmatch(t) else None
+        if v is None or not lo <= v <= hi:
+            raise InputError(flag, _show(text), f"expected a finite number {lo:g}..{hi:g}")
+        return v
+    return parse
+
+
+def _plot_path(flag: str):
+    """argparse type: a figure file name whose suffix is a format we write (none: PNG)."""
+    def parse(text: str) -> str:
+        suffix = Path(text).suffix.lower()
+        if suffix and suffix not in PLOT_SUFFIXES:
+            raise InputError(flag, _show(text), f"expected a figure file ending in "
+                                                f"{', '.join(PLOT_SUFFIXES)} (or no suffix: PNG)")
+        return text
+    return parse
+
+
+class UsageError(InputError):
+    """A usage error: `collsched: error: COMMAND: message` (no doubled program name)."""
+
+    def line(self) -> str:
+        return f"{self.source}: {self.expected}" if self.source else self.expected
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit status 2."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        raise UsageError(self.prog.partition(" ")[2], "", message)
+
+
+def new_parser(version: str):
+    """The top-level parser and its subparsers, with the core commands added."""
+    p = _Parser(prog="collsched",
+                description="Compile, verify, simulate and inspect MPI collective schedules. "
+                            "'collsched COMMAND --help' describes each command's options.")
+    p.add_argument("-V", "--version", action="version", version=f"collsched {version}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_compile(sub)
+    _add_inspect(sub)
+    _add_plot_pools(sub)
+    _add_bench(sub)
+    return p, sub
+
+
+_TOPOLOGY = h("topology YAML", "a homogeneous cluster: 1 Gbit/s, 50 us, full duplex",
+              "--topology topologies/tryton-48.yaml")
+_PAP = h("arrival pattern YAML", "every rank arrives at once", "--pap arrivals.yaml")
+_DUPLEX = h("override the topology's duplex mode: half or full", "the topology's (full without one)",
+            "--duplex half")
+
+
+def _add_compile(sub) -> None:
+    from .algorithms import REGISTRY
+
+    algs = ", ".join(sorted(REGISTRY))
+    c = sub.add_parser("compile", help="generate a verified schedule file",
+                       description=f"Generate, verify and simulate a schedule, then write it. "
+                                   f"Algorithms: {algs}. Example: collsched compile --algorithm ring "
+                                   f"--ranks 16 --bytes 64KiB -o ring.sched")
+    c.add_argument("--collective", default="allgather",
+                   help=h("collective (only allgather so far)", "allgather", "--collective allgather"))
+    c.add_argument("--algorithm", required=True, help=h(f"one of: {algs}", "none, required", "--algorithm ring"))
+    c.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS), required=True,
+                   help=h(f"number of ranks P, 2..{MAX_RANKS}", "none, required", "--ranks 16"))
+    c.add_argument("--bytes", required=True,
+                   help=h("bytes per rank: B, or MIN:MAX for one file serving the range; units such "
+                          "as KiB, MiB", "none, required", "--bytes 64KiB or --bytes 1KiB:1MiB"))
+    c.add_argument("--segments", default="auto",
+                   help=h("segments per block (pipelining): a count 1..65535, or auto (min3 on a "
+                          "topology whose TCP window caps a path tries 1-16 and keeps the fastest "
+                          "predicted; else 1)", "auto", "--segments 4"))
+    c.add_argument("--topology", help=_TOPOLOGY)
+    c.add_argument("--pap", help=_PAP)
+    c.add_argument("--duplex", choices=("half", "full"), help=_DUPLEX)
+    c.add_argument("--tau", help=h("bdr: time to move one segment", "from the cost model", "--tau 300us"))
+    c.add_argument("-o", "--output", required=True,
+                   help=h("schedule file to write (replaced atomically; a warning names files of the "
+                          "same directory whose ranks and byte range overlap it)", "none, required",
+                          "-o schedules/ring-16.sched"))
+    c.add_argument("--model", choices=("dag", "fluid"), default="dag",
+                   help=h("cost model of the prediction: dag, or fluid (flows sharing ports and "
+                          "links as SimGrid does; slower)", "dag", "--model fluid"))
+    c.add_argument("--lower-bound", action="store_true",
+                   help=h("also compute the LP lower bound on the run time under the cost model, "
+                          "and the gap of the prediction to it (docs/grid-baselines.md)", "off", "--lower-bound"))
+    c.add_argument("--json", action="store_true", help=h("print a JSON summary", "off: one line of text", "--json"))
+
+
+def _add_inspect(sub) -> None:
+    v = sub.add_parser("verify", help="check schedule files (exit 0 all valid, 1 any invalid)",
+                       description="Read and prove each file whole. One file: a line per violation. "
+                                   "Several: one line per file (valid on stdout; the first violation "
+                                   "and how many more on stderr). Exit 0 if all are valid, 1 if any "
+                                   "is invalid, else 2 if any cannot be read. "
+                                   "Example: collsched verify schedules/*.sched")
+    v.add_argument("file", nargs="+", help=h("schedule files", "none, at least one", "ring.sched bruck.sched"))
+
+    s = sub.add_parser("simulate", help="predict times of a schedule under the cost model",
+                       description="Example: collsched simulate ring.sched --topology topologies/tryton-48.yaml")
+    s.add_argument("file", help=h("schedule file", "none, required", "ring.sched"))
+    s.add_argument("--topology", help=_TOPOLOGY)
+    s.add_argument("--pap", help=_PAP)
+    s.add_argument("--bytes", help=h("bytes per rank", "the largest the file serves", "--bytes 64KiB"))
+    s.add_argument("--duplex", choices=("half", "full"), help=_DUPLEX)
+    s.add_argument("--model", choices=("dag", "fluid"), default="dag",
+                   help=h("dag: ports serve one transfer after another, what compile reports; fluid: "
+                          "the execution replayed with flows sharing ports and links max-min fairly, "
+                          "as SimGrid does (slower; docs/lab.md)", "dag", "--model fluid"))
+    s.add_argument("--json", action="store_true", help=h("print JSON", "off: text", "--json"))
+
+    sh = sub.add_parser("show", help="print a schedule file's header and operations",
+                        description="Example: collsched show ring.sched --rank 0 (a directory of "
+                                    "schedules: collsched ls DIR)")
+    sh.add_argument("file", help=h("schedule file", "none, required", "ring.sched"))
+    sh.add_argument("--rank", type=_int_opt("--rank", 0, MAX_RANKS - 1),
+                    help=h("only this rank's operations", "every rank", "--rank 3"))
+
+    ls = sub.add_parser("ls", help="list what a schedules directory covers, as the runtime selects",
+                        description="Every valid schedule of the directory in the order the runtime "
+                                    "tries them (names in byte order, not starting with '.'): "
+                                    "collective, ranks, byte range, algorithm, and where an earlier "
+                                    "file wins over an overlapping range; files the runtime skips, "
+                                    "with why. Reads headers only. Example: collsched ls schedules/")
+    ls.add_argument("directory", help=h("schedules directory (as COLLSCHED_SCHEDULES names it)",
+                                        "none, required", "schedules/"))
+
+
+def _add_plot_pools(sub) -> None:
+    pl = sub.add_parser("plot", help="draw a Gantt chart of the simulated schedule",
+                        description="Example: collsched plot ring.sched -o ring.png")
+    pl.add_argument("file", help=h("schedule file", "none, required", "ring.sched"))
+    pl.add_argument("-o", "--output", required=True, type=_plot_path("-o"),
+                    help=h("figure to write: PNG, or by the suffix: .pdf, .svg, ...", "none, required",
+                           "-o ring.png"))
+    pl.add_argument("--topology", help=_TOPOLOGY)
+    pl.add_argument("--pap", help=_PAP)
+    pl.add_argument("--bytes", help=h("bytes per rank", "the largest the file serves", "--bytes 64KiB"))
+    pl.add_argument("--duplex", choices=("half", "full"), help=_DUPLEX)
+    pl.add_argument("--max-ranks", type=_int_opt("--max-ranks", 1, 4096), default=64,
+                    help=h("lanes to draw, 1..4096", "64", "--max-ranks 16"))
+
+    po = sub.add_parser("pools", help="print (and plot) the pool tree of a topology (Min3 paper, 5.1)",
+                        description="Group the ranks of a topology into pools by link bandwidth, "
+                                    "recursively, as Min3 schedules them (docs/grid.md). Example: "
+                                    "collsched pools topologies/three-site-grid.yaml")
+    po.add_argument("topology", help=h("topology YAML", "none, required", "topologies/three-site-grid.yaml"))
+    po.add_argument("--ranks", type=_int_opt("--ranks", 1, MAX_RANKS),
+                    help=h("number of ranks P", "as the placement provides", "--ranks 32"))
+    po.add_argument("--plot", type=_plot_path("--plot"), help=h("PNG of the tree to write", "none", "--plot pools.png"))
+    po.add_argument("--json", action="store_true", help=h("print the tree as JSON", "off: text", "--json"))
+
+
+def _add_bench(sub) -> None:
+    b = sub.add_parser("bench", help="run the lab mini-benchmark (SMPI or MPI), or the compiler benchmark",
+                       description="lab (default): the BDR paper's mini-benchmark for each algorithm in "
+                                   "--algorithms, on SimGrid SMPI or real MPI, with measured and predicted "
+                                   "times. compiler: compile+verify+simulate+write time and memory. Example: "
+                                   "collsched bench --ranks 8 --bytes 64KiB --algorithms ring,bruck,native")
+    b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale"), default="lab",
+                   help=h("lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
+                          "compile time on the bundled grids, fresh processes, C kernels and "
+                          "Python (records --doc); model: every baseline on every bundled topology, "
+                          "predicted vs SMPI (records --doc); scale: P=256 x 1 MiB under SMPI, wall "
+                          "time and memory (records --doc)", "lab", "--suite compiler"))
+    b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi",
+                   help=h("SimGrid SMPI or real MPI (mpirun)", "smpi", "--backend mpi"))
+    b.add_argument("--topology", help=_TOPOLOGY)
+    b.add_argument("--collective", default="allgather", help=h("collective", "allgather", "--collective allgather"))
+    b.add_argument("--ranks", help=h("lab: P; compiler: comma-separated list", "lab 8; compiler 64,256,1024",
+                                     "--ranks 16"))
+    b.add_argument("--bytes", help=h("bytes per rank", "lab 64KiB; compiler 1MiB", "--bytes 1MiB"))
+    b.add_argument("--algorithms", default="ring,bruck,native",
+                   help=h("comma-separated: compiled algorithms, native, native:NAME", "ring,bruck,native",
+                          "--algorithms bdr,ring,native:ompi"))
+    b.add_argument("--algorithm", default="ring", help=h("compiler suite: the algorithm to compile", "ring",
+                                                         "--algorithm min3"))
+    b.add_argument("--max-delay-ms", type=_float_opt("--max-delay-ms", 0, 3.6e6), default=0.0,
+                   help=h("maxDelay of the arrival pattern, ms", "0", "--max-delay-ms 5"))
+    b.add_argument("--iterations", type=_int_opt("--iterations", 1, 1_000_000), default=None,
+                   help=h("lab: iterations; compile-grid: fresh-process runs per case (a third of it at "
+                          "1024 ranks)", "lab 4; compile-grid 15", "--iterations 8"))
+    b.add_argument("--flat-iterations", type=_int_opt("--flat-iterations", 0, 1_000_000), default=2,
+                   help=h("extra iterations without delay, for the absorption time", "2", "--flat-iterations 0"))
+    b.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1,
+                   help=h("seed of the arrival pattern", "1", "--seed 7"))
+    b.add_argument("--network-model", default="CM02",
+                   help=h("SMPI network model: CM02, SMPI, LV08", "CM02", "--network-model LV08"))
+    b.add_argument("--tcp-gamma", type=_int_opt("--tcp-gamma", 1, 2**62), default=None,
+                   help=h("SMPI TCP window in bytes (network/TCP-gamma)", "the topology's tcp_window, else "
+                          "4194304 (Linux's default maximum)", "--tcp-gamma 131072"))
+    b.add_argument("--shared-data", choices=("auto", "yes", "no"), default="auto",
+                   help=h("SMPI partial shared malloc for large buffers (checks every piece's private "
+                          "pages)", "auto", "--shared-data no"))
+    b.add_argument("--keep", help=h("keep the run directory (platform, schedules) here", "a temporary one, removed",
+                                    "--keep out/run1"))
+    b.add_argument("--doc", help=h("Markdown page to update (a marked section)", "none", "--doc docs/benchmarks.md"))
+    b.add_argument("--section", default="lab-run",
+                   help=h("lab suite: the section of --doc to write", "lab-run", "--section lab-run"))
+    b.add_argument("--plot", type=_plot_path("--plot"), help=h("PNG of the results", "none", "--plot bench.png"))
+    b.add_argument("--json", action="store_true", help=h("print JSON", "off: a table", "--json"))

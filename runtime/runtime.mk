@@ -2,7 +2,9 @@
 #
 #   make runtime                 build/lib (libcollsched.so/.a, libcollsched-preload.so,
 #                                pkgconfig), build/bin/collsched-run, build/smpi/ (SimGrid)
-#   make install PREFIX=/opt/x   lib, include, pkgconfig, bin under PREFIX
+#   make install PREFIX=/opt/x [DESTDIR=/stage]
+#                                lib (versioned sonames), include, pkgconfig, cmake, bin
+#   make uninstall PREFIX=... [DESTDIR=...]   removes exactly what install put
 #   make check-asan              runtime tests against an ASan+UBSan build (build/asan/)
 #   make check-tsan              the threaded runtime tests against a TSan build (build/tsan/)
 #   make fuzz [FUZZ_SECONDS=N]   libFuzzer run of the schedule parser (build/fuzz/)
@@ -13,14 +15,26 @@ RT_BUILD  := build
 MPICC     ?= mpicc
 SMPICC    ?= smpicc
 PREFIX    ?= /usr/local
-RT_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -Wall -Wextra -I$(RT)/include -I$(RT)/src
+DESTDIR   ?=
+RT_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -Wall -Wextra -I$(RT)/include -I$(RT)/src \
+             -DCOLLSCHED_BUILD_VERSION='"$(VERSION)"'
+# Shared libraries: libX.so.$(VERSION) is the file, libX.so.$(SOMAJOR) (the soname) and
+# libX.so (for -lX and LD_PRELOAD=libcollsched-preload.so) are symlinks to it.
+SOMAJOR   := $(firstword $(subst ., ,$(VERSION)))
+# Only what carries COLLSCHED_API (collsched.h, collsched_schedfile.h, preload.c's MPI_*
+# wrappers) is exported from the shared libraries.
+RT_VISFLAGS := -fvisibility=hidden
+# Without an MPI compiler wrapper (tools/ensure-deps.sh skipped the system packages) the
+# builds that need it say so in one line and are skipped; `make test` still runs.
+HAVE_MPICC  := $(shell command -v $(MPICC) 2>/dev/null)
+HAVE_SMPICC := $(shell command -v $(SMPICC) 2>/dev/null)
 RT_LIBS   := -lm -lpthread  # bdr.c: floor(); pat.c: the progress thread
 # Every module of src/ but the preload wrapper and the driver's main goes into the library.
 RT_LIBSRC := $(filter-out preload collsched_run,$(basename $(notdir $(wildcard $(RT)/src/*.c))))
 RT_HDRS   := $(wildcard $(RT)/include/*.h $(RT)/src/*.h)
 FUZZ_SECONDS ?= 180
 
-.PHONY: runtime runtime-mpi runtime-smpi install check-asan check-tsan fuzz bench-runtime test-runtime
+.PHONY: runtime runtime-mpi runtime-smpi install uninstall check-asan check-tsan fuzz bench-runtime test-runtime
 
 runtime: runtime-mpi runtime-smpi
 
@@ -28,13 +42,18 @@ runtime: runtime-mpi runtime-smpi
 RT_OBJ      := $(RT_BUILD)/obj
 RT_LIBOBJS  := $(RT_LIBSRC:%=$(RT_OBJ)/%.o)
 
+ifeq ($(HAVE_MPICC),)
+runtime-mpi:
+	@echo "runtime: $(MPICC) not found: libcollsched, collsched-run, collsched-minibench and collsched-measure not built (install openmpi-bin libopenmpi-dev)"
+else
 runtime-mpi: $(RT_BUILD)/lib/libcollsched.so $(RT_BUILD)/lib/libcollsched.a \
              $(RT_BUILD)/lib/libcollsched-preload.so $(RT_BUILD)/bin/collsched-run \
              $(RT_BUILD)/lib/pkgconfig/collsched.pc $(RT_BUILD)/include/collsched.h
+endif
 
 $(RT_OBJ)/%.o: $(RT)/src/%.c $(RT_HDRS)
 	@mkdir -p $(@D)
-	$(MPICC) $(RT_CFLAGS) -fPIC -c $< -o $@
+	$(MPICC) $(RT_CFLAGS) $(RT_VISFLAGS) -fPIC -c $< -o $@
 
 $(RT_BUILD)/lib/libcollsched.a: $(RT_LIBOBJS)
 	@mkdir -p $(@D)
@@ -42,11 +61,13 @@ $(RT_BUILD)/lib/libcollsched.a: $(RT_LIBOBJS)
 
 $(RT_BUILD)/lib/libcollsched.so: $(RT_LIBOBJS)
 	@mkdir -p $(@D)
-	$(MPICC) -shared -Wl,-soname,libcollsched.so -o $@ $^ $(RT_LIBS)
+	$(MPICC) -shared -Wl,-soname,libcollsched.so.$(SOMAJOR) -o $@.$(VERSION) $^ $(RT_LIBS)
+	ln -sf libcollsched.so.$(VERSION) $@.$(SOMAJOR) && ln -sf libcollsched.so.$(SOMAJOR) $@
 
 $(RT_BUILD)/lib/libcollsched-preload.so: $(RT_LIBOBJS) $(RT_OBJ)/preload.o
 	@mkdir -p $(@D)
-	$(MPICC) -shared -Wl,-soname,libcollsched-preload.so -o $@ $^ $(RT_LIBS)
+	$(MPICC) -shared -Wl,-soname,libcollsched-preload.so.$(SOMAJOR) -o $@.$(VERSION) $^ $(RT_LIBS)
+	ln -sf libcollsched-preload.so.$(VERSION) $@.$(SOMAJOR) && ln -sf libcollsched-preload.so.$(SOMAJOR) $@
 
 $(RT_BUILD)/bin/collsched-run: $(RT_OBJ)/collsched_run.o $(RT_BUILD)/lib/libcollsched.a
 	@mkdir -p $(@D)
@@ -63,7 +84,12 @@ $(RT_BUILD)/lib/pkgconfig/collsched.pc: $(RT)/collsched.pc.in
 # ---- SimGrid SMPI build: the same sources, compiled with smpicc ----
 RT_SOBJ := $(RT_BUILD)/smpi/obj
 
+ifeq ($(HAVE_SMPICC),)
+runtime-smpi:
+	@echo "runtime: $(SMPICC) not found: the SimGrid builds (build/smpi/) not built, the lab cannot run (install libsimgrid-dev)"
+else
 runtime-smpi: $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_BUILD)/smpi/bin/collsched-run
+endif
 
 $(RT_SOBJ)/%.o: $(RT)/src/%.c $(RT_HDRS)
 	@mkdir -p $(@D)
@@ -77,15 +103,34 @@ $(RT_BUILD)/smpi/bin/collsched-run: $(RT_SOBJ)/collsched_run.o $(RT_BUILD)/smpi/
 	@mkdir -p $(@D)
 	$(SMPICC) -o $@ $^ $(RT_LIBS)
 
-# ---- install ----
+# ---- install: $(DESTDIR)$(PREFIX); the pkg-config and CMake files name $(PREFIX) ----
+RT_D       := $(DESTDIR)$(PREFIX)
+RT_SOLIBS  := libcollsched libcollsched-preload
+RT_INSTALLED := lib/libcollsched.a include/collsched.h include/collsched_schedfile.h \
+    bin/collsched-run lib/pkgconfig/collsched.pc \
+    lib/cmake/collsched/collschedConfig.cmake lib/cmake/collsched/collschedConfigVersion.cmake \
+    $(foreach l,$(RT_SOLIBS),lib/$(l).so.$(VERSION) lib/$(l).so.$(SOMAJOR) lib/$(l).so)
+RT_CMAKE_SED := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOMAJOR@|$(SOMAJOR)|g'
+
 install: runtime-mpi
-	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include $(PREFIX)/bin
-	install -m 644 $(RT_BUILD)/lib/libcollsched.a $(PREFIX)/lib/
-	install -m 755 $(RT_BUILD)/lib/libcollsched.so $(RT_BUILD)/lib/libcollsched-preload.so $(PREFIX)/lib/
-	install -m 644 $(RT)/include/collsched.h $(RT)/include/collsched_schedfile.h $(PREFIX)/include/
-	install -m 755 $(RT_BUILD)/bin/collsched-run $(PREFIX)/bin/
+	@[ -n "$(HAVE_MPICC)" ] || { echo "install: $(MPICC) not found: nothing to install"; exit 1; }
+	install -d $(RT_D)/lib/pkgconfig $(RT_D)/lib/cmake/collsched $(RT_D)/include $(RT_D)/bin
+	install -m 644 $(RT_BUILD)/lib/libcollsched.a $(RT_D)/lib/
+	for l in $(RT_SOLIBS); do \
+	    install -m 755 $(RT_BUILD)/lib/$$l.so.$(VERSION) $(RT_D)/lib/ && \
+	    ln -sf $$l.so.$(VERSION) $(RT_D)/lib/$$l.so.$(SOMAJOR) && \
+	    ln -sf $$l.so.$(SOMAJOR) $(RT_D)/lib/$$l.so || exit 1; done
+	install -m 644 $(RT)/include/collsched.h $(RT)/include/collsched_schedfile.h $(RT_D)/include/
+	install -m 755 $(RT_BUILD)/bin/collsched-run $(RT_D)/bin/
 	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|' $(RT)/collsched.pc.in \
-	    > $(PREFIX)/lib/pkgconfig/collsched.pc
+	    > $(RT_D)/lib/pkgconfig/collsched.pc
+	$(RT_CMAKE_SED) $(RT)/collschedConfig.cmake.in > $(RT_D)/lib/cmake/collsched/collschedConfig.cmake
+	$(RT_CMAKE_SED) $(RT)/collschedConfigVersion.cmake.in \
+	    > $(RT_D)/lib/cmake/collsched/collschedConfigVersion.cmake
+
+uninstall:
+	rm -f $(addprefix $(RT_D)/,$(RT_INSTALLED))
+	-rmdir $(RT_D)/lib/cmake/collsched 2>/dev/null
 
 # ---- sanitizers: the runtime tests against an ASan + UBSan build ----
 RT_AOBJ    := $(RT_BUILD)/asan/obj

@@ -23,17 +23,27 @@ extern "C" {
 
 #define COLLSCHED_VERSION "0.1.0"
 
+/* The library is built with -fvisibility=hidden: only what carries COLLSCHED_API (this
+ * header, collsched_schedfile.h and the MPI_* wrappers of the preload library) is exported. */
+#ifndef COLLSCHED_API
+#  if defined(__GNUC__) && __GNUC__ >= 4
+#    define COLLSCHED_API __attribute__((visibility("default")))
+#  else
+#    define COLLSCHED_API
+#  endif
+#endif
+
 /* Drop-in replacements: same arguments and MPI error codes as MPI_Allgather(v). */
-int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+COLLSCHED_API int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                         void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
-int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+COLLSCHED_API int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                          void *recvbuf, const int recvcounts[], const int displs[],
                          MPI_Datatype recvtype, MPI_Comm comm);
 
 /* Where schedules come from (a .sched file or a directory of them); overrides
  * COLLSCHED_SCHEDULES for communicators first used after this call. NULL restores the
  * environment variable. Returns MPI_SUCCESS. */
-int collsched_set_schedules(const char *path);
+COLLSCHED_API int collsched_set_schedules(const char *path);
 
 /* What the last collsched call on `comm` did. */
 typedef struct collsched_call_info {
@@ -41,7 +51,7 @@ typedef struct collsched_call_info {
     char schedule[256];   /* path of the schedule file used, "" if none */
     char reason[256];     /* why no schedule ran, "" if one did */
 } collsched_call_info;
-int collsched_last_call(MPI_Comm comm, collsched_call_info *info);
+COLLSCHED_API int collsched_last_call(MPI_Comm comm, collsched_call_info *info);
 
 /* ---- The PAT API (BDR paper, Proficz 2021, section 3; docs/pat.md) ----
  * Arrival-pattern-aware allgather: the application marks its computation phase, a
@@ -60,23 +70,23 @@ int collsched_last_call(MPI_Comm comm, collsched_call_info *info);
  * Every call of an iteration is collective in program order: all ranks make them, in the
  * same order. The served allgather is on a communicator with MPI_COMM_WORLD's ranks in
  * the same order; a call that does not fit falls back like any other. */
-int PAT_Init(void);
-int PAT_UseAlg(const char *algorithm);
-int PAT_ProcessingStart(void);
-int PAT_Edge(double percent);
-int PAT_ProcessingEnd(void);
-int PAT_Finalize(void);
+COLLSCHED_API int PAT_Init(void);
+COLLSCHED_API int PAT_UseAlg(const char *algorithm);
+COLLSCHED_API int PAT_ProcessingStart(void);
+COLLSCHED_API int PAT_Edge(double percent);
+COLLSCHED_API int PAT_ProcessingEnd(void);
+COLLSCHED_API int PAT_Finalize(void);
 /* collsched extensions. PAT_Declare: the allgather the engine serves - communicator,
  * bytes per rank, and tau (seconds to move one block; <= 0: COLLSCHED_PAT_TAU, else
  * learned from the first call). Without it the first call teaches comm and bytes and
  * runs without a background part. */
-int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s);
+COLLSCHED_API int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s);
 /* A compiled schedule file for the next iteration (collective: loaded and proven like
  * any schedule). NULL clears it. */
-int PAT_UseSchedule(const char *path);
+COLLSCHED_API int PAT_UseSchedule(const char *path);
 /* Explicit progress (no progress thread): advance the engine / sleep in slices that do. */
-int PAT_Progress(void);
-int PAT_Sleep(double seconds);
+COLLSCHED_API int PAT_Progress(void);
+COLLSCHED_API int PAT_Sleep(double seconds);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,15 @@
 extern "C" {
 #endif
 
+/* Exported from libcollsched (built with -fvisibility=hidden); also in collsched.h. */
+#ifndef COLLSCHED_API
+#  if defined(__GNUC__) && __GNUC__ >= 4
+#    define COLLSCHED_API __attribute__((visibility("default")))
+#  else
+#    define COLLSCHED_API
+#  endif
+#endif
+
 /* ---- Schedule files (no MPI needed): parse and validate one rank's section. ---- */
 
 typedef struct collsched_header {
@@ -54,18 +63,18 @@ enum {
 };
 
 /* Parse and check the 128-byte header. `err` receives one line "FILE: FIELD: expected ...". */
-int collsched_parse_header(const void *buf, size_t len, uint64_t file_size, const char *name,
+COLLSCHED_API int collsched_parse_header(const void *buf, size_t len, uint64_t file_size, const char *name,
                            collsched_header *hdr, char *err, size_t errlen);
 
 /* Load rank `rank`'s section of a schedule for a communicator of `nranks` ranks, reading
  * only the header, the index and that section. On success *out is owned by the caller
  * (collsched_schedule_free). */
-int collsched_load(const char *path, uint32_t nranks, uint32_t rank, collsched_schedule **out,
+COLLSCHED_API int collsched_load(const char *path, uint32_t nranks, uint32_t rank, collsched_schedule **out,
                    char *err, size_t errlen);
 /* The same from a file image in memory (used by the fuzz target and tests). */
-int collsched_load_memory(const void *data, size_t len, const char *name, uint32_t nranks,
+COLLSCHED_API int collsched_load_memory(const void *data, size_t len, const char *name, uint32_t nranks,
                           uint32_t rank, collsched_schedule **out, char *err, size_t errlen);
-void collsched_schedule_free(collsched_schedule *s);
+COLLSCHED_API void collsched_schedule_free(collsched_schedule *s);
 
 #ifdef __cplusplus
 }

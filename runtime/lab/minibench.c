@@ -34,6 +34,10 @@
 
 #include "collsched.h"
 
+#ifndef COLLSCHED_BUILD_VERSION  /* the Makefile passes VERSION (compiler/collsched/__init__.py) */
+#define COLLSCHED_BUILD_VERSION "unknown"
+#endif
+
 #ifdef SMPI_HELPERS_H
 #define LAB_SMPI 1
 #else
@@ -191,6 +195,10 @@ static void compute(double seconds, int pat) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--version")) {  /* before MPI_Init: no mpirun needed */
+        printf("%s %s\n", "collsched-minibench", COLLSCHED_BUILD_VERSION);
+        return 0;
+    }
     int provided;
     /* The PAT engine's progress thread needs MPI_THREAD_MULTIPLE (real MPI). */
     MPI_Init_thread(&argc, &argv, pat_wanted(argc, argv) ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,

@@ -37,6 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef COLLSCHED_BUILD_VERSION  /* the Makefile passes VERSION (compiler/collsched/__init__.py) */
+#define COLLSCHED_BUILD_VERSION "unknown"
+#endif
+
 #ifdef SMPI_HELPERS_H
 #define MEASURE_SMPI 1
 #else
@@ -408,6 +412,10 @@ static void json_number(FILE *f, double v) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--version")) {  /* before MPI_Init: no mpirun needed */
+        printf("%s %s\n", "collsched-measure", COLLSCHED_BUILD_VERSION);
+        return 0;
+    }
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -24,6 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef COLLSCHED_BUILD_VERSION  /* the Makefile passes VERSION (compiler/collsched/__init__.py) */
+#define COLLSCHED_BUILD_VERSION "unknown"
+#endif
+
 #define SENTINEL 0xA5
 #define GUARD 64
 
@@ -345,6 +349,10 @@ static int run_file(const options *o, const char *file, int P, int rank)
 int main(int argc, char **argv)
 {
     options o;
+    if (argc == 2 && !strcmp(argv[1], "--version")) {  /* before MPI_Init: no mpirun needed */
+        printf("%s %s\n", "collsched-run", COLLSCHED_BUILD_VERSION);
+        return 0;
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rank, P, all_ok = 1;

@@ -8,13 +8,14 @@ mode is on, so every call must run the schedule: a type whose layout is not one 
 bytes in order is staged, never run in place with the bytes in the wrong order."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from rt_helpers import TIMEOUT, make_schedule, mpirun_cmd
+from rt_helpers import BUILD, TIMEOUT, make_schedule, mpirun_cmd
 from test_preload_mpi import preload_env
 
 APPS = Path(__file__).parent / "apps"
@@ -36,9 +37,36 @@ def app(tmp_path_factory) -> Path:
     if not shutil.which("mpicc"):
         pytest.skip("mpicc not installed")
     exe = tmp_path_factory.mktemp("apps") / "datatypes_app"
-    subprocess.run(["mpicc", "-O1", "-Wall", "-Werror", "-o", str(exe), str(APPS / "datatypes_app.c"), "-ldl"],
+    subprocess.run(["mpicc", "-O1", "-Wall", "-Werror", "-o", str(exe), str(APPS / "datatypes_app.c")],
                    check=True, timeout=120)
     return exe
+
+
+@pytest.fixture(scope="module")
+def linked_app(tmp_path_factory) -> Path:
+    """The same program linked against libcollsched.a: it prints the runtime's layout of
+    each type (cs_type_run, which the shared libraries do not export)."""
+    lib = BUILD / "lib" / "libcollsched.a"
+    if not shutil.which("mpicc"):
+        pytest.skip("mpicc not installed")
+    if not lib.exists():
+        pytest.skip(f"{lib} not built")
+    exe = tmp_path_factory.mktemp("apps") / "datatypes_app_linked"
+    subprocess.run(["mpicc", "-O1", "-Wall", "-Werror", "-DDATATYPES_APP_LINKED",
+                    *os.environ.get("COLLSCHED_SANFLAGS", "").split(), "-o", str(exe),
+                    str(APPS / "datatypes_app.c"), str(lib), "-lm", "-lpthread"],
+                   check=True, timeout=120)
+    return exe
+
+
+@pytest.mark.mpi
+def test_runtime_layout_of_each_type(linked_app):
+    proc = subprocess.run(mpirun_cmd(3) + [str(linked_app)], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0 and "calls per rank: OK" in proc.stdout, proc.stdout + proc.stderr
+    layout = dict(line.split(" ", 3)[2:] for line in proc.stdout.splitlines()
+                  if line.startswith("datatypes_app: layout "))
+    assert layout == LAYOUT, layout
 
 
 @pytest.mark.mpi
@@ -55,9 +83,6 @@ def test_derived_types_match_the_mpi_library_byte_for_byte(app, tmp_path, nranks
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "types, 1140 calls per rank: OK" in proc.stdout, out[-4000:]
     assert "collsched:" not in proc.stderr, out[-4000:]
-    layout = dict(line.split(" ", 3)[2:] for line in proc.stdout.splitlines()
-                  if line.startswith("datatypes_app: layout "))
-    assert layout == LAYOUT, layout
 
 
 @pytest.mark.mpi

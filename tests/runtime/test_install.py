@@ -1,14 +1,25 @@
-"""`make install PREFIX=...` lays out library, header, pkg-config file and driver, and a
-program built against the installed copy with pkg-config flags links and runs."""
+"""`make install PREFIX=... DESTDIR=...` lays out the versioned shared libraries (soname
+symlinks), headers, the pkg-config and CMake package files and the driver; the libraries
+export only the public API; a program built against the staged copy once with pkg-config
+and once with CMake (find_package(collsched)) links and runs under mpirun with every byte
+checked; `make uninstall` removes every file install put."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from rt_helpers import ROOT, TIMEOUT, make_schedule, mpirun_cmd
+
+PREFIX = "/opt/collsched"
+VERSION = re.search(r'^__version__ = "(.*)"$',
+                    (ROOT / "compiler" / "collsched" / "__init__.py").read_text(), re.M).group(1)
+SOMAJOR = VERSION.split(".")[0]
+SOLIBS = ("libcollsched", "libcollsched-preload")
 
 PROGRAM = r"""
 #include <collsched.h>
@@ -31,28 +42,152 @@ int main(int argc, char **argv)
 }
 """
 
+CMAKELISTS = """cmake_minimum_required(VERSION 3.10)
+project(collsched_consumer C)
+find_package(collsched {version} REQUIRED)
+add_executable(prog prog.c)
+target_link_libraries(prog PRIVATE collsched::collsched)
+"""
+
+
+def public_symbols() -> tuple[set[str], set[str]]:
+    """What the headers declare COLLSCHED_API, and preload.c's exported MPI_* wrappers."""
+    decl = re.compile(r"^COLLSCHED_API\s+[\w\s\*]+?\b(\w+)\s*\(", re.M)
+    api = set()
+    for h in ("collsched.h", "collsched_schedfile.h"):
+        api |= set(decl.findall((ROOT / "runtime" / "include" / h).read_text()))
+    wrappers = set(decl.findall((ROOT / "runtime" / "src" / "preload.c").read_text()))
+    assert api and wrappers and all(w.startswith("MPI_") for w in wrappers)
+    return api, wrappers
+
+
+def install(destdir: Path) -> Path:
+    subprocess.run(["make", "-s", "install", f"PREFIX={PREFIX}", f"DESTDIR={destdir}"], cwd=ROOT,
+                   check=True, timeout=TIMEOUT, capture_output=True)
+    return destdir / PREFIX.lstrip("/")
+
+
+def files_under(d: Path) -> list[str]:
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file() or p.is_symlink())
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory):
+    if not shutil.which("mpicc"):
+        pytest.skip("mpicc missing")
+    destdir = tmp_path_factory.mktemp("stage")
+    return destdir, install(destdir)
+
+
+def run_program(exe: Path, tmp_path: Path) -> None:
+    sched = make_schedule(tmp_path / "ring2.sched", "ring", 2)
+    proc = subprocess.run(mpirun_cmd(2) + [str(exe)], capture_output=True, text=True,
+                          timeout=TIMEOUT, env=dict(os.environ, COLLSCHED_SCHEDULES=str(sched)))
+    assert proc.returncode == 0 and "ok=1 used=1" in proc.stdout, proc.stdout + proc.stderr
+    needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True,
+                            check=True).stdout
+    assert f"[libcollsched.so.{SOMAJOR}]" in needed, needed
+
 
 @pytest.mark.mpi
-def test_install_and_pkg_config(tmp_path):
-    if not shutil.which("pkg-config") or not shutil.which("mpicc"):
-        pytest.skip("pkg-config or mpicc missing")
-    prefix = tmp_path / "prefix"
-    subprocess.run(["make", "-s", "install", f"PREFIX={prefix}"], cwd=ROOT, check=True,
-                   timeout=TIMEOUT, capture_output=True)
-    for rel in ("lib/libcollsched.so", "lib/libcollsched.a", "lib/libcollsched-preload.so",
-                "include/collsched.h", "include/collsched_schedfile.h",
-                "lib/pkgconfig/collsched.pc", "bin/collsched-run"):
-        assert (prefix / rel).exists(), rel
-    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
+def test_layout_and_sonames(staged):
+    _, prefix = staged
+    for rel in ("lib/libcollsched.a", "include/collsched.h", "include/collsched_schedfile.h",
+                "lib/pkgconfig/collsched.pc", "bin/collsched-run",
+                "lib/cmake/collsched/collschedConfig.cmake",
+                "lib/cmake/collsched/collschedConfigVersion.cmake"):
+        assert (prefix / rel).is_file(), rel
+    lib = prefix / "lib"
+    for name in SOLIBS:
+        real = lib / f"{name}.so.{VERSION}"
+        assert real.is_file() and not real.is_symlink()
+        assert os.readlink(lib / f"{name}.so.{SOMAJOR}") == real.name
+        assert os.readlink(lib / f"{name}.so") == f"{name}.so.{SOMAJOR}"
+        dyn = subprocess.run(["readelf", "-d", str(real)], capture_output=True, text=True,
+                             check=True).stdout
+        assert f"Library soname: [{name}.so.{SOMAJOR}]" in dyn, dyn
+    pc = (lib / "pkgconfig" / "collsched.pc").read_text()
+    assert f"prefix={PREFIX}\n" in pc and f"Version: {VERSION}" in pc
+
+
+@pytest.mark.mpi
+def test_only_public_symbols_exported(staged):
+    if not shutil.which("nm"):
+        pytest.skip("nm missing")
+    _, prefix = staged
+    api, wrappers = public_symbols()
+    for name, want in (("libcollsched", api), ("libcollsched-preload", api | wrappers)):
+        out = subprocess.run(["nm", "-D", "--defined-only", str(prefix / "lib" / f"{name}.so")],
+                             capture_output=True, text=True, check=True).stdout
+        got = {line.split()[-1] for line in out.splitlines() if line.strip()}
+        assert got == want, (name, sorted(got - want), sorted(want - got))
+
+
+@pytest.mark.mpi
+def test_pkg_config_build_links_and_runs(staged, tmp_path):
+    if not shutil.which("pkg-config"):
+        pytest.skip("pkg-config missing")
+    destdir, prefix = staged
+    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"),
+               PKG_CONFIG_SYSROOT_DIR=str(destdir))
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "collsched"], env=env,
                            capture_output=True, text=True, check=True).stdout.split()
-    assert f"-I{prefix}/include" in flags and "-lcollsched" in flags
+    assert f"-I{prefix}/include" in flags and "-lcollsched" in flags, flags
+    assert subprocess.run(["pkg-config", "--modversion", "collsched"], env=env, capture_output=True,
+                          text=True, check=True).stdout.strip() == VERSION
     src = tmp_path / "prog.c"
     src.write_text(PROGRAM)
     exe = tmp_path / "prog"
-    subprocess.run(["mpicc", "-o", str(exe), str(src), *flags,
-                    f"-Wl,-rpath,{prefix / 'lib'}"], check=True, timeout=TIMEOUT)
-    sched = make_schedule(tmp_path / "ring3.sched", "ring", 3)
-    proc = subprocess.run(mpirun_cmd(3) + [str(exe)], capture_output=True, text=True,
-                          timeout=TIMEOUT, env=dict(os.environ, COLLSCHED_SCHEDULES=str(sched)))
-    assert proc.returncode == 0 and "ok=1 used=1" in proc.stdout, proc.stdout + proc.stderr
+    subprocess.run(["mpicc", "-o", str(exe), str(src), *flags, f"-Wl,-rpath,{prefix / 'lib'}"],
+                   check=True, timeout=TIMEOUT)
+    run_program(exe, tmp_path)
+
+
+@pytest.mark.mpi
+def test_cmake_build_links_and_runs(staged, tmp_path):
+    if not shutil.which("cmake"):
+        pytest.skip("cmake not installed: the CMake package config is not exercised")
+    _, prefix = staged
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "prog.c").write_text(PROGRAM)
+    (src / "CMakeLists.txt").write_text(CMAKELISTS.format(version=VERSION))
+    build = tmp_path / "build"
+    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), f"-DCMAKE_PREFIX_PATH={prefix}"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert cfg.returncode == 0, cfg.stdout + cfg.stderr
+    bld = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert bld.returncode == 0, bld.stdout + bld.stderr
+    run_program(build / "prog", tmp_path)
+    # A newer major version than the installed one is refused.
+    (src / "CMakeLists.txt").write_text(CMAKELISTS.format(version=f"{int(SOMAJOR) + 1}.0"))
+    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "build2"),
+                          f"-DCMAKE_PREFIX_PATH={prefix}"], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert cfg.returncode != 0
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("program", ["collsched-run", "collsched-minibench", "collsched-measure"])
+def test_version(program):
+    exe = ROOT / "build" / "bin" / program
+    if not exe.exists():
+        pytest.skip(f"{exe} not built")
+    out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=True,
+                         timeout=TIMEOUT).stdout
+    assert out == f"{program} {VERSION}\n"
+
+
+@pytest.mark.mpi
+def test_uninstall_removes_everything(tmp_path):
+    if not shutil.which("mpicc"):
+        pytest.skip("mpicc missing")
+    prefix = install(tmp_path)
+    assert files_under(prefix)
+    (prefix / "share").mkdir()
+    (prefix / "share" / "other").write_text("not ours")
+    subprocess.run(["make", "-s", "uninstall", f"PREFIX={PREFIX}", f"DESTDIR={tmp_path}"],
+                   cwd=ROOT, check=True, timeout=TIMEOUT, capture_output=True)
+    assert files_under(prefix) == ["share/other"]
+    assert not (prefix / "lib" / "cmake" / "collsched").exists()

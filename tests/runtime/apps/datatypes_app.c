@@ -6,15 +6,18 @@
  * LD_PRELOAD=libcollsched-preload.so the MPI_ calls run collsched schedules; the PMPI_ calls
  * are always the MPI library's own. Every catalogue type has a signature of n ints.
  * Prints one line per mismatch and "datatypes_app: OK" / "FAILED" on rank 0; exit 0 = all
- * equal. When the preloaded library is there, rank 0 also prints how it classifies each
+ * equal. Built with -DDATATYPES_APP_LINKED against libcollsched.a (whose internal symbols
+ * the shared libraries do not export), rank 0 also prints how the runtime classifies each
  * type ("layout NAME run OFFSET" or "layout NAME staged"). */
-#define _GNU_SOURCE /* RTLD_DEFAULT */
-#include <dlfcn.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef DATATYPES_APP_LINKED
+int cs_type_run(MPI_Datatype t, MPI_Aint *off); /* runtime/src/datatype.c */
+#endif
 
 #define GUARD 64
 #define MAXT 24
@@ -221,8 +224,12 @@ int main(int argc, char **argv)
                 one_case(t, other, units[u], 0, vee, u);    /* mixed */
                 one_case(&plain, t, units[u], 1, vee, u);   /* in place */
             }
-    /* the runtime's verdict on each type (datatype.c), when it is preloaded */
-    int (*type_run)(MPI_Datatype, MPI_Aint *) = (int (*)(MPI_Datatype, MPI_Aint *))dlsym(RTLD_DEFAULT, "cs_type_run");
+    /* the runtime's verdict on each type (datatype.c), when it is linked in */
+#ifdef DATATYPES_APP_LINKED
+    int (*type_run)(MPI_Datatype, MPI_Aint *) = cs_type_run;
+#else
+    int (*type_run)(MPI_Datatype, MPI_Aint *) = NULL;
+#endif
     for (int i = 0; type_run && rank == 0 && i < ncat; i++) {
         MPI_Aint off = 0;
         if (type_run(cat[i].t, &off)) printf("datatypes_app: layout %s run %ld\n", cat[i].name, (long)off);

@@ -183,13 +183,16 @@ def input_hash(algorithm: str, options: dict, topo, pattern: np.ndarray) -> byte
     return h.digest()
 
 
-def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int], *,
+def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int, int], *,
                      topology: str | None = None, pap: str | None = None,
                      duplex: str | None = None, segments: int | str = "auto",
                      tau: float | None = None, collective: str = "allgather",
                      output: str | Path | None = None, lower_bound: bool = False,
                      model: str = "dag") -> CompileResult:
     """Generate, verify, simulate and (optionally) write one schedule.
+
+    nbytes: bytes per rank, an int, a (MIN, MAX) pair, or a string as the CLI's --bytes
+    takes it ("64KiB", "1MiB", "1KiB:1MiB" for one file serving the range).
 
     segments: pieces per block, or "auto": the count policy.segment_candidates offers
     whose plan the cost model predicts fastest (average elapsed time; fewer segments on a
@@ -208,6 +211,8 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | tuple[int, int],
                                                  "(the schedule format's limit)")
     if segments != "auto" and not (isinstance(segments, int) and 1 <= segments <= schedfile.MAX_SEGMENTS):
         raise InputError("--segments", str(segments), f"expected 1..{schedfile.MAX_SEGMENTS} or auto")
+    if isinstance(nbytes, str):  # as the CLI's --bytes: "64KiB", "1KiB:1MiB"
+        nbytes = parse_bytes_arg(nbytes)
     lo, hi = (nbytes, nbytes) if isinstance(nbytes, int) else nbytes
     if not 0 <= lo <= hi <= MAX_BYTES:
         raise InputError("--bytes", f"{lo}:{hi}", f"expected 0 <= MIN <= MAX <= {MAX_BYTES}")

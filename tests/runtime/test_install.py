@@ -153,8 +153,9 @@ def test_cmake_build_links_and_runs(staged, tmp_path):
     (src / "prog.c").write_text(PROGRAM)
     (src / "CMakeLists.txt").write_text(CMAKELISTS.format(version=VERSION))
     build = tmp_path / "build"
-    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), f"-DCMAKE_PREFIX_PATH={prefix}"],
-                         capture_output=True, text=True, timeout=TIMEOUT)
+    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build),
+                          f"-DCMAKE_PREFIX_PATH={prefix}"], capture_output=True, text=True,
+                         timeout=TIMEOUT)
     assert cfg.returncode == 0, cfg.stdout + cfg.stderr
     bld = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True,
                          timeout=TIMEOUT)
@@ -191,3 +192,48 @@ def test_uninstall_removes_everything(tmp_path):
                    cwd=ROOT, check=True, timeout=TIMEOUT, capture_output=True)
     assert files_under(prefix) == ["share/other"]
     assert not (prefix / "lib" / "cmake" / "collsched").exists()
+
+
+def fake_path(tmp_path: Path, tools: tuple[str, ...]) -> str:
+    """A PATH holding only `tools` (symlinks to the real ones)."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    for t in tools:
+        real = shutil.which(t)
+        if real:
+            (d / t).symlink_to(real)
+    return str(d)
+
+
+BASIC_TOOLS = ("bash", "python3", "id", "dirname", "sed", "cat", "env", "make", "sh", "rm")
+
+
+@pytest.mark.parametrize("case", ["opt-out", "no-apt"])
+def test_ensure_deps_without_system_packages(tmp_path, case):
+    """No Debian packages: one line says what is not installed and what is not built."""
+    stamp = ROOT / ".venv" / ".collsched-deps"
+    if not stamp.exists() or (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
+        pytest.skip(".venv not up to date: the script would install Python packages")
+    env = {"HOME": str(tmp_path), "PATH": fake_path(tmp_path, BASIC_TOOLS)}
+    if case == "opt-out":
+        env["COLLSCHED_NO_SYSTEM_PACKAGES"] = "1"
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "ensure-deps.sh")], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    why = "COLLSCHED_NO_SYSTEM_PACKAGES is set" if case == "opt-out" else "apt-get not found"
+    assert len(lines) == 1 and lines[0].startswith(f"ensure-deps: {why}: not installing "), lines
+    assert "openmpi-bin libopenmpi-dev libsimgrid-dev" in lines[0] and "not built: " in lines[0]
+
+
+def test_make_without_mpi_compilers_says_what_it_skips():
+    proc = subprocess.run(["make", "--no-print-directory", "runtime", "lab", "MPICC=no-such-mpicc",
+                           "SMPICC=no-such-smpicc"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "runtime: no-such-mpicc not found: " in proc.stdout
+    assert "runtime: no-such-smpicc not found: " in proc.stdout
+    proc = subprocess.run(["make", "--no-print-directory", "install", "MPICC=no-such-mpicc",
+                           "PREFIX=/nonexistent"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode != 0 and "install: no-such-mpicc not found" in proc.stdout

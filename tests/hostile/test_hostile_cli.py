@@ -164,7 +164,7 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
                  "garbage.sched", "text.sched", "adir.sched"]:
         path = str(d / name)
         for cmd in (["verify", path], ["simulate", path], ["show", path], ["plot", path, "-o", png],
-                    ["simulate", path, "--json"]):
+                    ["simulate", path, "--json"], ["verify", ring, path]):
             bad(cmd, name)
     for opt, name in [("--topology", "missing.yaml"), ("--topology", "empty.yaml"), ("--pap", "missing.yaml"),
                       ("--pap", "empty.yaml"), ("--topology", "ring.sched"), ("--pap", "ring.sched")]:
@@ -172,6 +172,9 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
         bad(["simulate", ring, opt, str(d / name)], name)
     bad(["pools", str(d / "missing.yaml")], "missing.yaml")
     bad(["pools", str(d / "ring.sched")], "ring.sched")
+    bad(["ls"], "directory")
+    bad(["ls", ring], "ring.sched")
+    bad(["ls", str(d / "missing")], "missing")
     # Usage errors.
     bad(["frobnicate"], "frobnicate")
     bad(["compile"], "required")
@@ -194,7 +197,7 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
                  ["compile", "--algorithm", "nex", "--ranks", " 4 ", "--bytes", " 64KiB ", "--duplex", "half",
                   "-o", ok + "/e.sched"],
                  ["plot", p1, "-o", ok + "/p1.svg"], ["plot", ring, "-o", ok + "/r.pdf", "--max-ranks", "1"],
-                 ["show", ring, "--rank", "+3"]):
+                 ["show", ring, "--rank", "+3"], ["ls", str(d)], ["verify", ring, p1]):
         cases.append((argv, 0, ""))
     return cases
 

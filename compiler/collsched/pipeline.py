@@ -320,13 +320,18 @@ def verify_file(path: str | Path) -> tuple[Schedule, list[Violation]]:
 
 
 def simulate_file(path: str | Path, *, topology: str | None = None, pap: str | None = None,
-                  nbytes: int | None = None, duplex: str | None = None, model: str = "dag"):
+                  nbytes: int | str | None = None, duplex: str | None = None, model: str = "dag"):
     """Read, verify and simulate a schedule file; returns (schedule, per-iteration, mean, timelines).
 
     model: "dag" (simulate.py, what compile reports) or "fluid" (fluid.py: flows sharing
     ports and links, as SimGrid has them; docs/lab.md compares both with SMPI)."""
     if model not in ("dag", "fluid"):
         raise InputError("--model", model, "expected dag or fluid")
+    if isinstance(nbytes, str):  # "64KiB", as the CLI's --bytes (one size)
+        lo, hi = parse_bytes_arg(nbytes)
+        if lo != hi:
+            raise InputError("--bytes", nbytes, "expected one size here, not a range")
+        nbytes = lo
     sched, violations = verify_file(path)
     if violations:
         raise VerificationFailed(violations)

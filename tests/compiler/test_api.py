@@ -50,3 +50,13 @@ def test_quick_start_runs(tmp_path, monkeypatch):
     listing = collsched.list_directory(tmp_path)
     assert [e.name for e in listing.entries] == ["ring.sched"]
     assert collsched.read_header(tmp_path / "ring.sched").nranks == 16
+
+
+def test_simulate_accepts_units(tmp_path):
+    path = tmp_path / "r.sched"
+    collsched.compile_schedule("ring", 4, "1KiB:1MiB", output=path)
+    a = collsched.simulate_file(path, nbytes="64KiB")[2]
+    b = collsched.simulate_file(path, nbytes=65536)[2]
+    assert a.avg_elapsed_s == b.avg_elapsed_s
+    with pytest.raises(collsched.InputError):
+        collsched.simulate_file(path, nbytes="1KiB:2KiB")

@@ -711,6 +711,6 @@ def test_a_late_error_in_a_large_file_is_fast(tmp_path):
     import time
     n = schemas.MAX_NODES - 10
     p = write(tmp_path, "arrivals: [" + "0, " * (n - 1) + "-1]\n")
-    t0 = time.monotonic()
+    t0 = time.process_time()  # CPU seconds: a loaded machine does not make it fail
     assert f"arrivals[{n - 1}]: expected a non-negative" in one_error(load_pap, p)
-    assert time.monotonic() - t0 < 5
+    assert time.process_time() - t0 < 5

@@ -23,15 +23,9 @@ extern "C" {
 
 #define COLLSCHED_VERSION "0.1.0"
 
-/* The library is built with -fvisibility=hidden: only what carries COLLSCHED_API (this
- * header, collsched_schedfile.h and the MPI_* wrappers of the preload library) is exported. */
-#ifndef COLLSCHED_API
-#  if defined(__GNUC__) && __GNUC__ >= 4
-#    define COLLSCHED_API __attribute__((visibility("default")))
-#  else
-#    define COLLSCHED_API
-#  endif
-#endif
+/* The library is built with -fvisibility=hidden: only what carries COLLSCHED_API (defined
+ * in collsched_schedfile.h: this header, that one and the MPI_* wrappers of the preload
+ * library) is exported. */
 
 /* Drop-in replacements: same arguments and MPI error codes as MPI_Allgather(v). */
 COLLSCHED_API int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,

@@ -74,6 +74,26 @@ def run_driver(nranks: int, files, *args: str, env: dict | None = None,
     return Run(proc)
 
 
+APPS = Path(__file__).parent / "apps"
+
+
+def build_mpi_app(out: Path, main: str, *flags: str, linked: bool = False) -> Path:
+    """Compile an MPI test program from tests/runtime/apps with mpicc (skips without it).
+    Plain: an unmodified MPI program, for the preload library. linked=True: linked against
+    the build's libcollsched.a (its collsched_* and PAT_* calls, its internal symbols), with
+    the sanitizer flags of that build (COLLSCHED_SANFLAGS, set for the ASan/TSan builds)."""
+    if not shutil.which("mpicc"):
+        pytest.skip("mpicc not installed")
+    lib = BUILD / "lib" / "libcollsched.a"
+    if linked and not lib.exists():
+        pytest.skip(f"{lib} not built")
+    extra = ([*os.environ.get("COLLSCHED_SANFLAGS", "").split(), f"-I{ROOT / 'runtime' / 'include'}"]
+             if linked else [])
+    subprocess.run(["mpicc", "-O1", "-Wall", *flags, *extra, "-o", str(out), str(APPS / main),
+                    *([str(lib), "-lm", "-lpthread"] if linked else [])], check=True, timeout=120)
+    return out
+
+
 def build_c_tool(out: Path, runtime_sources: list[str], main: str, *flags: str) -> Path:
     """Compile a no-MPI test tool from runtime/src modules and a main in tests/runtime/apps."""
     cc = shutil.which("cc") or shutil.which("gcc")

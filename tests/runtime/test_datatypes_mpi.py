@@ -8,17 +8,14 @@ mode is on, so every call must run the schedule: a type whose layout is not one 
 bytes in order is staged, never run in place with the bytes in the wrong order."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from rt_helpers import BUILD, TIMEOUT, make_schedule, mpirun_cmd
+from rt_helpers import TIMEOUT, make_schedule, mpirun_cmd, build_mpi_app
 from test_preload_mpi import preload_env
 
-APPS = Path(__file__).parent / "apps"
 
 # How the runtime lays each type out (datatype.c): in place from this byte offset, or staged.
 LAYOUT = {
@@ -34,29 +31,15 @@ LAYOUT = {
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory) -> Path:
-    if not shutil.which("mpicc"):
-        pytest.skip("mpicc not installed")
-    exe = tmp_path_factory.mktemp("apps") / "datatypes_app"
-    subprocess.run(["mpicc", "-O1", "-Wall", "-Werror", "-o", str(exe), str(APPS / "datatypes_app.c")],
-                   check=True, timeout=120)
-    return exe
+    return build_mpi_app(tmp_path_factory.mktemp("apps") / "datatypes_app", "datatypes_app.c", "-Werror")
 
 
 @pytest.fixture(scope="module")
 def linked_app(tmp_path_factory) -> Path:
     """The same program linked against libcollsched.a: it prints the runtime's layout of
     each type (cs_type_run, which the shared libraries do not export)."""
-    lib = BUILD / "lib" / "libcollsched.a"
-    if not shutil.which("mpicc"):
-        pytest.skip("mpicc not installed")
-    if not lib.exists():
-        pytest.skip(f"{lib} not built")
-    exe = tmp_path_factory.mktemp("apps") / "datatypes_app_linked"
-    subprocess.run(["mpicc", "-O1", "-Wall", "-Werror", "-DDATATYPES_APP_LINKED",
-                    *os.environ.get("COLLSCHED_SANFLAGS", "").split(), "-o", str(exe),
-                    str(APPS / "datatypes_app.c"), str(lib), "-lm", "-lpthread"],
-                   check=True, timeout=120)
-    return exe
+    return build_mpi_app(tmp_path_factory.mktemp("apps") / "datatypes_app_linked", "datatypes_app.c",
+                         "-Werror", "-DDATATYPES_APP_LINKED", linked=True)
 
 
 @pytest.mark.mpi

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from collsched import schedfile
 from collsched.algorithms import Request, generate
 from collsched.ir import from_op_lists
 from collsched.verify import match, verify
-from rt_helpers import ROOT, TIMEOUT, make_schedule, mpirun_cmd, run_driver, build_c_tool
+from rt_helpers import ROOT, TIMEOUT, make_schedule, mpirun_cmd, run_driver, build_c_tool, build_mpi_app
 from test_preload_mpi import preload_env
 
 P = 4
@@ -394,12 +393,7 @@ def test_whole_check_agrees_with_python_verifier(tmp_path):
 
 @pytest.fixture(scope="module")
 def strict_app(tmp_path_factory) -> Path:
-    if not shutil.which("mpicc"):
-        pytest.skip("mpicc not installed")
-    exe = tmp_path_factory.mktemp("apps") / "strict_app"
-    subprocess.run(["mpicc", "-O1", "-Wall", "-Werror", "-o", str(exe),
-                    str(Path(__file__).parent / "apps" / "strict_app.c")], check=True, timeout=120)
-    return exe
+    return build_mpi_app(tmp_path_factory.mktemp("apps") / "strict_app", "strict_app.c", "-Werror")
 
 
 def run_strict(app: Path, schedules: Path, *args: str) -> subprocess.CompletedProcess:

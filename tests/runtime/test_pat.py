@@ -16,7 +16,7 @@ from collsched.lab.runner import LabConfig, run_lab
 from collsched.pipeline import compile_schedule
 from collsched.inputs.arrivals import write_pap
 from collsched.lab.arrivals import arrival_pattern
-from rt_helpers import BUILD, ROOT, TIMEOUT, mpirun_cmd
+from rt_helpers import BUILD, ROOT, TIMEOUT, mpirun_cmd, build_mpi_app
 
 MINIBENCH = BUILD / "bin" / "collsched-minibench"
 TRYTON = str(ROOT / "topologies" / "tryton-48.yaml")
@@ -209,8 +209,6 @@ def test_min3_relays_in_the_background_under_real_mpi(tmp_path, p):
 
 # ---- hostile input: every variable and argument validated ----
 
-APPS = ROOT / "tests" / "runtime" / "apps"
-SANFLAGS = os.environ.get("COLLSCHED_SANFLAGS", "").split()
 QUICK = 60  # a hang (a negative slice became a 71-minute usleep) fails within a minute
 
 BAD_ENV = [
@@ -260,13 +258,8 @@ def test_bad_environment_turns_the_engine_off_with_one_line(var, value, expected
 def test_bad_api_arguments_are_refused_and_the_engine_still_works(tmp_path, level):
     """PAT_Declare(MPI_COMM_NULL) used to abort the job; PAT_Edge(1e-300) overflowed a
     cast in bdr.c; PAT_Sleep(NaN) never returned. Each now returns its error code."""
-    lib = BUILD / "lib" / "libcollsched.a"
-    if not shutil.which("mpicc") or not lib.exists():
-        pytest.skip("mpicc or the library missing")
-    exe = tmp_path / "pat_args_app"
-    subprocess.run(["mpicc", "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread", *SANFLAGS,
-                    f"-I{ROOT / 'runtime' / 'include'}", str(APPS / "pat_args_app.c"), str(lib),
-                    "-lm", "-lpthread", "-o", str(exe)], check=True, timeout=120)
+    exe = build_mpi_app(tmp_path / "pat_args_app", "pat_args_app.c", "-std=c11", "-g", "-Wextra",
+                        "-Werror", "-pthread", linked=True)
     proc = subprocess.run(mpirun_cmd(3) + [str(exe), level], capture_output=True, text=True, timeout=QUICK)
     assert proc.returncode == 0 and "pat_args_app: OK" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert "PAT_Declare: expected an intracommunicator" in proc.stderr

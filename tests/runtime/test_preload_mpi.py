@@ -10,19 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from rt_helpers import BUILD, TIMEOUT, make_schedule, mpirun_cmd
+from rt_helpers import BUILD, TIMEOUT, make_schedule, mpirun_cmd, build_mpi_app
 
-APPS = Path(__file__).parent / "apps"
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory) -> Path:
-    if not shutil.which("mpicc"):
-        pytest.skip("mpicc not installed")
-    exe = tmp_path_factory.mktemp("apps") / "allgather_app"
-    subprocess.run(["mpicc", "-O1", "-Wall", "-o", str(exe), str(APPS / "allgather_app.c")],
-                   check=True, timeout=120)
-    return exe
+    return build_mpi_app(tmp_path_factory.mktemp("apps") / "allgather_app", "allgather_app.c")
 
 
 def preload_env(schedules: Path | None, verbose: bool = True) -> dict:

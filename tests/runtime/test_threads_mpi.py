@@ -7,31 +7,20 @@ ThreadSanitizer build (COLLSCHED_SANFLAGS: how the test program is compiled to m
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from rt_helpers import BUILD, ROOT, TIMEOUT, make_schedule, mpirun_cmd
+from rt_helpers import BUILD, TIMEOUT, make_schedule, mpirun_cmd, build_mpi_app
 
-APPS = Path(__file__).parent / "apps"
-SANFLAGS = os.environ.get("COLLSCHED_SANFLAGS", "").split()
 
 
 @pytest.fixture(scope="module")
 def threads_app(tmp_path_factory) -> Path:
-    lib = BUILD / "lib" / "libcollsched.a"
-    if not shutil.which("mpicc"):
-        pytest.skip("mpicc not installed")
-    if not lib.exists():
-        pytest.skip(f"{lib} not built")
-    exe = tmp_path_factory.mktemp("apps") / "threads_app"
-    subprocess.run(["mpicc", "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread", *SANFLAGS,
-                    f"-I{ROOT / 'runtime' / 'include'}", str(APPS / "threads_app.c"), str(lib),
-                    "-lm", "-lpthread", "-o", str(exe)], check=True, timeout=120)
-    return exe
+    return build_mpi_app(tmp_path_factory.mktemp("apps") / "threads_app", "threads_app.c", "-std=c11",
+                         "-g", "-Wextra", "-Werror", "-pthread", linked=True)
 
 
 def run_app(exe: Path, nranks: int, *args, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -134,6 +134,10 @@ TOPOLOGY_SCHEMA = {
         "send_overhead": LINEAR,
         "gap": LINEAR,
         "placement": PLACEMENT,
+        # Checked field by field in msgcosts.parse (selectors name sites of the file).
+        "message_costs": {"type": "object",
+                          "x-expect": "expected a mapping: preset: simgrid-smpi, or link "
+                                      "classes (all, lan, wan, ...) with lists of segments"},
     },
     "additionalProperties": False,
 }

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from . import links, units
+from . import links, msgcosts, units
 from ..errors import InputError
 from ..files import write_atomic
 from .schemas import TOPOLOGY_SCHEMA, Doc, describe, read_yaml
@@ -79,6 +79,9 @@ class Topology:
     # once the receiver has posted the receive. The simulator uses it to model when the
     # executor posts receives.
     eager_limit: int = DEFAULT_EAGER_LIMIT
+    # Message-size-dependent latency and bandwidth factors per link class (msgcosts.py),
+    # or None: every message costs L + m / b.
+    message_costs: "msgcosts.MessageCosts | None" = None
 
     @property
     def nranks(self) -> int:
@@ -128,9 +131,43 @@ class Topology:
         """(send, recv): (P, P) rates at which a flow occupies its ports (links.port_bandwidth)."""
         return links.compute_port_bandwidth(self)
 
+    def size_factors(self, src, dst, nbytes):
+        """(latency_factor, bandwidth_factor) arrays of transfers src -> dst of nbytes
+        (msgcosts.py): a message costs L * latency_factor + m / (b * bandwidth_factor).
+        Ones where the topology has constant costs."""
+        src = np.asarray(src)
+        if self.message_costs is None:
+            return np.ones(src.shape), np.ones(src.shape)
+        return self.message_costs.factors(self.rank_host, src, dst, nbytes)
+
+    def effective_sizes(self, src, dst, nbytes):
+        """(latency_factor, m / bandwidth_factor): what every latency term is multiplied
+        by and the size every bandwidth term is charged for (msgcosts.py)."""
+        nbytes = np.asarray(nbytes, np.float64)
+        if self.message_costs is None:
+            return np.ones(np.shape(src)), np.broadcast_to(nbytes, np.shape(src)).astype(np.float64)
+        lf, bf = self.size_factors(src, dst, nbytes)
+        return lf, nbytes / bf
+
+    def factor_matrices(self, nbytes):
+        """(P, P) latency factors and effective sizes of an nbytes message between every pair."""
+        p = self.nranks
+        if self.message_costs is None:
+            return np.ones((p, p)), np.full((p, p), float(nbytes))
+        src, dst = np.indices((p, p))
+        return self.effective_sizes(src, dst, float(nbytes))
+
     def transfer_time(self, nbytes) -> np.ndarray:
-        """(P, P) seconds to move nbytes from row rank to column rank: L + m / b(flow)."""
-        return self.latency + float(nbytes) / self.flow_bandwidth()
+        """(P, P) seconds to move nbytes from row rank to column rank:
+        L * latency_factor(m) + m / (b(flow) * bandwidth_factor(m))."""
+        if self.message_costs is None:
+            return self.latency + float(nbytes) / self.flow_bandwidth()
+        lf, meff = self.factor_matrices(nbytes)
+        return self.latency * lf + meff / self.flow_bandwidth()
+
+    def with_message_costs(self, costs) -> "Topology":
+        """The same topology with other size-dependent costs (None: constant)."""
+        return dataclasses.replace(self, message_costs=costs)
 
     def send_overhead(self, nbytes) -> np.ndarray:
         """(P, P) os(m): a + m * per_byte when the topology gives it, else m / (the rate
@@ -169,6 +206,8 @@ class Topology:
             "g_a": mat(self.g_a), "g_per_byte": mat(self.g_per_byte),
             "tcp_window": self.tcp_window,
             "eager_limit": self.eager_limit,
+            # Only when set: topologies without it keep the digests they always had.
+            **({"message_costs": self.message_costs.to_dict()} if self.message_costs else {}),
         }
 
     def digest(self) -> str:
@@ -278,6 +317,13 @@ class _Reader:
                                    f"2^53 bytes, got {describe(value)}")
         return n
 
+    def size_value(self, value, parts):
+        """A size anywhere in the file (bytes, or with units), 0 to 2^53."""
+        n = self.parse(units.parse_bytes, value, parts, "size")
+        if not 0 <= n <= MAX_SIZE:
+            raise self.fail(parts, f"expected a size of 0 to 2^53 bytes, got {describe(value)}")
+        return n
+
     def linear(self, spec, parts):
         """(a, per_byte) of an os/g entry, or None when absent."""
         if spec is None:
@@ -308,6 +354,8 @@ class _Reader:
             topo = dataclasses.replace(topo, eager_limit=int(self.size("eager_limit")))
         if "tcp_window" in d:
             topo = dataclasses.replace(topo, tcp_window=float(self.size("tcp_window", positive=True)))
+        if "message_costs" in d:
+            topo = topo.with_message_costs(msgcosts.parse(self, d["message_costs"], host_site))
         return topo
 
     def read_hosts(self):
@@ -607,6 +655,8 @@ def write_topology(topo: Topology, path, comment=None) -> None:
              "eager_limit": int(topo.eager_limit)}
     if topo.tcp_window is not None:
         extra["tcp_window"] = int(topo.tcp_window)
+    if topo.message_costs is not None:
+        extra["message_costs"] = topo.message_costs.to_dict()
     write_matrix_topology(path, topo.hosts, topo.host_site, topo.host_latency,
                           topo.host_bandwidth, name=topo.name,
                           duplex="full" if topo.full_duplex else "half",

@@ -70,6 +70,14 @@ class CostTable:
         i = np.maximum(i, 0)
         return (np.asarray(self.latency_factor)[i], np.asarray(self.bandwidth_factor)[i])
 
+    def extremes(self, max_bytes):
+        """(smallest latency factor, largest bandwidth factor) over the sizes 1..max_bytes:
+        what a lower bound may assume for a message of any size up to max_bytes."""
+        top = int(np.searchsorted(np.asarray(self.starts, np.float64), float(max_bytes), side="right"))
+        lo = max(0, int(np.searchsorted(np.asarray(self.starts, np.float64), 1.0, side="right")) - 1)
+        top = max(top, lo + 1)
+        return min(self.latency_factor[lo:top]), max(self.bandwidth_factor[lo:top])
+
     def to_list(self) -> list[dict]:
         return [{"from": int(a), "latency_factor": float(lf), "bandwidth_factor": float(bf)}
                 for a, lf, bf in zip(self.starts, self.latency_factor, self.bandwidth_factor)]
@@ -113,6 +121,16 @@ class MessageCosts:
             on = which == k
             if on.any():
                 lf[on], bf[on] = t.at(nbytes[on])
+        return lf, bf
+
+    def bounds(self, rank_host, max_bytes):
+        """(P, P) smallest latency factor and largest bandwidth factor of every rank pair
+        over the sizes 1..max_bytes (CostTable.extremes); 1 where no table applies."""
+        which = self.host_table[np.ix_(rank_host, rank_host)]
+        lf, bf = np.ones(which.shape), np.ones(which.shape)
+        for k, t in enumerate(self.tables):
+            on = which == k
+            lf[on], bf[on] = t.extremes(max_bytes)
         return lf, bf
 
     def to_dict(self) -> dict:

@@ -149,39 +149,50 @@ class Topology:
         lf, bf = self.size_factors(src, dst, nbytes)
         return lf, nbytes / bf
 
-    def factor_matrices(self, nbytes):
-        """(P, P) latency factors and effective sizes of an nbytes message between every pair."""
-        p = self.nranks
+    def pair_costs(self, nbytes):
+        """(latency, size): the (P, P) latency of an nbytes message between every pair
+        (L * latency_factor) and the size its bandwidth terms are charged for
+        (m / bandwidth_factor; a plain float when the topology has constant costs, so that
+        those models compute exactly what they always did)."""
         if self.message_costs is None:
-            return np.ones((p, p)), np.full((p, p), float(nbytes))
+            return self.latency, float(nbytes)
+        p = self.nranks
         src, dst = np.indices((p, p))
-        return self.effective_sizes(src, dst, float(nbytes))
+        lf, meff = self.effective_sizes(src, dst, float(nbytes))
+        return self.latency * lf, meff
+
+    def factor_bounds(self, max_bytes):
+        """(P, P) smallest latency factor and largest bandwidth factor over message sizes
+        1..max_bytes: what a lower bound may assume for pieces of any size up to that."""
+        if self.message_costs is None:
+            p = self.nranks
+            return np.ones((p, p)), np.ones((p, p))
+        return self.message_costs.bounds(self.rank_host, max_bytes)
 
     def transfer_time(self, nbytes) -> np.ndarray:
         """(P, P) seconds to move nbytes from row rank to column rank:
         L * latency_factor(m) + m / (b(flow) * bandwidth_factor(m))."""
-        if self.message_costs is None:
-            return self.latency + float(nbytes) / self.flow_bandwidth()
-        lf, meff = self.factor_matrices(nbytes)
-        return self.latency * lf + meff / self.flow_bandwidth()
-
-    def with_message_costs(self, costs) -> "Topology":
-        """The same topology with other size-dependent costs (None: constant)."""
-        return dataclasses.replace(self, message_costs=costs)
+        lat, meff = self.pair_costs(nbytes)
+        return lat + meff / self.flow_bandwidth()
 
     def send_overhead(self, nbytes) -> np.ndarray:
         """(P, P) os(m): a + m * per_byte when the topology gives it, else m / (the rate
         the flow occupies the sender's port at: b, or the NIC's rate across a shared WAN
-        link, links.port_bandwidth)."""
+        link, links.port_bandwidth), m the effective size (pair_costs)."""
         if self.os_a is None:
-            return float(nbytes) / self.port_bandwidth[0]
+            return self.pair_costs(nbytes)[1] / self.port_bandwidth[0]
         return self.os_a + float(nbytes) * self.os_per_byte
 
     def gap(self, nbytes) -> np.ndarray:
-        """(P, P) g(m): a + m * per_byte when the topology gives it, else m / b."""
+        """(P, P) g(m): a + m * per_byte when the topology gives it, else m / b (m the
+        effective size, pair_costs)."""
         if self.g_a is None:
-            return float(nbytes) / self.bandwidth
+            return self.pair_costs(nbytes)[1] / self.bandwidth
         return self.g_a + float(nbytes) * self.g_per_byte
+
+    def with_message_costs(self, costs) -> "Topology":
+        """The same topology with other size-dependent costs (None: constant)."""
+        return dataclasses.replace(self, message_costs=costs)
 
     def with_duplex(self, full: bool) -> "Topology":
         return dataclasses.replace(self, full_duplex=bool(full))

@@ -91,14 +91,18 @@ class Plan:
         tr_of_op[ro] = np.arange(n)
 
         src, dst = self.src, self.dst
-        pair_lat = topo.latency[src, dst]
+        # Size-dependent costs (inputs/msgcosts.py): latency L * lf(m), and every bandwidth
+        # term charged for the effective size m / bf(m). Constant costs: lf = 1, meff = m.
+        lat_factor, meff = topo.effective_sizes(src, dst, self.nbytes)
+        self.effective_bytes = meff
+        pair_lat = topo.latency[src, dst] * lat_factor
         flow_bw = topo.flow_bandwidth()
-        self.duration = pair_lat + self.nbytes / flow_bw[src, dst]
+        self.duration = pair_lat + meff / flow_bw[src, dst]
         # How long before its end a transfer stops holding the receiving port: its latency,
         # and, for a flow slowed by its TCP window, the time beyond what its bytes take at
         # the port's own rate (several such flows share one receiving NIC side by side).
         recv_rate = topo.port_bandwidth[1]
-        port_free_early = self.duration - self.nbytes / recv_rate[src, dst]
+        port_free_early = self.duration - meff / recv_rate[src, dst]
         self._early, self._serial = port_free_early, serial_sends  # for _GreedyPorts
         self.os = self._pairwise(topo.send_overhead, src, dst)
         self.g = self._pairwise(topo.gap, src, dst)
@@ -159,7 +163,7 @@ class Plan:
             if links.any:
                 self.wan = links.link_of[src, dst]
                 on = self.wan >= 0
-                self.wan_time[on] = self.nbytes[on] / links.bandwidth[self.wan[on]]
+                self.wan_time[on] = meff[on] / links.bandwidth[self.wan[on]]
         self.on_wan = np.nonzero(self.wan >= 0)[0]
 
         # Readiness independent of the data: arrivals (filled in per pattern in `time`).

@@ -215,7 +215,7 @@ def _shared_link_data(topo, model: "_Model", site: np.ndarray) -> _Links | None:
     site_link[raw < 0] = -1
     flow_max = _block_reduce(np.where(model.off, model.flow, -np.inf), site, np.maximum)
     lat_min = _block_reduce(np.where(model.off, model.latency, np.inf), site, np.minimum)
-    cost = 1.0 / links.bandwidth[used]
+    cost = 1.0 / (links.bandwidth[used] * model.bw_factor_max)  # model.flow has its factor
     latency = np.full(len(used), np.inf)
     for a, b in zip(*np.nonzero(site_link >= 0)):
         k = site_link[a, b]
@@ -256,11 +256,17 @@ class _Model:
         self.p, self.nbytes, self.a, self.full = p, nbytes, a, bool(topo.full_duplex)
         off = ~np.eye(p, dtype=bool)
         self.off = off
-        lat = np.asarray(topo.latency, np.float64)
-        bw = np.asarray(topo.bandwidth, np.float64)
-        flow = topo.flow_bandwidth()
+        # Size-dependent costs (inputs/msgcosts.py): a schedule may cut a block into pieces
+        # of any size up to the block, so the bound takes, per pair, the smallest latency
+        # factor and the largest bandwidth factor over sizes 1..nbytes (valid for every
+        # piece size; messages carry at most one block of one origin in today's IR).
+        lat_factor, bw_factor = topo.factor_bounds(max(int(nbytes), 1))
+        lat = np.asarray(topo.latency, np.float64) * lat_factor
+        flow = topo.flow_bandwidth() * bw_factor
         self.latency, self.flow = lat, flow
-        send_bw, recv_bw = _port_rates(topo, bw)
+        self.bw_factor_max = float(bw_factor.max()) if p else 1.0
+        send_bw, recv_bw = _port_rates(topo, np.asarray(topo.bandwidth, np.float64))
+        send_bw, recv_bw = send_bw * bw_factor, recv_bw * bw_factor
         self.recv_cost = np.where(off, 1.0 / recv_bw, np.inf)  # receive port s per byte (F1)
         per_byte_os = 1.0 / send_bw if topo.os_a is None else np.asarray(topo.os_per_byte)
         self.send_cost = np.where(off, np.minimum(per_byte_os, 1.0 / flow), np.inf)  # (F2)
@@ -559,8 +565,10 @@ def serial_lower_bound(topo, nbytes: int, pattern=None) -> SerialBound:
     if p < 2:
         return SerialBound(0.0, 0.0)
     off = ~np.eye(p, dtype=bool)
-    flow = topo.flow_bandwidth()
-    transfer = np.where(off, np.asarray(topo.latency, np.float64) + nbytes / flow, np.inf)
+    # Size-dependent costs: the most favourable factors over piece sizes 1..nbytes (_Model).
+    lat_factor, bw_factor = topo.factor_bounds(max(int(nbytes), 1))
+    flow = topo.flow_bandwidth() * bw_factor
+    transfer = np.where(off, np.asarray(topo.latency, np.float64) * lat_factor + nbytes / flow, np.inf)
     recv_job, send_job = transfer.min(0), transfer.min(1)  # [r]: into r, out of r
     runs, elapsed = [], []
     for a in rows:

@@ -48,8 +48,9 @@ def mark_fifo_links(sched: Schedule, topo, nbytes: int) -> int:
     piece = sched.piece_bytes(nbytes)[sched.segment]
     src, dst = rank[send], sched.peer[send]
     flow = topo.flow_bandwidth()
+    lat_factor, meff = topo.effective_sizes(src, dst, piece[send])  # inputs/msgcosts.py
     fifo = np.zeros(sched.total_ops, np.uint8)
-    fifo[np.nonzero(send)[0]] = fifo_link(topo.latency[src, dst], piece[send], flow[src, dst],
+    fifo[np.nonzero(send)[0]] = fifo_link(topo.latency[src, dst] * lat_factor, meff, flow[src, dst],
                                           topo.bandwidth[src, dst]).astype(np.uint8)
     sched.fifo = fifo
     return int(fifo.sum())

@@ -23,12 +23,14 @@ class _Model:
         eye = np.eye(p, dtype=bool)
         flow = topo.flow_bandwidth()
         _, recv_rate = port_bandwidth(topo)
+        # Size-dependent costs (inputs/msgcosts.py): the piece's latency and effective size.
+        lat, meff = topo.pair_costs(m)
         with np.errstate(divide="ignore", invalid="ignore"):
-            self.dur = np.where(eye, 0.0, topo.latency + m / flow)
+            self.dur = np.where(eye, 0.0, lat + meff / flow)
             # A receiving port frees when the bytes have landed, `early` before the end.
-            self.early = np.where(eye, 0.0, self.dur - m / recv_rate)
+            self.early = np.where(eye, 0.0, self.dur - meff / recv_rate)
             # policy.mark_fifo_links: a FIFO send waits for the previous message on its link.
-            self.fifo = ~eye & fifo_link(topo.latency, m, flow, topo.bandwidth)
+            self.fifo = ~eye & fifo_link(lat, meff, flow, topo.bandwidth)
         self.os = np.where(eye, 0.0, topo.send_overhead(m))
         self.g = np.where(eye, 0.0, topo.gap(m))
         self.full_duplex = bool(full_duplex)
@@ -48,7 +50,7 @@ class _Model:
         shared = shared_links(topo)
         self.wan_of = shared.link_of
         self.wan_hold = np.where(shared.link_of >= 0,
-                                 m / np.r_[shared.bandwidth, 1.0][shared.link_of], 0.0)
+                                 meff / np.r_[shared.bandwidth, 1.0][shared.link_of], 0.0)
         self.wan_free = np.zeros(len(shared.bandwidth) + 1)  # last entry: "no link", 0 forever
 
     def plan_serial(self):

@@ -247,7 +247,37 @@ def size_cases() -> list[Case]:
     return [Case("over-size-limit", "pap", big, field="too large")]
 
 
-CASES = alias_cases() + nesting_cases() + numeric_cases() + encoding_cases() + size_cases()
+def message_cost_cases() -> list[Case]:
+    """message_costs (inputs/msgcosts.py): numeric extremes in factors and sizes, wrong
+    shapes, unknown classes, and a table of the largest size a float64 cannot hold."""
+    out = []
+    seg = "{{from: {f}, latency_factor: {l}, bandwidth_factor: {b}}}"
+    for label, f, lat, bw, code, field in (
+            ("ok", "0", "2", "0.5", 0, None),
+            ("from-huge", HUGE_INT, "1", "1", 2, "message_costs.all[0].from"),
+            ("from-exp", '"1e999999999"', "1", "1", 2, "message_costs.all[0].from"),
+            ("from-nan", ".nan", "1", "1", 2, "message_costs.all[0].from"),
+            ("lat-inf", "0", ".inf", "1", 2, "latency_factor"), ("lat-nan", "0", ".nan", "1", 2, "latency_factor"),
+            ("lat-zero", "0", "0", "1", 2, "latency_factor"), ("lat-neg", "0", "-1", "1", 2, "latency_factor"),
+            ("lat-huge", "0", HUGE_INT, "1", 2, "latency_factor"), ("lat-string", "0", '"2"', "1", 2, "latency_factor"),
+            ("bw-denormal", "0", "1", "1e-320", 2, "bandwidth_factor"), ("bw-bool", "0", "1", "true", 2, "bandwidth_factor"),
+            ("bw-null", "0", "1", "null", 2, "bandwidth_factor"), ("bw-list", "0", "1", "[1]", 2, "bandwidth_factor")):
+        body = f"message_costs:\n  all: [{seg.format(f=f, l=lat, b=bw)}]\n"
+        out.append(Case(f"msgcosts-{label}", "topology", topo(site(), body), code=code, field=field))
+    for label, body, field in (
+            ("not-a-map", "message_costs: 5\n", "message_costs"),
+            ("table-not-list", "message_costs: {all: 5}\n", "message_costs.all"),
+            ("unknown-class", "message_costs: {sitez: []}\n", "message_costs.sitez"),
+            ("unknown-site", "message_costs: {'wan:A:Q': []}\n", "unknown site"),
+            ("preset-bad", "message_costs: {preset: [1]}\n", "message_costs.preset"),
+            ("segments-300", "message_costs: {all: [" + ", ".join(seg.format(f=i, l=1, b=1) for i in range(300)) + "]}\n",
+             "at most 256 segments")):
+        out.append(Case(f"msgcosts-{label}", "topology", topo(site(), body), field=field))
+    return out
+
+
+CASES = (alias_cases() + nesting_cases() + numeric_cases() + encoding_cases() + size_cases()
+         + message_cost_cases())
 assert len({c.name for c in CASES}) == len(CASES), "case names are unique"
 
 

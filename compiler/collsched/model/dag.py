@@ -91,10 +91,8 @@ class Plan:
         tr_of_op[ro] = np.arange(n)
 
         src, dst = self.src, self.dst
-        # Size-dependent costs (inputs/msgcosts.py): latency L * lf(m), and every bandwidth
-        # term charged for the effective size m / bf(m). Constant costs: lf = 1, meff = m.
+        # Size-dependent costs (inputs/msgcosts.py): L * lf(m); bandwidth terms for m / bf(m).
         lat_factor, meff = topo.effective_sizes(src, dst, self.nbytes)
-        self.effective_bytes = meff
         pair_lat = topo.latency[src, dst] * lat_factor
         flow_bw = topo.flow_bandwidth()
         self.duration = pair_lat + meff / flow_bw[src, dst]

@@ -31,6 +31,7 @@ from ..errors import InputError
 from ..pipeline import compile_schedule, resolve_topology
 from ..model.simulate import piece_time, simulate_pattern, tau
 from .arrivals import arrival_pattern
+from .netmodel import check_model, network_setup, write_prediction_topology
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,7 +45,6 @@ SMPI_SELECTORS = {"ompi", "mpich", "mvapich2", "impi"}
 # Open MPI 4.1 coll_tuned_allgather_algorithm numbers.
 OMPI_ALLGATHERS = {"linear": 1, "bruck": 2, "recursive_doubling": 3, "ring": 4, "neighbor": 5,
                    "two_proc": 6}
-NETWORK_MODELS = ("CM02", "SMPI", "LV08")
 RUN_TIMEOUT_S = 1800
 # Arrival-aware algorithms: run through the PAT engine; bdr is built online by the runtime,
 # the others are compiled per iteration from the seeded pattern.
@@ -54,6 +54,16 @@ ONLINE = ("bdr",)
 
 class LabRunError(RuntimeError):
     """A benchmark launch failed (crash, time-out, no result line)."""
+
+
+@dataclass
+class _RunEnv:
+    """What every launch of one run_lab call shares."""
+
+    tmp: Path
+    platform_files: tuple | None  # SMPI: (platform.xml, hosts)
+    network: tuple[str, ...]  # SMPI: the network model's --cfg options (netmodel.py)
+    topology_file: str | None  # what the compiler compiles with (the run's network's costs)
 
 
 @dataclass
@@ -126,8 +136,8 @@ def _check_map_count(cfg: LabConfig) -> None:
                          f"(as root: sysctl -w vm.max_map_count={need}; `make bench` does it)")
 
 
-def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, platform_files, tmp: Path,
-            pat: list[str] | None = None) -> dict:
+def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, env: _RunEnv,
+             pat: list[str] | None = None) -> dict:
     bench = [str(_binary(cfg.backend)), "--bytes", str(cfg.nbytes), "--iterations", str(cfg.iterations),
              "--flat-iterations", str(cfg.flat_iterations), "--max-delay-ms", repr(cfg.max_delay_ms),
              "--seed", str(cfg.seed)]
@@ -140,11 +150,13 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, platform_file
     if _use_shared(cfg):
         _check_map_count(cfg)
         bench.append("--shared-data")
-    env = dict(os.environ)
+    tmp = env.tmp
+    network = env.network
+    environ = dict(os.environ)
     if cfg.backend == "smpi":
-        xml, hosts = platform_files
+        xml, hosts = env.platform_files
         cmd = ["smpirun", "-np", str(cfg.ranks), "-platform", str(xml), "-hostfile", str(hosts),
-               f"--cfg=network/model:{cfg.network_model}", f"--cfg=network/TCP-gamma:{cfg.tcp_gamma}",
+               *network, f"--cfg=network/TCP-gamma:{cfg.tcp_gamma}",
                "--cfg=network/crosstraffic:0", "--cfg=smpi/simulate-computation:no",
                # SMPI charges smpi/test (100 us by default) times a growing counter of
                # failed tests, shared by all ranks, per failed MPI_Test so that busy loops
@@ -166,10 +178,10 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, platform_file
             num = name if name.isdigit() else str(OMPI_ALLGATHERS[name])
             cmd += ["--mca", "coll_tuned_use_dynamic_rules", "1", "--mca", "coll_tuned_allgather_algorithm", num]
         cmd += bench
-        env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        environ.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
     t = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT_S, cwd=tmp)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=RUN_TIMEOUT_S, cwd=tmp)
     except subprocess.TimeoutExpired:
         raise LabRunError(f"{algorithm}: {cmd[0]} did not finish within {RUN_TIMEOUT_S} s") from None
     wall = time.perf_counter() - t
@@ -203,11 +215,12 @@ def _measured_metrics(run: dict, cfg: LabConfig, t: float) -> dict:
     }
 
 
-def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platform_files, tmp: Path):
+def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, env: _RunEnv):
     """Runs an arrival-aware algorithm through the PAT engine; returns (run, prediction)."""
     from ..algorithms import Request, generate
     from ..inputs.arrivals import write_pap
 
+    tmp = env.tmp
     t_block = piece_time(topo, cfg.nbytes)
     iterations = cfg.iterations + cfg.flat_iterations
     seeded = np.vstack([pattern, np.full((cfg.flat_iterations, cfg.ranks), pattern.min())])
@@ -219,13 +232,13 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, platfor
             pap = tmp / f"{name}-it{k}.yaml"
             write_pap(pap, seeded[k:k + 1] - seeded[k].min(), unit="s",
                       comment=f"iteration {k} of the mini-benchmark (seed {cfg.seed})")
-            res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=cfg.topology, pap=str(pap),
-                                   output=tmp / f"{name}-it{k}.sched")
+            res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=env.topology_file,
+                                   pap=str(pap), output=tmp / f"{name}-it{k}.sched")
             compiled[k] = res.schedule
         # tau too: the explicit driver naps tau/32 between steps of a serial schedule's
         # background receives (200 us without it: each receive then waited up to that long).
         pat = ["--pat", name, "--pat-schedules", str(tmp / f"{name}-it%d.sched"), "--pat-tau", repr(t_block)]
-    run = _launch(cfg, name, None, platform_files, tmp, pat=pat)
+    run = _launch(cfg, name, None, env, pat=pat)
     # Prediction per iteration, for the arrivals that really happened. The engine learns
     # the pattern at the last rank's edge (half its computation), so no rank starts before
     # that; the schedule itself is the one the runtime ran (bdr: from the measured arrivals,
@@ -269,85 +282,103 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     """Run every algorithm once under the same inputs; returns the report dict (JSON-able)."""
     if cfg.backend not in ("smpi", "mpi"):
         raise InputError("--backend", cfg.backend, "expected smpi or mpi")
-    if cfg.network_model not in NETWORK_MODELS:
-        raise InputError("--network-model", cfg.network_model, f"expected one of {', '.join(NETWORK_MODELS)}")
+    check_model(cfg.network_model)
     for name in algorithms:
         check_algorithm(name, cfg.backend)
     if cfg.backend == "smpi" and shutil.which("smpirun") is None:
         raise InputError("smpirun", "", "not found: install libsimgrid-dev (make deps)")
     if cfg.backend == "mpi" and shutil.which("mpirun") is None:
         raise InputError("mpirun", "", "not found: install openmpi-bin (make deps)")
-    topo = resolve_topology(cfg.ranks, cfg.topology, None)
+    loaded = resolve_topology(cfg.ranks, cfg.topology, None)
     # SimGrid and the cost model must see the same TCP window.
     if cfg.tcp_gamma is None:
-        cfg.tcp_gamma = int(topo.tcp_window or DEFAULT_TCP_GAMMA)
+        cfg.tcp_gamma = int(loaded.tcp_window or DEFAULT_TCP_GAMMA)
+    topo, net = loaded, None
     if cfg.backend == "smpi":
-        topo = dataclasses.replace(topo, tcp_window=float(cfg.tcp_gamma))
+        topo = dataclasses.replace(loaded, tcp_window=float(cfg.tcp_gamma))
+        # The network model decides SimGrid's factors and the costs of the predictions
+        # (netmodel.py); real MPI runs on the network the topology describes.
+        net = network_setup(cfg.network_model, topo)
+        topo = net.topology
     pattern = arrival_pattern(cfg.seed, cfg.iterations, cfg.ranks, cfg.max_delay_ms / 1e3)
-    t_piece = None
     results = []
     keep = cfg.workdir is not None
     tmp = Path(cfg.workdir or tempfile.mkdtemp(prefix="collsched-lab-"))
     tmp.mkdir(parents=True, exist_ok=True)
     try:
-        platform_files = build_platform(topo).write(tmp) if cfg.backend == "smpi" else None
+        env = _RunEnv(tmp, None, (), cfg.topology)
+        if net is not None:
+            window = None if loaded.tcp_window == cfg.tcp_gamma else cfg.tcp_gamma
+            env = _RunEnv(tmp, build_platform(topo).write(tmp), net.simgrid_cfg,
+                          write_prediction_topology(net, cfg.topology, tmp / "network-topology.yaml",
+                                                    window))
         pap = tmp / "pattern.yaml"
         from ..inputs.arrivals import write_pap
         write_pap(pap, pattern - pattern.min(1, keepdims=True), unit="s",
                   comment=f"mini-benchmark arrivals: seed {cfg.seed}, maxDelay {cfg.max_delay_ms} ms")
+        t_piece = [None]
         for name in algorithms:
             if progress:
                 progress(name)
-            row = {"algorithm": name}
-            schedule = None
-            if name in PAP_AWARE:
-                run, pred = _pap_aware_run(cfg, name, topo, pattern, platform_files, tmp)
-                row.update(pred)
-                if t_piece is None:
-                    t_piece = piece_time(topo, cfg.nbytes)
-            elif not name.startswith("native"):
-                schedule = tmp / f"{name}.sched"
-                res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=cfg.topology, pap=str(pap),
-                                       output=schedule)
-                if t_piece is None:
-                    t_piece = tau(topo, res.schedule, cfg.nbytes)
-            if name not in PAP_AWARE:
-                run = _launch(cfg, name, schedule, platform_files, tmp)
-            if schedule is not None:
-                # Predict for the arrivals that really happened: ranks leave the double
-                # barrier up to one latency apart (80 ms on a WAN), which the seeded pattern
-                # does not know; the model gets each rank's measured arrival, not its exit.
-                measured = np.array(run["arrivals"])[:cfg.iterations]
-                _, _, pred = simulate_pattern(res.schedule, topo, cfg.nbytes, measured)
-                row["predicted_avg_elapsed_s"] = pred.avg_elapsed_s
-                row["predicted_run_time_s"] = pred.run_time_s
-                if cfg.fluid:
-                    from ..model.fluid import fluid_pattern
-
-                    row["fluid_avg_elapsed_s"] = fluid_pattern(res.schedule, topo, cfg.nbytes,
-                                                               measured)[2].avg_elapsed_s
-            if t_piece is None:
-                t_piece = piece_time(topo, cfg.nbytes)
-            row.update(_measured_metrics(run, cfg, t_piece))
-            row["data_ok"] = bool(run["data_ok"])
-            row["checked_bytes_per_piece"] = run["checked_bytes_per_piece"]
-            if run.get("fallbacks"):
-                row["fallback_reason"] = run.get("fallback_reason", "")
-            row["wall_s"] = run["wall_s"]
-            if "predicted_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
-                row["model_ratio"] = row["predicted_avg_elapsed_s"] / row["avg_elapsed_s"]
-            if "fluid_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
-                row["fluid_ratio"] = row["fluid_avg_elapsed_s"] / row["avg_elapsed_s"]
-            results.append(row)
+            results.append(_run_one(cfg, name, topo, pattern, pap, env, t_piece))
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     inputs = cfg.inputs()
     inputs["algorithms"] = algorithms
     report = {"backend": cfg.backend, "inputs": inputs, "results": results}
+    if net is not None:
+        report["network"] = net.record()
+        report["network_notes"] = list(net.notes)
     if cfg.bounds and np.ptp(pattern, axis=1).max() > 0:
         report["bounds"] = pattern_bounds(topo, cfg.nbytes, pattern)
     return report
+
+
+def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, t_piece: list) -> dict:
+    """One algorithm's row: launch, measured metrics, predictions. t_piece: [tau], shared by
+    the rows (the first compiled schedule's, else one piece's transfer time)."""
+    row = {"algorithm": name}
+    schedule = None
+    if name in PAP_AWARE:
+        run, pred = _pap_aware_run(cfg, name, topo, pattern, env)
+        row.update(pred)
+        if t_piece[0] is None:
+            t_piece[0] = piece_time(topo, cfg.nbytes)
+    elif not name.startswith("native"):
+        schedule = env.tmp / f"{name}.sched"
+        res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=env.topology_file, pap=str(pap),
+                               output=schedule)
+        if t_piece[0] is None:
+            t_piece[0] = tau(topo, res.schedule, cfg.nbytes)
+    if name not in PAP_AWARE:
+        run = _launch(cfg, name, schedule, env)
+    if schedule is not None:
+        # Predict for the arrivals that really happened: ranks leave the double
+        # barrier up to one latency apart (80 ms on a WAN), which the seeded pattern
+        # does not know; the model gets each rank's measured arrival, not its exit.
+        measured = np.array(run["arrivals"])[:cfg.iterations]
+        _, _, pred = simulate_pattern(res.schedule, topo, cfg.nbytes, measured)
+        row["predicted_avg_elapsed_s"] = pred.avg_elapsed_s
+        row["predicted_run_time_s"] = pred.run_time_s
+        if cfg.fluid:
+            from ..model.fluid import fluid_pattern
+
+            row["fluid_avg_elapsed_s"] = fluid_pattern(res.schedule, topo, cfg.nbytes,
+                                                       measured)[2].avg_elapsed_s
+    if t_piece[0] is None:
+        t_piece[0] = piece_time(topo, cfg.nbytes)
+    row.update(_measured_metrics(run, cfg, t_piece[0]))
+    row["data_ok"] = bool(run["data_ok"])
+    row["checked_bytes_per_piece"] = run["checked_bytes_per_piece"]
+    if run.get("fallbacks"):
+        row["fallback_reason"] = run.get("fallback_reason", "")
+    row["wall_s"] = run["wall_s"]
+    if "predicted_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
+        row["model_ratio"] = row["predicted_avg_elapsed_s"] / row["avg_elapsed_s"]
+    if "fluid_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
+        row["fluid_ratio"] = row["fluid_avg_elapsed_s"] / row["avg_elapsed_s"]
+    return row
 
 
 def pattern_bounds(topo, nbytes: int, pattern: np.ndarray) -> dict:

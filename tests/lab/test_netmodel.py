@@ -1,0 +1,153 @@
+"""The lab's network-model rule (lab/netmodel.py): what SimGrid gets and what the cost models
+predict with under CM02, SMPI and LV08; the compiler's pick in the report; and one small SMPI
+run that shows SimGrid ran a topology's own size-dependent costs."""
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from collsched.errors import InputError
+from collsched.inputs import msgcosts
+from collsched.inputs.topology import load_topology
+from collsched.lab import netmodel
+from collsched.lab.report import compiler_pick, notes
+from collsched.lab.runner import BUILD, LabConfig, run_lab
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPO = ROOT / "topologies"
+MINIBENCH = BUILD / "smpi" / "bin" / "collsched-minibench"
+OWN = "message_costs:\n  all:\n    - {from: 0, latency_factor: 3, bandwidth_factor: 0.5}\n"
+
+
+def with_costs(tmp_path, base: str, section: str, name="costs.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text((TOPO / f"{base}.yaml").read_text() + "\n" + section)
+    return path
+
+
+def factors(topo, nbytes, src=0, dst=1):
+    lf, bf = topo.size_factors(np.array([src]), np.array([dst]), nbytes)
+    return float(lf[0]), float(bf[0])
+
+
+def test_cm02_predicts_constant_costs_and_says_it_ignored_the_topologys(tmp_path):
+    topo = load_topology(with_costs(tmp_path, "tryton-48", OWN), 4)
+    net = netmodel.network_setup("CM02", topo)
+    assert net.topology.message_costs is None
+    assert net.simgrid_cfg == ("--cfg=network/model:CM02",)
+    assert net.changed and "ignores" in net.notes[0]
+    plain = netmodel.network_setup("CM02", load_topology(TOPO / "tryton-48.yaml", 4))
+    assert not plain.changed and plain.notes == ()
+
+
+@pytest.mark.parametrize("section", ["", "message_costs:\n  preset: simgrid-smpi\n"])
+def test_smpi_without_own_table_runs_simgrid_defaults_and_predicts_with_them(tmp_path, section):
+    topo = load_topology(with_costs(tmp_path, "tryton-48", section), 4)
+    net = netmodel.network_setup("SMPI", topo)
+    assert net.simgrid_cfg == ("--cfg=network/model:SMPI",)  # SimGrid's own defaults
+    mc = net.topology.message_costs
+    assert mc.weight_s == msgcosts.SIMGRID_SMPI_WEIGHT_S
+    for size in (100, 5000, 65536, 1 << 20):
+        want = msgcosts.SIMGRID_SMPI.at(size)
+        assert factors(net.topology, size) == pytest.approx((float(want[0]), float(want[1])))
+    assert factors(net.topology, 1 << 20) == pytest.approx((11.6436, 0.940694))
+
+
+def test_smpi_gives_simgrid_the_topologys_own_single_table(tmp_path):
+    section = ("message_costs:\n  weight_s: 1000\n  all:\n"
+               "    - {from: 0, latency_factor: 2, bandwidth_factor: 0.8}\n"
+               "    - {from: 64KiB, latency_factor: 5, bandwidth_factor: 0.9}\n")
+    topo = load_topology(with_costs(tmp_path, "tryton-48", section), 4)
+    net = netmodel.network_setup("SMPI", topo)
+    lat, bw = topo.message_costs.single_table().simgrid_cfg()
+    assert net.simgrid_cfg == ("--cfg=network/model:SMPI", f"--cfg=smpi/lat-factor:{lat}",
+                               f"--cfg=smpi/bw-factor:{bw}", "--cfg=network/weight-S:1000.0")
+    assert lat == "0:2.0;65535:5.0" and bw == "0:0.8;65535:0.9"
+    assert factors(net.topology, 1000) == (2.0, 0.8)
+    assert factors(net.topology, 65536) == (5.0, 0.9)
+    assert net.topology.message_costs.weight_s == 1000
+    # Without weight_s SimGrid keeps its default 8775, and so do the predictions.
+    topo = load_topology(with_costs(tmp_path, "tryton-48", OWN), 4)
+    net = netmodel.network_setup("SMPI", topo)
+    assert not any("weight-S" in c for c in net.simgrid_cfg)
+    assert net.topology.message_costs.weight_s == msgcosts.SIMGRID_SMPI_WEIGHT_S
+
+
+def test_smpi_refuses_tables_per_link_class(tmp_path):
+    section = ("message_costs:\n  lan:\n    - {from: 0, latency_factor: 2, bandwidth_factor: 1}\n"
+               "  wan:\n    - {from: 0, latency_factor: 4, bandwidth_factor: 1}\n")
+    topo = load_topology(with_costs(tmp_path, "three-site-grid", section), 6)
+    with pytest.raises(InputError) as e:
+        netmodel.network_setup("SMPI", topo)
+    assert "message_costs" in str(e.value) and "\n" not in str(e.value)
+    netmodel.network_setup("CM02", topo)  # fine there: CM02 ignores them
+
+
+def test_lv08_predicts_simgrids_constant_factors():
+    topo = load_topology(TOPO / "tryton-48.yaml", 4)
+    net = netmodel.network_setup("LV08", topo)
+    assert net.simgrid_cfg == ("--cfg=network/model:LV08",)
+    for size in (1, 1 << 20):
+        assert factors(net.topology, size) == (13.01, 0.97)
+    assert factors(net.topology, 1000, 2, 2) == (13.01, 0.97)  # the loopback too, as SimGrid
+    assert net.topology.message_costs.weight_s == 20537
+
+
+def test_unknown_network_model_is_bad_input():
+    with pytest.raises(InputError, match="--network-model"):
+        netmodel.network_setup("IB", load_topology(TOPO / "tryton-48.yaml", 4))
+
+
+def test_prediction_topology_file_round_trips(tmp_path):
+    topo = load_topology(TOPO / "tryton-48.yaml", 4)
+    net = netmodel.network_setup("SMPI", topo)
+    path = netmodel.write_prediction_topology(net, str(TOPO / "tryton-48.yaml"), tmp_path / "t.yaml", 1 << 20)
+    back = load_topology(path, 4)
+    assert back.name == "tryton-48" and back.tcp_window == 1 << 20
+    for size in (100, 1 << 20):
+        assert factors(back, size) == factors(net.topology, size)
+    cm02 = netmodel.network_setup("CM02", topo)
+    assert netmodel.write_prediction_topology(cm02, "x.yaml", tmp_path / "u.yaml") == "x.yaml"
+
+
+def row(name, measured, predicted=None, ok=True):
+    r = {"algorithm": name, "avg_elapsed_s": measured, "data_ok": ok}
+    if predicted is not None:
+        r["predicted_avg_elapsed_s"] = predicted
+    return r
+
+
+def test_compiler_pick_is_the_predicted_fastest_against_the_measured_best():
+    rows = [row("ring", 1.00, 0.90), row("bruck", 0.80, 0.95), row("spreading", 1.10, 0.85),
+            row("native", 0.50), row("nex", 0.10, 0.10, ok=False)]
+    pick = compiler_pick(rows)
+    assert pick["algorithm"] == "spreading" and pick["best"] == "bruck"
+    assert pick["ratio"] == pytest.approx(1.10 / 0.80) and not pick["within_target"]
+    report = {"backend": "smpi", "results": rows, "network_notes": ["a note"],
+              "inputs": {"max_delay_ms": 0.0, "network_model": "SMPI"}}
+    text = notes(report)
+    assert any("compiler's pick" in n and "spreading" in n and "MISSED" in n for n in text)
+    assert "a note" in text
+    assert compiler_pick([row("ring", 1.0, 1.0), row("native", 0.5)]) is None
+
+
+@pytest.mark.smpi
+@pytest.mark.skipif(shutil.which("smpirun") is None or not MINIBENCH.exists(),
+                    reason="SimGrid SMPI or build/smpi/bin/collsched-minibench missing (make)")
+def test_simgrid_runs_the_topologys_own_factors(tmp_path):
+    """A ring on 4 ranks with a table of latency x 3 and bandwidth x 0.5 for every size: under
+    SMPI each of its P - 1 steps costs 3 L + m / (0.5 b), 2 L + m / b more than under CM02
+    (which ignores the table); SimGrid's defaults (x 11.6 and x 0.94 at this size) would not."""
+    path = with_costs(tmp_path, "tryton-48", OWN)
+    p, nbytes, lat, bw = 4, 200_000, 50e-6, 125e6
+    run = {m: run_lab(LabConfig("smpi", str(path), p, nbytes, iterations=1, flat_iterations=0,
+                                network_model=m), ["ring"]) for m in ("CM02", "SMPI")}
+    cm02, smpi = (run[m]["results"][0] for m in ("CM02", "SMPI"))
+    assert cm02["data_ok"] and smpi["data_ok"]
+    extra = smpi["avg_elapsed_s"] - cm02["avg_elapsed_s"]
+    assert extra == pytest.approx((p - 1) * (2 * lat + nbytes / bw), rel=0.02)
+    assert cm02["avg_elapsed_s"] == pytest.approx((p - 1) * (lat + nbytes / bw), rel=0.02)
+    assert smpi["model_ratio"] == pytest.approx(1.0, abs=0.02)
+    assert "smpi/lat-factor:0:3.0" in " ".join(run["SMPI"]["network"]["simgrid_cfg"])
+    assert run["CM02"]["network_notes"] and "ignores" in run["CM02"]["network_notes"][0]

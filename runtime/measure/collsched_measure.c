@@ -22,7 +22,13 @@
  *      each host) and one rank pair inside each host with several ranks; --all-pairs takes
  *      every rank pair. Pairs are packed so that a host is in at most one pair per round
  *      (its NIC is not shared) and a group in at most one cross-group pair (its wide-area
- *      link is not shared): bandwidths are those of one flow alone.
+ *      link is not shared): bandwidths are those of one flow alone. --fit-only skips it.
+ *   3. fit sweep (with --fit-sizes): time_s at every --fit-sizes size (a dense list, for
+ *      the size-dependent cost fit), both directions, for one representative pair per link
+ *      class, one pair per round: one rank pair inside the first host with several ranks,
+ *      the first two hosts of every group, the first hosts of every two groups. A direction
+ *      stops at the first size whose round trip exceeds --fit-budget seconds (later sizes
+ *      are null), which bounds the run on slow links.
  *
  * Rank 0 writes one JSON object (format collsched-measure/1) to --output or stdout, and
  * with --progress "progress PHASE DONE TOTAL ELAPSED_S" lines to stderr after every round.
@@ -30,6 +36,7 @@
  *
  *   collsched-measure [--sizes 1,1024,65536] [--repeats 5] [--gap-burst 4]
  *                     [--group-factor 4] [--all-pairs] [--output FILE] [--progress]
+ *                     [--fit-sizes 0,1,2,...] [--fit-budget 1.0] [--fit-only]
  */
 #include <math.h>
 #include <mpi.h>
@@ -54,7 +61,9 @@
 #define TAG_CLOSE 7104
 #define TAG_REPORT 7105
 #define TAG_GO 7106
+#define TAG_MORE 7107
 #define MAX_BURST 64
+#define MAX_FIT_SIZES 1024
 
 struct opts {
     long sizes[MAX_SIZES];
@@ -65,6 +74,10 @@ struct opts {
     int all_pairs;
     int progress;
     const char *output;
+    long fit_sizes[MAX_FIT_SIZES];
+    int nfit;
+    double fit_budget;
+    int fit_only;
 };
 
 struct pair { int a, b; }; /* a < b */
@@ -72,23 +85,24 @@ struct pair { int a, b; }; /* a < b */
 static int usage(int rank, const char *msg) {
     if (rank == 0)
         fprintf(stderr, "collsched-measure: %s\nusage: collsched-measure [--sizes B,B,...] [--repeats N] "
-                        "[--gap-burst K] [--group-factor F] [--all-pairs] [--output FILE] [--progress]\n", msg);
+                        "[--gap-burst K] [--group-factor F] [--all-pairs] [--output FILE] [--progress] "
+                        "[--fit-sizes B,B,...] [--fit-budget S] [--fit-only]\n", msg);
     return 2;
 }
 
-static int parse_sizes(const char *text, struct opts *o) {
-    o->nsizes = 0;
+static int parse_sizes(const char *text, long *sizes, int cap, int *n) {
+    *n = 0;
     const char *p = text;
     while (*p) {
         char *end = NULL;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 0x7fffffffL || o->nsizes == MAX_SIZES) return -1;
-        o->sizes[o->nsizes++] = v;
+        if (end == p || v < 0 || v > 0x7fffffffL || *n == cap) return -1;
+        sizes[(*n)++] = v;
         if (*end == ',') end++;
         else if (*end) return -1;
         p = end;
     }
-    return o->nsizes ? 0 : -1;
+    return *n ? 0 : -1;
 }
 
 static int parse(int argc, char **argv, struct opts *o, int rank) {
@@ -96,28 +110,39 @@ static int parse(int argc, char **argv, struct opts *o, int rank) {
     o->repeats = 5;
     o->gap_burst = 4;
     o->group_factor = 4.0;
-    parse_sizes("1,1024,16384,131072,1048576", o);
+    o->fit_budget = 1.0;
+    parse_sizes("1,1024,16384,131072,1048576", o->sizes, MAX_SIZES, &o->nsizes);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (!strcmp(a, "--all-pairs")) { o->all_pairs = 1; continue; }
         if (!strcmp(a, "--progress")) { o->progress = 1; continue; }
+        if (!strcmp(a, "--fit-only")) { o->fit_only = 1; continue; }
         if (!v) return usage(rank, "an option is missing its value");
         i++;
         if (!strcmp(a, "--sizes")) {
-            if (parse_sizes(v, o)) return usage(rank, "--sizes: expected comma-separated byte counts");
+            if (parse_sizes(v, o->sizes, MAX_SIZES, &o->nsizes))
+                return usage(rank, "--sizes: expected comma-separated byte counts (at most 64)");
+            continue;
+        }
+        if (!strcmp(a, "--fit-sizes")) {
+            if (parse_sizes(v, o->fit_sizes, MAX_FIT_SIZES, &o->nfit))
+                return usage(rank, "--fit-sizes: expected comma-separated byte counts (at most 1024)");
             continue;
         }
         if (!strcmp(a, "--output")) { o->output = v; continue; }
         if (!strcmp(a, "--repeats")) o->repeats = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--gap-burst")) o->gap_burst = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--group-factor")) o->group_factor = strtod(v, &end);
+        else if (!strcmp(a, "--fit-budget")) o->fit_budget = strtod(v, &end);
         else return usage(rank, "unknown option");
         if (!end || *end) return usage(rank, "a value is not a number");
     }
-    if (o->repeats < 1 || o->gap_burst < 0 || o->gap_burst > MAX_BURST || !(o->group_factor >= 1.0))
-        return usage(rank, "expected --repeats >= 1, 0 <= --gap-burst <= 64 and --group-factor >= 1");
+    if (o->repeats < 1 || o->gap_burst < 0 || o->gap_burst > MAX_BURST || !(o->group_factor >= 1.0)
+        || !(o->fit_budget > 0.0))
+        return usage(rank, "expected --repeats >= 1, 0 <= --gap-burst <= 64, --group-factor >= 1 "
+                           "and --fit-budget > 0");
     return 0;
 }
 
@@ -395,6 +420,102 @@ static int plan_sweep(int size, const int *host, const int *group, int all_pairs
     return rounds;
 }
 
+/* Every rank: the fit sweep's representative pairs, one per link class (see the header):
+ * an intra-host pair, a same-group host pair per group, a cross-group pair per two groups.
+ * Returns how many; *out is malloc'ed. */
+static int plan_fit(int size, const int *host, const int *group, struct pair **out) {
+    int nhosts = 0, ngroups = 0;
+    for (int i = 0; i < size; i++) {
+        if (host[i] + 1 > nhosts) nhosts = host[i] + 1;
+        if (group[i] + 1 > ngroups) ngroups = group[i] + 1;
+    }
+    int *first = malloc((size_t)nhosts * sizeof *first), *second = malloc((size_t)nhosts * sizeof *second);
+    for (int h = 0; h < nhosts; h++) first[h] = second[h] = -1;
+    for (int i = 0; i < size; i++) {
+        if (first[host[i]] < 0) first[host[i]] = i;
+        else if (second[host[i]] < 0) second[host[i]] = i;
+    }
+    /* the first two hosts of every group, by their first ranks */
+    int *g1 = malloc((size_t)ngroups * sizeof *g1), *g2 = malloc((size_t)ngroups * sizeof *g2);
+    for (int g = 0; g < ngroups; g++) g1[g] = g2[g] = -1;
+    for (int i = 0; i < size; i++) {
+        if (first[host[i]] != i) continue;
+        int g = group[i];
+        if (g1[g] < 0) g1[g] = i;
+        else if (g2[g] < 0) g2[g] = i;
+    }
+    struct pair *p = malloc(((size_t)ngroups * ngroups + 2) * sizeof *p);
+    int n = 0;
+    for (int h = 0; h < nhosts; h++)
+        if (second[h] >= 0) { p[n++] = (struct pair){first[h], second[h]}; break; }
+    for (int g = 0; g < ngroups; g++)
+        if (g2[g] >= 0) p[n++] = (struct pair){g1[g], g2[g]};
+    for (int g = 0; g < ngroups; g++)
+        for (int k = g + 1; k < ngroups; k++)
+            p[n++] = (struct pair){g1[g] < g1[k] ? g1[g] : g1[k], g1[g] < g1[k] ? g1[k] : g1[g]};
+    free(first); free(second); free(g1); free(g2);
+    *out = p;
+    return n;
+}
+
+/* Phase 3: the fit sweep, one representative pair per round. Records of the directions this
+ * rank timed go to recs (src, dst, then time_s per fit size; NAN past the budget). Returns
+ * the number of records. */
+static int fit_sweep(const struct opts *o, int rank, int size, const int *host, const int *group,
+                     const int *leader, char *buf, double *scratch, MPI_Request *reqs, double t_start,
+                     double *recs, int *rounds_out) {
+    struct pair *pairs;
+    int npairs = plan_fit(size, host, group, &pairs), rec_len = 2 + o->nfit, nrec = 0;
+    *rounds_out = o->nfit ? npairs : 0;
+    for (int r = 0; r < *rounds_out; r++) {
+        struct pair p = pairs[r];
+        int peer = p.a == rank ? p.b : p.b == rank ? p.a : -1;
+        for (int d = 0; d < 2 && peer >= 0; d++) {
+            int sending = (d == 0) == (rank == p.a);
+            double *rec = recs + (size_t)nrec * rec_len;
+            int more = 1;
+            for (int s = 0; s < o->nfit; s++) {
+                struct direction_result res;
+                if (sending) rec[2 + s] = NAN;
+                if (!more) continue;
+                measure_direction(sending, peer, buf, o->fit_sizes[s], o->repeats, 0, scratch, &res);
+                if (sending) {
+                    rec[2 + s] = res.time;
+                    more = res.time <= o->fit_budget;
+                    MPI_Send(&more, 1, MPI_INT, peer, TAG_MORE, MPI_COMM_WORLD);
+                } else {
+                    MPI_Recv(&more, 1, MPI_INT, peer, TAG_MORE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                }
+            }
+            if (sending) { rec[0] = rank; rec[1] = peer; nrec++; }
+        }
+        end_round(rank, size, peer, leader, reqs);
+        if (o->progress && rank == 0) {
+            fprintf(stderr, "progress fit %d %d %.6f\n", r + 1, *rounds_out, MPI_Wtime() - t_start);
+            fflush(stderr);
+        }
+    }
+    free(pairs);
+    return nrec;
+}
+
+/* Rank 0 gets every rank's records (count doubles each); returns the total count there. */
+static int gather_records(const double *recs, int count, int rank, int size, double **all_out) {
+    int *counts = rank == 0 ? malloc((size_t)size * sizeof *counts) : NULL;
+    int *displs = rank == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
+    MPI_Gather(&count, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    double *all = NULL;
+    int total = 0;
+    if (rank == 0) {
+        for (int i = 0; i < size; i++) { displs[i] = total; total += counts[i]; }
+        all = malloc((size_t)(total ? total : 1) * sizeof *all);
+    }
+    MPI_Gatherv(recs, count, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    free(counts); free(displs);
+    *all_out = all;
+    return total;
+}
+
 static void json_string(FILE *f, const char *s, int len) {
     fputc('"', f);
     for (int i = 0; i < len && s[i]; i++) {
@@ -428,9 +549,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "collsched-measure: cannot write %s\n", o.output);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    long max_size = 1;
+    long max_size = 1, max_fit = 1;
     for (int i = 0; i < o.nsizes; i++) if (o.sizes[i] > max_size) max_size = o.sizes[i];
     max_size *= o.gap_burst > 1 ? o.gap_burst : 1; /* a stream's receives each have their own slot */
+    for (int i = 0; i < o.nfit; i++) if (o.fit_sizes[i] > max_fit) max_fit = o.fit_sizes[i];
+    if (max_fit > max_size) max_size = max_fit;
 #if MEASURE_SMPI
     char *buf = SMPI_SHARED_MALLOC((size_t)max_size); /* contents do not matter, only timing */
 #else
@@ -467,6 +590,7 @@ int main(int argc, char **argv) {
     struct pair *pairs;
     int *round_start;
     int rounds = plan_sweep(size, host, group, o.all_pairs, &pairs, &round_start);
+    if (o.fit_only) rounds = 0;
     /* Records of the directions this rank timed: src, dst, then per size time, os, gap. */
     int rec_len = 2 + 3 * o.nsizes, nrec = 0;
     double *recs = malloc((size_t)2 * size * rec_len * sizeof *recs);
@@ -497,19 +621,15 @@ int main(int argc, char **argv) {
             fflush(stderr);
         }
     }
+    int fit_len = 2 + o.nfit, fit_rounds = 0;
+    double *fit_recs = malloc((size_t)2 * size * fit_len * sizeof *fit_recs);
+    int nfit_rec = fit_sweep(&o, rank, size, host, group, leader, buf, scratch, reqs, t_start, fit_recs,
+                             &fit_rounds);
     double elapsed = MPI_Wtime() - t_start;
 
-    int my_count = nrec * rec_len;
-    int *counts = rank == 0 ? malloc((size_t)size * sizeof *counts) : NULL;
-    int *displs = rank == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
-    MPI_Gather(&my_count, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    double *all = NULL;
-    int total = 0;
-    if (rank == 0) {
-        for (int i = 0; i < size; i++) { displs[i] = total; total += counts[i]; }
-        all = malloc((size_t)(total ? total : 1) * sizeof *all);
-    }
-    MPI_Gatherv(recs, my_count, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double *all = NULL, *fit_all = NULL;
+    int total = gather_records(recs, nrec * rec_len, rank, size, &all);
+    int fit_total = gather_records(fit_recs, nfit_rec * fit_len, rank, size, &fit_all);
 
     if (rank == 0) {
         fprintf(out, "{\"format\": \"collsched-measure/1\", \"ranks\": %d, \"smpi\": %s, ", size,
@@ -524,7 +644,8 @@ int main(int argc, char **argv) {
         fprintf(out, "], \"repeats\": %d, \"gap_burst\": %d, \"group_factor\": %.17g, \"all_pairs\": %s, "
                      "\"wtick_s\": %.17g, \"elapsed_s\": %.17g, ",
                 o.repeats, o.gap_burst, o.group_factor, o.all_pairs ? "true" : "false", MPI_Wtick(), elapsed);
-        fprintf(out, "\"rounds\": {\"probe\": %d, \"sweep\": %d}, \"hosts\": [", probe_rounds, rounds);
+        fprintf(out, "\"rounds\": {\"probe\": %d, \"sweep\": %d, \"fit\": %d}, \"hosts\": [", probe_rounds,
+                rounds, fit_rounds);
         for (int i = 0; i < size; i++) fprintf(out, i ? ", %d" : "%d", host[i]);
         fprintf(out, "], \"groups\": [");
         for (int i = 0; i < size; i++) fprintf(out, i ? ", %d" : "%d", group[i]);
@@ -549,10 +670,22 @@ int main(int argc, char **argv) {
             }
             fputc('}', out);
         }
+        fprintf(out, "], \"fit_budget_s\": %.17g, \"fit_sizes\": [", o.fit_budget);
+        for (int s = 0; s < o.nfit; s++) fprintf(out, s ? ", %ld" : "%ld", o.fit_sizes[s]);
+        fprintf(out, "], \"fit_pairs\": [");
+        for (int k = 0; k < fit_total / fit_len; k++) {
+            const double *rec = fit_all + (size_t)k * fit_len;
+            fprintf(out, "%s{\"src\": %d, \"dst\": %d, \"time_s\": [", k ? ", " : "", (int)rec[0], (int)rec[1]);
+            for (int s = 0; s < o.nfit; s++) {
+                if (s) fputs(", ", out);
+                json_number(out, rec[2 + s]);
+            }
+            fputs("]}", out);
+        }
         fprintf(out, "]}\n");
         if (out != stdout) fclose(out);
         else fflush(out);
-        free(names); free(rtt); free(counts); free(displs); free(all);
+        free(names); free(rtt); free(all); free(fit_all);
     }
 #if MEASURE_SMPI
     SMPI_SHARED_FREE(buf);
@@ -560,6 +693,7 @@ int main(int argc, char **argv) {
     free(buf);
 #endif
     free(scratch); free(row); free(host); free(leader); free(reqs); free(pairs); free(round_start); free(recs);
+    free(fit_recs);
     MPI_Finalize();
     return 0;
 }

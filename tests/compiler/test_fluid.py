@@ -2,6 +2,7 @@
 crosses every port, shares ports and links max-min fairly (weighted by 1 / latency) where
 flows overlap, follows the executor's walk, and completes every schedule the compiler
 emits, serial and dataflow, with and without arrivals."""
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from collsched.model.fluid import _max_min, fluid_pattern, fluid_timeline, simul
 from collsched.ir import from_op_lists
 from collsched.pipeline import compile_schedule, simulate_file
 from collsched.model.simulate import simulate
+from collsched.inputs import msgcosts
 from collsched.inputs.topology import homogeneous, load_topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
@@ -167,3 +169,100 @@ def test_compile_predicts_with_either_model(tmp_path):
     assert fl.metrics.avg_elapsed_s == direct.avg_elapsed_s > dag.metrics.avg_elapsed_s
     with pytest.raises(InputError):
         compile_schedule("ring", 4, 64, model="nope")
+
+
+# --- message-size-dependent costs (msgcosts.py) ---------------------------------------
+
+def _with_table(topo, starts, lat, bw, weight_s=0.0):
+    table = msgcosts.CostTable(tuple(starts), tuple(lat), tuple(bw))
+    return topo.with_message_costs(msgcosts.build({"all": table}, topo.host_site, weight_s))
+
+
+def _exchange(p=2):
+    """Every rank sends its piece straight to every other: on two ranks, two flows that
+    share nothing (full duplex)."""
+    lists = [[("send", q, r, 0) for q in range(p) if q != r] + [("recv", q, q, 0) for q in range(p) if q != r]
+             for r in range(p)]
+    return from_op_lists(p, 1, lists)
+
+
+@pytest.mark.parametrize("window", [None, 4000.0])
+def test_one_flow_with_size_factors_by_hand(window):
+    """One flow: latency L x latency_factor(m), then m at its rate x bandwidth_factor(m); the
+    TCP window's cap window / 2L uses the unscaled L (SimGrid: network_cm02.cpp), so a
+    4000 B window (2 MB/s over 1 ms, not 2 MB/s over 2-5 ms) leaves the NIC's 1 MB/s."""
+    topo = dataclasses.replace(homogeneous(2, latency_s=1e-3, bandwidth_Bps=1e6), tcp_window=window)
+    topo = _with_table(topo, (0, 1000, 100_000), (2.0, 3.0, 5.0), (0.5, 0.8, 1.0))
+    s = _exchange()
+    for m, lf, bf in ((500, 2.0, 0.5), (20_000, 3.0, 0.8), (200_000, 5.0, 1.0)):
+        tl = fluid_timeline(s, topo, m)
+        assert np.allclose(tl.end, 1e-3 * lf + m / (1e6 * bf), rtol=1e-12)
+        assert np.array_equal(tl.nbytes, [m, m])  # the timeline keeps the real size
+    # A window that binds: 1000 B / (2 x 1 ms) = 500 kB/s, times the bandwidth factor.
+    slow = dataclasses.replace(topo, tcp_window=1000.0)
+    tl = fluid_timeline(s, slow, 20_000)
+    assert np.allclose(tl.end, 3e-3 + 20_000 / (5e5 * 0.8), rtol=1e-12)
+
+
+def test_two_flows_share_a_nic_weighted_by_latency_and_weight_s(tmp_path):
+    """Rank 0 sends to rank 1 (same site, L = 0.5 ms) and to rank 2 (other site, L = 2 ms) at
+    once; ranks 1 and 2 arrive 10 s later, so nothing else moves meanwhile. Both flows
+    cross rank 0's NIC (1 MB/s; the WAN link has 1 MB/s too). m = 20,000 B: latency factor
+    3, bandwidth factor 0.8, so each is charged 25,000 B. With weight_s = 1000 B the sharing
+    penalty is L + weight_s x sum(1 / b over the route's links): 0.5 ms + 1000 x 2 / 1e6 =
+    2.5 ms (NIC up, NIC down) and 2 ms + 1000 x 3 / 1e6 = 5 ms (NIC up, WAN, NIC down): they
+    share the NIC 2 : 1 (by 1 / L alone, 4 : 1).
+    f1 moves alone from 1.5 ms to 6 ms (4,500 B), then at 666.7 kB/s: 20,500 B in 30.75 ms,
+    ends at 36.75 ms; f2 moved 10,250 B at 333.3 kB/s meanwhile, the remaining 14,750 B at
+    1 MB/s end at 51.5 ms (= 1.5 ms + 50,000 B / 1 MB/s)."""
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        "name: t\nduplex: full\nsites:\n"
+        "  - {name: A, hosts: 2, lan: {latency: 500us, bandwidth: 8Mbit/s}}\n"
+        "  - {name: B, hosts: 1, lan: {latency: 500us, bandwidth: 8Mbit/s}}\n"
+        "wan:\n  - {between: [A, B], latency: 2ms, bandwidth: 8Mbit/s}\n"
+        "message_costs:\n  weight_s: 1000\n  all:\n"
+        "    - {from: 0, latency_factor: 2.0, bandwidth_factor: 0.5}\n"
+        "    - {from: 10000, latency_factor: 3.0, bandwidth_factor: 0.8}\n")
+    topo = load_topology(path, 3)
+    assert topo.latency[0, 1] == pytest.approx(5e-4) and topo.latency[0, 2] == pytest.approx(2e-3)
+    assert topo.shared_links.link_of[0, 2] >= 0  # the WAN link is on the route
+    s = _exchange(3)
+    late = np.array([0.0, 10.0, 10.0])
+    tl = fluid_timeline(s, topo, 20_000, late)
+    f1 = (tl.src == 0) & (tl.dst == 1)
+    f2 = (tl.src == 0) & (tl.dst == 2)
+    assert tl.end[f1][0] == pytest.approx(36.75e-3, rel=1e-9)
+    assert tl.end[f2][0] == pytest.approx(51.5e-3, rel=1e-9)
+    # weight_s 0: weights 1 / L, 4 : 1; f1 gets 800 kB/s from 6 ms on.
+    plain = _with_table(topo, (0, 10_000), (2.0, 3.0), (0.5, 0.8))
+    tl = fluid_timeline(s, plain, 20_000, late)
+    assert tl.end[f1][0] == pytest.approx(6e-3 + 20_500 / 8e5, rel=1e-9)
+    assert tl.end[f2][0] == pytest.approx(51.5e-3, rel=1e-9)
+
+
+@pytest.mark.parametrize("topo_name,p", [("tryton-48", 16), ("wan-3x16", 12), ("three-site-grid", 20)])
+def test_unit_factors_change_nothing(topo_name, p):
+    """Factors of 1 and weight_s 0 give bit for bit what a topology without message_costs
+    gives; the constant-cost path itself is the one the golden schedules and the model check
+    were measured with."""
+    path = str(TOPOLOGIES / f"{topo_name}.yaml")
+    topo = load_topology(path, p)
+    assert topo.message_costs is None
+    unit = _with_table(topo, (0,), (1.0,), (1.0,))
+    a = np.random.default_rng(p).uniform(0, 0.003, p)
+    for alg in ("ring", "lnbc", "bruck", "spreading"):
+        s = compile_schedule(alg, p, 1 << 16, topology=path).schedule
+        for arr in (None, a):
+            base, same = fluid_timeline(s, topo, 1 << 16, arr), fluid_timeline(s, unit, 1 << 16, arr)
+            assert base.end.tobytes() == same.end.tobytes()
+            assert base.exits.tobytes() == same.exits.tobytes()
+
+
+def test_simgrid_smpi_preset_slows_a_ring_step_as_smpi_does():
+    """tryton-48, one 64 KiB ring step: SimGrid's SMPI defaults scale the latency by 11.6436
+    and the bandwidth by 0.940694 above 65,472 B (what SMPI measured: docs/lab.md)."""
+    topo = load_topology(TOPOLOGIES / "tryton-48.yaml", 2)
+    smpi = topo.with_message_costs(msgcosts.simgrid_smpi(topo.host_site))
+    tl = fluid_timeline(_exchange(), smpi, 1 << 17)
+    assert np.allclose(tl.end, 50e-6 * 11.6436 + (1 << 17) / (125e6 * 0.940694), rtol=1e-12)

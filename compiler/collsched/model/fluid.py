@@ -27,7 +27,9 @@ capacity for both directions), the shared WAN link
 between two sites, and on matrix topologies the pair's own link; a flow also never
 exceeds what one TCP window allows (Topology.flow_bandwidth). These are the platform
 and the network model the lab gives SimGrid (lab/platform.py, CM02): the model check
-compares the two (docs/lab.md).
+compares the two (docs/lab.md). With message-size-dependent costs (Topology.message_costs,
+e.g. SimGrid's SMPI model) a flow waits L x latency_factor(m), is charged
+m / bandwidth_factor(m) bytes, and shares by SimGrid's weight-S penalty (_flow_costs).
 
 It is an event simulation, about a microsecond per flow and resource at each event: fine
 for the lab's schedules (thousands of transfers), not for a million; `compile` and the
@@ -293,6 +295,32 @@ def _share_flows(net, starts, size, cap, weight, finish, ended):
                 rate[f] = cap[f]
 
 
+def _flow_costs(topo, net, src, dst, size):
+    """Per transfer: (latency phase, bytes the flow is charged for, max-min weight).
+
+    Constant costs: L, m and 1 / L (SimGrid's CM02 shares by RTT, as TCP does). With
+    message_costs (msgcosts.py), as SimGrid's CM02 solver applies the SMPI model's factors
+    (network_cm02.cpp, communicate and comm_action_set_bounds): the latency phase is
+    L * latency_factor(m); the flow's rate is its max-min share (bounded by the link and the
+    TCP window with the unscaled L) times bandwidth_factor(m), i.e. the share moves
+    m / bandwidth_factor(m) bytes; and with weight_s > 0 the sharing penalty is
+    L + weight_s * sum of 1 / bandwidth over the route's links: the sender's NIC up, the
+    shared WAN link or the pair's link, the receiver's NIC down, exactly the resources
+    _Network gives the flow (the platform's links and bandwidths, lab/platform.py)."""
+    lat0 = topo.latency[src, dst]
+    if topo.message_costs is None:
+        lat = lat0.tolist()
+        return lat, size.tolist(), [1.0 / x if x > 0 else 1.0 for x in lat]
+    lf, moved = topo.effective_sizes(src, dst, size)
+    penalty = lat0.astype(np.float64)
+    ws = topo.message_costs.weight_s
+    if ws > 0:
+        inv = [sum(1.0 / net.capacity[r] for r, _ in res) for res in net.resources]
+        penalty = penalty + ws * np.asarray(inv, np.float64)
+    weight = [1.0 / x if x > 0 else 1.0 for x in penalty.tolist()]
+    return (lat0 * lf).tolist(), np.asarray(moved, np.float64).tolist(), weight
+
+
 def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=None) -> Timeline:
     """Time one call of `sched` under the fluid model (module docstring)."""
     s = sched
@@ -308,11 +336,9 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     tr_of_op[so], tr_of_op[ro] = np.arange(n), np.arange(n)
     size = s.piece_bytes(nbytes)[s.segment[so]].astype(np.float64)
     flow_bw = topo.flow_bandwidth()
-    cap = flow_bw[src, dst].tolist()
-    lat = topo.latency[src, dst].tolist()
-    # SimGrid's CM02 shares by RTT, as TCP does: a flow's weight is 1 / its latency.
-    weight = [1.0 / x if x > 0 else 1.0 for x in lat]
+    cap = flow_bw[src, dst].tolist()  # the TCP window's cap with the unscaled latency
     net = _Network(topo, src, dst)
+    lat, moved, weight = _flow_costs(topo, net, src, dst, size)
     fifo = (s.fifo[so] == 1).tolist()
     # A synchronous send (every send of a serial schedule, a FIFO one; the runtime's
     # PMPI_Issend) moves only once its receive is posted, whatever its size, as a
@@ -349,7 +375,7 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
                 todo.append((("send", src_l[f]), now))
         advance()
 
-    _share_flows(net, starts, size, cap, weight, finish, ended)
+    _share_flows(net, starts, moved, cap, weight, finish, ended)
 
     start_a, end_a = np.array(start), np.array(finish)
     if not np.isfinite(end_a).all():

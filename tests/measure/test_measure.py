@@ -6,7 +6,14 @@ Tolerances (SMPI, CM02): bandwidth within 0.1% of the topology's one-flow bandwi
 (b capped by the TCP window, Topology.flow_bandwidth); latency within 1% + 2 us. SMPI
 charges every message about 16 bytes more than its payload, which shows up in the latency
 as 16 B / b per direction: 1.6 us on a 10 MB/s LAN, 0.1 ms on a 1.4 Mbit/s WAN link.
+
+Size-dependent costs (the fit sweep, docs/measure.md): under SimGrid's SMPI network model
+the written topology's L * lf(m) + m / (b * bf(m)) is within 3% of SimGrid's own one-message
+time (route latency x smpi/lat-factor(m) + m / (min(link bw, TCP-gamma / 2L) x
+smpi/bw-factor(m))) at sizes inside every segment, and the breakpoints are within one sweep
+step of SimGrid's thresholds; under CM02 there is one segment with factors 1.
 """
+import math
 import shutil
 import subprocess
 import sys
@@ -18,6 +25,7 @@ import pytest
 from collsched.lab import measure as measure_mod
 from collsched.cli import main
 from collsched.lab.measure import MeasureConfig, fit_linear, group_sites, measure
+from collsched.inputs.msgcosts import SIMGRID_SMPI
 from collsched.inputs.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,6 +142,10 @@ def test_real_mpi_topology_is_accepted_by_compile(mpi, tmp_path, capsys):
     topo = load_topology(out)
     assert topo.nranks == 4 and topo.os_a is not None
     assert np.all(topo.bandwidth[~np.eye(4, dtype=bool)] > 0)
+    # the fit sweep: one host here, so the intra-host class, as a table of positive factors
+    assert "intra_host" in topo.message_costs.to_dict()
+    t = topo.transfer_time(64 * 1024)
+    assert np.all(np.isfinite(t)) and np.all(t[~np.eye(4, dtype=bool)] > 0)
     sched = tmp_path / "ring.sched"
     proc = subprocess.run([sys.executable, "-m", "collsched", "compile", "--algorithm", "ring",
                            "--topology", str(out), "--ranks", "4", "--bytes", "64KiB", "-o", str(sched)],
@@ -154,6 +166,11 @@ BAD = [
     (["--backend", "smpi", "--ranks", "30", "--platform-from", str(TOPO / "three-site-grid.yaml")],
      "placement"),
     (["--backend", "tcp", "--ranks", "4"], "--backend"),
+    (["--backend", "mpi", "--ranks", "4", "--sweep", "4MiB:1"], "--sweep"),
+    (["--backend", "mpi", "--ranks", "4", "--sweep", "1-4MiB"], "--sweep"),
+    (["--backend", "mpi", "--ranks", "4", "--per-octave", "0"], "--per-octave"),
+    (["--backend", "mpi", "--ranks", "4", "--per-octave", "64", "--sweep", "1:1GiB"], "--sweep"),
+    (["--backend", "mpi", "--ranks", "4", "--sweep-budget", "0"], "--sweep-budget"),
 ]
 
 
@@ -228,3 +245,65 @@ def test_group_sites_rules():
     np.fill_diagonal(racks, np.nan)
     assert group_sites(racks, 4.0) == [0, 0, 0, 0]
     assert group_sites(racks, 1.5) == [0, 0, 1, 1]
+
+
+# --- size-dependent costs under SimGrid's SMPI network model ----------------------------------
+
+# Two sites: A has two hosts (a LAN class), B one; two ranks per host (the intra-host class);
+# the WAN is capped by the TCP window (4 MiB / 2 x 5 ms = 419 MB/s < 10 Gbit/s).
+SMPI_SITES = """name: smpi-sites
+tcp_window: 4MiB
+sites:
+  - {name: A, hosts: 2, lan: {latency: 20us, bandwidth: 1Gbit/s}}
+  - {name: B, hosts: 1, lan: {latency: 20us, bandwidth: 10Gbit/s}}
+wan:
+  - {between: [A, B], latency: 5ms, bandwidth: 10Gbit/s}
+intra_host: {latency: 1us, bandwidth: 10GB/s}
+placement: {ranks_per_host: 2}
+"""
+SIMGRID_THRESHOLDS = (257, 732, 1426, 3484, 5776, 9376, 15424, 65472)
+# inside every segment of SimGrid's table (away from its thresholds), and beyond
+PROBE_SIZES = (1, 100, 420, 1000, 2200, 4500, 7400, 12000, 30000, 200000, 1 << 20, 4 << 20)
+# (src, dst) ranks of each class in SMPI_SITES: intra-host, A's LAN, A -> B, B -> A
+CLASS_PAIRS = {"intra_host": (0, 1), "lan:site0": (0, 2), "wan:site0:site1": (0, 4),
+               "wan:site1:site0": (4, 0)}
+
+
+def _measure_sizes(tmp_path, model):
+    path = tmp_path / "sites.yaml"
+    path.write_text(SMPI_SITES)
+    out = tmp_path / f"measured-{model}.yaml"
+    report = measure(MeasureConfig(backend="smpi", ranks=6, platform_from=str(path), repeats=3,
+                                   gap_burst=0, network_model=model), out)
+    return report, load_topology(out), load_topology(path, 6)
+
+
+@pytest.mark.smpi
+def test_smpi_model_size_dependent_costs_recovered(smpi, tmp_path):
+    report, got, truth = _measure_sizes(tmp_path, "SMPI")
+    assert set(report["size_costs"]) == set(CLASS_PAIRS)
+    want_bw = truth.flow_bandwidth()
+    for cls, (i, j) in CLASS_PAIRS.items():
+        for m in PROBE_SIZES:
+            lf, bf = SIMGRID_SMPI.at(m)
+            simgrid = truth.latency[i, j] * lf + m / (want_bw[i, j] * bf)
+            assert got.transfer_time(m)[i, j] == pytest.approx(simgrid, rel=0.03), (cls, m)
+        # every SimGrid threshold t (sizes > t) has a breakpoint within one sweep step
+        found = report["size_costs"][cls]["breakpoints"]
+        assert len(found) == len(SIMGRID_THRESHOLDS), (cls, found)
+        for f, t in zip(found, SIMGRID_THRESHOLDS):
+            assert abs(math.log2(f / (t + 1))) <= 1 / 8, (cls, f, t)
+
+
+@pytest.mark.smpi
+def test_cm02_size_costs_are_one_segment_of_factors_one(smpi, tmp_path):
+    report, got, truth = _measure_sizes(tmp_path, "CM02")
+    for cls in ("lan:site0", "wan:site0:site1", "wan:site1:site0"):
+        table = report["size_costs"][cls]["table"]
+        assert len(table) == 1, (cls, table)
+        assert table[0]["latency_factor"] == pytest.approx(1, rel=0.01)
+        assert table[0]["bandwidth_factor"] == pytest.approx(1, rel=0.01)
+    # intra-host: a 10 ns latency step at 64 KiB (SMPI sends smaller messages detached); ~1 all the same
+    for seg in report["size_costs"]["intra_host"]["table"]:
+        assert seg["latency_factor"] == pytest.approx(1, rel=0.02)
+        assert seg["bandwidth_factor"] == pytest.approx(1, rel=0.02)

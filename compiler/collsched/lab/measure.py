@@ -13,6 +13,9 @@ measurement can be checked against the topology it should recover), then
 * groups ranks into hosts by processor name, and hosts into sites: two hosts belong to one
   site when their latency is at most `site_factor` times the smaller of the two hosts'
   latencies to their nearest other host (closed transitively);
+* fits the size-dependent costs from the program's dense fit sweep (one pair per link
+  class, sizes log-spaced): piecewise lines by size (sizefit.py), written as message_costs
+  tables relative to the nominal latency and bandwidth (sizecosts.py);
 * writes the topology atomically (temporary file, then rename).
 """
 from __future__ import annotations
@@ -33,6 +36,8 @@ import numpy as np
 from ..inputs import units
 from ..errors import InputError
 from ..files import write_atomic
+from . import sizecosts
+from .sizefit import log_sizes
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build"))
@@ -45,6 +50,10 @@ NETWORK_MODELS = ("CM02", "SMPI", "LV08")
 RUN_TIMEOUT_S = 1800
 MAX_MESSAGE = 2**31 - 1  # MPI counts are ints
 MAX_BURST = 64  # collsched_measure.c: MAX_BURST
+DEFAULT_SWEEP = "1:4MiB"
+DEFAULT_PER_OCTAVE = 8
+DEFAULT_SWEEP_BUDGET_S = 0.25
+MAX_FIT_SIZES = 1024  # collsched_measure.c: MAX_FIT_SIZES
 
 
 class MeasureRunError(RuntimeError):
@@ -65,6 +74,10 @@ class MeasureConfig:
     tcp_gamma: int | None = None  # smpi: None = the topology's tcp_window, else 4 MiB
     hostfile: str | None = None  # mpi: passed to mpirun
     timeout_s: float = RUN_TIMEOUT_S
+    # the fit sweep's sizes (0 and log-spaced ones); None = no size-dependent costs
+    fit_sizes: list[int] | None = field(
+        default_factory=lambda: parse_sweep(DEFAULT_SWEEP, DEFAULT_PER_OCTAVE))
+    fit_budget_s: float = DEFAULT_SWEEP_BUDGET_S  # a direction stops past this round trip
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -81,6 +94,31 @@ def parse_sizes(text: str) -> list[int]:
     return sorted(set(sizes))
 
 
+def parse_sweep(text: str, per_octave: int = DEFAULT_PER_OCTAVE) -> list[int] | None:
+    """'1:4MiB' -> [0, 1, 2, ..., 4194304] (per_octave sizes per doubling); 'off' -> None."""
+    if str(text).strip().lower() in ("off", "none", "no"):
+        return None
+    if isinstance(per_octave, bool) or int(per_octave) != per_octave or not 1 <= per_octave <= 64:
+        raise InputError("--per-octave", str(per_octave), "expected a whole number from 1 to 64")
+    lo_hi = str(text).split(":")
+    try:
+        if len(lo_hi) != 2:
+            raise ValueError("one colon between two sizes")
+        lo, hi = (int(units.parse_bytes(x.strip())) for x in lo_hi)
+    except ValueError as e:
+        raise InputError("--sweep", text, f"expected MIN:MAX sizes (e.g. 1:4MiB) or off: {e}") from None
+    if not 1 <= lo < hi <= MAX_MESSAGE:
+        raise InputError("--sweep", text, f"expected 1 <= MIN < MAX <= {MAX_MESSAGE} bytes, e.g. 1:4MiB")
+    sizes = log_sizes(lo, hi, per_octave)
+    if len(sizes) > MAX_FIT_SIZES:
+        raise InputError("--sweep", text, f"expected at most {MAX_FIT_SIZES} sizes, got {len(sizes)} "
+                         "(fewer --per-octave or a narrower range)")
+    if len(sizes) < 8:
+        raise InputError("--sweep", text, f"expected at least 8 sizes to fit, got {len(sizes)} "
+                         "(more --per-octave or a wider range)")
+    return sizes
+
+
 def check_config(cfg: MeasureConfig) -> None:
     """Bad options as InputError (one line) before anything runs."""
     if cfg.backend not in ("mpi", "smpi"):
@@ -94,6 +132,9 @@ def check_config(cfg: MeasureConfig) -> None:
                          f"expected 0 (gap not measured) or 2 to {MAX_BURST} messages")
     if not cfg.site_factor >= 1.0:
         raise InputError("--site-factor", str(cfg.site_factor), "expected a factor of at least 1")
+    if not 0 < cfg.fit_budget_s <= RUN_TIMEOUT_S:
+        raise InputError("--sweep-budget", str(cfg.fit_budget_s),
+                         f"expected seconds, more than 0 and at most {RUN_TIMEOUT_S}")
     if cfg.backend == "smpi":
         if not cfg.platform_from:
             raise InputError("--platform-from", "", "required with --backend smpi: the topology "
@@ -129,6 +170,9 @@ def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> list[str]:
                "--group-factor", repr(float(cfg.site_factor)), "--output", str(result), "--progress"]
     if cfg.all_pairs:
         program.append("--all-pairs")
+    if cfg.fit_sizes:
+        program += ["--fit-sizes", ",".join(map(str, cfg.fit_sizes)),
+                    "--fit-budget", repr(float(cfg.fit_budget_s))]
     if cfg.backend == "smpi":
         from .platform import DEFAULT_TCP_GAMMA, build_platform
         from ..pipeline import resolve_topology
@@ -294,6 +338,8 @@ class Measurement:
     gap: tuple[float, float] | None
     pairs: list[PairFit]
     raw: dict
+    size_fits: list = field(default_factory=list)  # sizecosts.ClassFit per swept link class
+    message_costs: object = None  # msgcosts.MessageCosts from them, or None
 
 
 def group_sites(host_latency: np.ndarray, factor: float) -> list[int]:
@@ -359,12 +405,16 @@ def analyse(raw: dict, site_factor: float = DEFAULT_SITE_FACTOR) -> Measurement:
             bw[a, b] = float(np.median(bw_lists[a][b]))
     site_of = group_sites(lat, site_factor)
     inter = [f for f in fits if rank_host[f.src] != rank_host[f.dst]] or fits
-    return Measurement(
+    meas = Measurement(
         hosts=hosts, rank_host=rank_host, host_site=[f"site{s}" for s in site_of],
         host_latency=lat, host_bandwidth=bw,
         intra_host=(float(np.median(intra_l)), float(np.median(intra_b))) if intra_l else None,
         send_overhead=_median_pair(f.send_overhead for f in inter),
         gap=_median_pair(f.gap for f in inter), pairs=fits, raw=raw)
+    if raw.get("fit_pairs"):
+        meas.size_fits = sizecosts.fit_classes(raw, meas)
+        meas.message_costs = sizecosts.message_costs(meas.size_fits, meas.host_site)
+    return meas
 
 
 def write_measurement(meas: Measurement, path, name: str | None = None, comment: str | None = None,
@@ -378,6 +428,8 @@ def write_measurement(meas: Measurement, path, name: str | None = None, comment:
         for key, val in (("send_overhead", meas.send_overhead), ("gap", meas.gap)):
             if val is not None:
                 extra[key] = {"a": val[0], "per_byte": val[1]}
+    if meas.message_costs is not None:
+        extra["message_costs"] = meas.message_costs.to_dict()
     write_matrix_topology(path, meas.hosts, meas.host_site, np.nan_to_num(meas.host_latency),
                           np.nan_to_num(meas.host_bandwidth, nan=1.0), name=name or path.stem,
                           intra_host=meas.intra_host, comment=comment, extra=extra)
@@ -407,6 +459,9 @@ def summary(meas: Measurement, cfg: MeasureConfig, output: Path) -> dict:
         "send_overhead": pair(meas.send_overhead), "gap": pair(meas.gap),
         "pairs_measured": len(meas.pairs), "rounds": raw["rounds"],
         "measured_time_s": raw["elapsed_s"], "wall_s": raw["wall_s"],
+        "fit_sizes": raw.get("fit_sizes") or [], "fit_budget_s": raw.get("fit_budget_s"),
+        "size_costs": {f.cls: f.to_dict() for f in meas.size_fits},
+        "message_costs": None if meas.message_costs is None else meas.message_costs.to_dict(),
     }
 
 
@@ -426,6 +481,14 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
                "latency = half the intercept, bandwidth = 1 / slope of a fit of time(m) = c + m / b "
                "(docs/measure.md).\n"
                f"sites: hosts whose latency is within {cfg.site_factor:g}x of their nearest host's.")
+    if meas.size_fits:
+        fs = raw["fit_sizes"]
+        comment += (f"\nmessage_costs: a sweep of {len(fs)} sizes 0..{fs[-1]} B per link class, time "
+                    "fitted piecewise a_i + m / b_i (breakpoints from the data); the factors are "
+                    "a_i / latency and b_i / bandwidth of the class's measured pair.")
+        for f in meas.size_fits:
+            comment += (f"\n  {f.cls}: {len(f.fit.segments)} segment(s), breakpoints "
+                        f"{', '.join(map(str, f.fit.breakpoints)) or 'none'} B, rms {f.fit.rms:.2%}")
     if meas.send_overhead is not None:
         comment += (f"\nmedian fits over host pairs: os(m) = {meas.send_overhead[0]:.4g} s + m x "
                     f"{meas.send_overhead[1]:.4g} s/B" +
@@ -479,4 +542,8 @@ def text_report(report: dict) -> str:
     if report["intra_host"]:
         lines.append(f"  intra-host: latency {_time(report['intra_host']['latency_s'])}, "
                      f"bandwidth {_rate(report['intra_host']['bandwidth_Bps'])}")
+    for cls, f in report.get("size_costs", {}).items():
+        brk = ", ".join(map(str, f["breakpoints"])) or "none"
+        lines.append(f"  size-dependent {cls}: {len(f['segments'])} segment(s), breakpoints {brk} B, "
+                     f"fit rms {f['rms']:.2%}")
     return "\n".join(lines)

@@ -397,13 +397,16 @@ def cmd_bench(a) -> int:
 
 
 def _add_measure_parser(sub) -> None:
-    from .lab.measure import DEFAULT_GAP_BURST, DEFAULT_REPEATS, DEFAULT_SITE_FACTOR, DEFAULT_SIZES
+    from .lab.measure import (DEFAULT_GAP_BURST, DEFAULT_PER_OCTAVE, DEFAULT_REPEATS, DEFAULT_SITE_FACTOR,
+                              DEFAULT_SIZES, DEFAULT_SWEEP, DEFAULT_SWEEP_BUDGET_S)
 
     m = sub.add_parser("measure", help="measure latency/bandwidth between ranks, write a topology",
                        description="Run collsched-measure under real MPI or SimGrid SMPI: latency, "
                                    "bandwidth, os(m) and g(m) between rank pairs, in rounds of disjoint "
                                    "pairs; fit, group hosts into sites, write a topology YAML "
-                                   "(docs/measure.md). Example: collsched measure --backend mpi --ranks 8 "
+                                   "(docs/measure.md). A dense size sweep on one pair per link class "
+                                   "gives size-dependent costs: a piecewise fit by size, written as the "
+                                   "topology's message_costs tables. Example: collsched measure --backend mpi --ranks 8 "
                                    "-o measured.yaml")
     m.add_argument("--backend", choices=("mpi", "smpi"), required=True,
                    help=h("real MPI (mpirun) or SimGrid SMPI", "none, required", "--backend smpi"))
@@ -412,7 +415,20 @@ def _add_measure_parser(sub) -> None:
     m.add_argument("--platform-from", help=h("smpi: topology YAML whose SimGrid platform is measured",
                                              "none, required with smpi",
                                              "--platform-from topologies/wan-3x16.yaml"))
-    m.add_argument("--sizes", default=DEFAULT_SIZES, help=h("message sizes", DEFAULT_SIZES, "--sizes 1,64KiB"))
+    m.add_argument("--sizes", default=DEFAULT_SIZES,
+                   help=h("message sizes of the latency/bandwidth fit (every swept pair)", DEFAULT_SIZES,
+                          "--sizes 1,64KiB"))
+    m.add_argument("--sweep", default=DEFAULT_SWEEP,
+                   help=h("size range MIN:MAX of the dense sweep (0 B and log-spaced sizes, one pair per "
+                          "link class) whose piecewise fit becomes the topology's message_costs; off = "
+                          "constant costs", DEFAULT_SWEEP, "--sweep 1:1MiB, --sweep off"))
+    m.add_argument("--per-octave", type=_int_opt("--per-octave", 1, 64), default=DEFAULT_PER_OCTAVE,
+                   help=h("sweep sizes per doubling (a breakpoint is found within one step)",
+                          str(DEFAULT_PER_OCTAVE), "--per-octave 16"))
+    m.add_argument("--sweep-budget", type=_float_opt("--sweep-budget", 1e-9, 1800), default=DEFAULT_SWEEP_BUDGET_S,
+                   help=h("seconds: a swept direction stops after the first size whose round trip takes "
+                          "longer (bounds the run on slow links)", f"{DEFAULT_SWEEP_BUDGET_S:g}",
+                          "--sweep-budget 2"))
     m.add_argument("--repeats", type=_int_opt("--repeats", 1, 1_000_000), default=DEFAULT_REPEATS,
                    help=h("runs per size; the median counts", str(DEFAULT_REPEATS), "--repeats 9"))
     m.add_argument("--gap-burst", type=_int_opt("--gap-burst", 0, 1_000_000), default=DEFAULT_GAP_BURST,
@@ -444,14 +460,15 @@ def cmd_measure(a) -> int:
     from rich.progress import Progress
 
     from .model import budget
-    from .lab.measure import MeasureConfig, measure, parse_sizes, text_report
+    from .lab.measure import MeasureConfig, measure, parse_sizes, parse_sweep, text_report
 
     budget.check(a.ranks, 0, what=f"{a.ranks} ranks' measured matrices")
 
     cfg = MeasureConfig(backend=a.backend, ranks=a.ranks, sizes=parse_sizes(a.sizes), repeats=a.repeats,
                         gap_burst=a.gap_burst, site_factor=a.site_factor, all_pairs=a.all_pairs,
                         platform_from=a.platform_from, network_model=a.network_model,
-                        tcp_gamma=a.tcp_gamma, hostfile=a.hostfile)
+                        tcp_gamma=a.tcp_gamma, hostfile=a.hostfile,
+                        fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=a.sweep_budget)
     with Progress(transient=True, disable=a.json, console=Console(stderr=True)) as prog:
         task = prog.add_task(f"measure ({a.backend})", total=None)
 

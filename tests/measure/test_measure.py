@@ -171,6 +171,7 @@ BAD = [
     (["--backend", "mpi", "--ranks", "4", "--per-octave", "0"], "--per-octave"),
     (["--backend", "mpi", "--ranks", "4", "--per-octave", "64", "--sweep", "1:1GiB"], "--sweep"),
     (["--backend", "mpi", "--ranks", "4", "--sweep-budget", "0"], "--sweep-budget"),
+    (["--backend", "mpi", "--ranks", "4", "--refine", "-1"], "--refine"),
 ]
 
 
@@ -293,6 +294,10 @@ def test_smpi_model_size_dependent_costs_recovered(smpi, tmp_path):
         assert len(found) == len(SIMGRID_THRESHOLDS), (cls, found)
         for f, t in zip(found, SIMGRID_THRESHOLDS):
             assert abs(math.log2(f / (t + 1))) <= 1 / 8, (cls, f, t)
+            # after the bisection runs, within 0.5% of where SMPI switches: it compares t with
+            # the payload + 16 bytes, so the new factor applies from t - 15 bytes of payload
+            assert abs(f / (t - 15) - 1) <= 0.005, (cls, f, t)
+    assert report["refine_runs"] == 4
 
 
 @pytest.mark.smpi

@@ -20,6 +20,7 @@ measurement can be checked against the topology it should recover), then
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -53,6 +54,8 @@ MAX_BURST = 64  # collsched_measure.c: MAX_BURST
 DEFAULT_SWEEP = "1:4MiB"
 DEFAULT_PER_OCTAVE = 8
 DEFAULT_SWEEP_BUDGET_S = 0.25
+DEFAULT_REFINE = 4
+MAX_REFINE = 20
 MAX_FIT_SIZES = 1024  # collsched_measure.c: MAX_FIT_SIZES
 
 
@@ -78,6 +81,8 @@ class MeasureConfig:
     fit_sizes: list[int] | None = field(
         default_factory=lambda: parse_sweep(DEFAULT_SWEEP, DEFAULT_PER_OCTAVE))
     fit_budget_s: float = DEFAULT_SWEEP_BUDGET_S  # a direction stops past this round trip
+    refine: int = DEFAULT_REFINE  # bisection runs that narrow every breakpoint's gap
+    fit_only: bool = False  # the program skips the latency/bandwidth sweep (refinement runs)
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -132,6 +137,8 @@ def check_config(cfg: MeasureConfig) -> None:
                          f"expected 0 (gap not measured) or 2 to {MAX_BURST} messages")
     if not cfg.site_factor >= 1.0:
         raise InputError("--site-factor", str(cfg.site_factor), "expected a factor of at least 1")
+    if isinstance(cfg.refine, bool) or int(cfg.refine) != cfg.refine or not 0 <= cfg.refine <= MAX_REFINE:
+        raise InputError("--refine", str(cfg.refine), f"expected a whole number of runs from 0 to {MAX_REFINE}")
     if not 0 < cfg.fit_budget_s <= RUN_TIMEOUT_S:
         raise InputError("--sweep-budget", str(cfg.fit_budget_s),
                          f"expected seconds, more than 0 and at most {RUN_TIMEOUT_S}")
@@ -173,6 +180,8 @@ def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> list[str]:
     if cfg.fit_sizes:
         program += ["--fit-sizes", ",".join(map(str, cfg.fit_sizes)),
                     "--fit-budget", repr(float(cfg.fit_budget_s))]
+    if cfg.fit_only:
+        program.append("--fit-only")
     if cfg.backend == "smpi":
         from .platform import DEFAULT_TCP_GAMMA, build_platform
         from ..pipeline import resolve_topology
@@ -435,6 +444,27 @@ def write_measurement(meas: Measurement, path, name: str | None = None, comment:
                           intra_host=meas.intra_host, comment=comment, extra=extra)
 
 
+def refine(cfg: MeasureConfig, meas: Measurement, progress=None) -> int:
+    """Up to cfg.refine more runs of the program's fit sweep alone, each at the middle of
+    every gap between two fitted segments (bisection: each run halves the gaps); the classes
+    are refitted with the new sizes, and so is the topology's message_costs. Returns the number
+    of runs made (they stop early when every breakpoint is exact)."""
+    runs = 0
+    for _ in range(cfg.refine if meas.size_fits else 0):
+        sizes = sizecosts.refine_sizes(meas.size_fits)
+        if not sizes:
+            break
+        more = run_program(dataclasses.replace(cfg, fit_sizes=sizes, fit_only=True),
+                           progress and (lambda phase, done, total: progress(f"refine {phase}", done, total)))
+        sizecosts.add_points(meas.size_fits, more, meas)
+        meas.raw["wall_s"] += more["wall_s"]
+        meas.raw.setdefault("refine", []).append({k: more[k] for k in ("fit_sizes", "fit_pairs")})
+        runs += 1
+    if runs:
+        meas.message_costs = sizecosts.message_costs(meas.size_fits, meas.host_site)
+    return runs
+
+
 def summary(meas: Measurement, cfg: MeasureConfig, output: Path) -> dict:
     """JSON-able report of a measurement (what `collsched measure --json` prints)."""
     raw = meas.raw
@@ -460,6 +490,7 @@ def summary(meas: Measurement, cfg: MeasureConfig, output: Path) -> dict:
         "pairs_measured": len(meas.pairs), "rounds": raw["rounds"],
         "measured_time_s": raw["elapsed_s"], "wall_s": raw["wall_s"],
         "fit_sizes": raw.get("fit_sizes") or [], "fit_budget_s": raw.get("fit_budget_s"),
+        "refine_runs": raw.get("refine_runs", 0),
         "size_costs": {f.cls: f.to_dict() for f in meas.size_fits},
         "message_costs": None if meas.message_costs is None else meas.message_costs.to_dict(),
     }
@@ -474,6 +505,7 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
         raise InputError(str(raw_output), "--raw", "expected a file in an existing directory")
     raw = run_program(cfg, progress)
     meas = analyse(raw, cfg.site_factor)
+    raw["refine_runs"] = refine(cfg, meas, progress)
     how = (f"smpirun on a platform from {cfg.platform_from}, network/model:{cfg.network_model}"
            if cfg.backend == "smpi" else "mpirun")
     comment = (f"Written by `collsched measure` ({how}): {cfg.ranks} ranks, sizes "
@@ -483,9 +515,10 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
                f"sites: hosts whose latency is within {cfg.site_factor:g}x of their nearest host's.")
     if meas.size_fits:
         fs = raw["fit_sizes"]
-        comment += (f"\nmessage_costs: a sweep of {len(fs)} sizes 0..{fs[-1]} B per link class, time "
-                    "fitted piecewise a_i + m / b_i (breakpoints from the data); the factors are "
-                    "a_i / latency and b_i / bandwidth of the class's measured pair.")
+        comment += (f"\nmessage_costs: a sweep of {len(fs)} sizes 0..{fs[-1]} B per link class "
+                    f"({raw['refine_runs']} bisection run(s) at the breakpoints), time fitted piecewise "
+                    "a_i + m / b_i (breakpoints from the data); the factors are a_i / latency and "
+                    "b_i / bandwidth of the class's measured pair.")
         for f in meas.size_fits:
             comment += (f"\n  {f.cls}: {len(f.fit.segments)} segment(s), breakpoints "
                         f"{', '.join(map(str, f.fit.breakpoints)) or 'none'} B, rms {f.fit.rms:.2%}")

@@ -86,32 +86,61 @@ def table_of(fit: SizeFit, latency_s: float, bandwidth_Bps: float) -> msgcosts.C
     return msgcosts.CostTable(tuple(s.start for s in fit.segments), tuple(lat), tuple(bw))
 
 
-def fit_classes(raw: dict, meas) -> list[ClassFit]:
-    """One ClassFit per swept link class, in the order the program measured them."""
+def class_times(raw: dict, meas) -> dict[str, tuple[list[tuple[int, int]], np.ndarray, np.ndarray]]:
+    """{class: (measured directions, sizes, one-way times)} from the program's fit sweep: LAN
+    and intra-host classes average both directions, a WAN class is one direction."""
     sizes = [int(x) for x in raw.get("fit_sizes") or []]
     groups: dict[str, list[dict]] = {}
     for rec in raw.get("fit_pairs") or []:
         cls = link_class(meas.rank_host, meas.host_site, int(rec["src"]), int(rec["dst"]))
-        if cls.startswith("wan") or cls not in groups or len(groups[cls]) < 2:
-            groups.setdefault(cls, []).append(rec)
-    out = []
+        if len(groups.setdefault(cls, [])) < (1 if cls.startswith("wan") else 2):
+            groups[cls].append(rec)
+    out = {}
     for cls, recs in groups.items():
-        if cls.startswith("wan"):
-            recs = recs[:1]
         times = np.array([one_way(sizes, r["time_s"]) for r in recs])
         with warnings.catch_warnings():  # a size no direction reached: nan, quietly
             warnings.simplefilter("ignore", RuntimeWarning)
             t = np.nanmean(times, axis=0)
         ok = np.isfinite(t) & (t > 0)
-        if ok.sum() < 2:
-            continue
-        src, dst = int(recs[0]["src"]), int(recs[0]["dst"])
-        nominal = _nominal(meas, cls, src, dst)
-        fit = fit_piecewise(np.asarray(sizes)[ok], t[ok])
-        out.append(ClassFit(cls, [(int(r["src"]), int(r["dst"])) for r in recs], nominal[0],
-                            nominal[1], fit, table_of(fit, *nominal),
-                            [int(x) for x in np.asarray(sizes)[ok]], [float(x) for x in t[ok]]))
+        out[cls] = ([(int(r["src"]), int(r["dst"])) for r in recs], np.asarray(sizes)[ok], t[ok])
     return out
+
+
+def fit_classes(raw: dict, meas) -> list[ClassFit]:
+    """One ClassFit per swept link class, in the order the program measured them."""
+    out = []
+    for cls, (pairs, sizes, t) in class_times(raw, meas).items():
+        if len(sizes) < 2:
+            continue
+        nominal = _nominal(meas, cls, *pairs[0])
+        fit = fit_piecewise(sizes, t)
+        out.append(ClassFit(cls, pairs, nominal[0], nominal[1], fit, table_of(fit, *nominal),
+                            [int(x) for x in sizes], [float(x) for x in t]))
+    return out
+
+
+def refine_sizes(fits: list[ClassFit]) -> list[int]:
+    """Bisection: the middle of every gap between two segments' measured sizes (and 0, which
+    the one-way times need); [] when every breakpoint is exact."""
+    mids = {(p.last + n.first) // 2 for f in fits for p, n in zip(f.fit.segments, f.fit.segments[1:])
+            if n.first - p.last > 1}
+    return sorted(mids | {0}) if mids else []
+
+
+def add_points(fits: list[ClassFit], raw: dict, meas) -> None:
+    """Add a further fit sweep's sizes to the classes it measured, and refit them."""
+    more = class_times(raw, meas)
+    for f in fits:
+        if f.cls not in more:
+            continue
+        have = dict(zip(f.sizes, f.one_way_s))
+        for m, t in zip(*more[f.cls][1:]):
+            if int(m) > 0:
+                have.setdefault(int(m), float(t))
+        f.sizes = sorted(have)
+        f.one_way_s = [have[m] for m in f.sizes]
+        f.fit = fit_piecewise(f.sizes, f.one_way_s)
+        f.table = table_of(f.fit, f.latency_s, f.bandwidth_Bps)
 
 
 def message_costs(fits: list[ClassFit], host_site) -> msgcosts.MessageCosts | None:

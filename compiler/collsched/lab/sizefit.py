@@ -15,8 +15,11 @@ this module's model to it (docs/measure.md, "Size-dependent costs"):
   relative noise, estimated from the data (how far each point lies off a line through its
   four neighbours, robustly) and never below `noise_floor`: exact piecewise data (SimGrid)
   finds every break, noisy straight data stays one line.
-* **Outliers**: points further than max(6 sigma, 2%) off the first fit are dropped and the
-  fit repeated (a size disturbed by other traffic).
+* **Outliers**: first, isolated ones: a point that the line through its two left
+  neighbours and the line through its two right neighbours both miss by more than
+  10 sigma (next to a breakpoint a point lies on one of them; a disturbed sample on
+  neither, and would otherwise get a segment of its own). Then points further
+  than max(6 sigma, 2%) off the first fit are dropped and the fit repeated.
 * **Breakpoints**: a segment starts somewhere after the last size of the one before and at
   the latest at its own first size; we take the size where the two fitted lines cross
   when that lies in between, else the geometric middle (a jump).
@@ -36,6 +39,7 @@ MIN_POINTS = 3
 NOISE_FLOOR = 1e-4  # relative: 0.01 %
 PENALTY = 2.0
 OUTLIER_SIGMAS, OUTLIER_MIN = 6.0, 0.02
+ISOLATED_SIGMAS = 10.0
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,25 @@ def estimate_noise(sizes, times) -> float:
     return float(1.4826 * np.median(np.abs(e - np.median(e))) / 1.2)
 
 
+def isolated_outliers(m, t, sigma) -> np.ndarray:
+    """Mask of the isolated outliers (see the module): inner points that the line through
+    their two left neighbours and the line through their two right neighbours both miss by
+    more than ISOLATED_SIGMAS sigma (relative). A point next to a true breakpoint lies on
+    one of the two lines; a disturbed sample lies on neither."""
+    out = np.zeros(len(m), bool)
+    if len(m) < 5:
+        return out
+    k = np.arange(2, len(m) - 2)
+
+    def miss(i, j):  # relative miss at k of the line through points i and j
+        slope = (t[j] - t[i]) / (m[j] - m[i])
+        return np.abs((t[i] + slope * (m[k] - m[i])) / t[k] - 1.0)
+
+    limit = ISOLATED_SIGMAS * sigma
+    out[k] = (miss(k - 2, k - 1) > limit) & (miss(k + 1, k + 2) > limit)
+    return out
+
+
 def _fit_segment(m, t):
     """(a, per_byte) >= 0 of the relative least-squares line through the points."""
     w = 1.0 / t
@@ -196,7 +219,9 @@ def fit_piecewise(sizes, times, max_segments: int = MAX_SEGMENTS, min_points: in
     if len(m) < 2 or len(np.unique(m)) != len(m):
         raise ValueError("fit_piecewise: expected two distinct sizes at least, each once")
     sigma = max(estimate_noise(m, t), noise_floor)
-    dropped: list[int] = []
+    lone = isolated_outliers(m, t, sigma)
+    dropped: list[int] = [int(x) for x in m[lone]]
+    m, t = m[~lone], t[~lone]
     for attempt in range(2):
         starts = _best_starts(m, t, max_segments, min_points, sigma, penalty)
         segs = _segments(m, t, starts)
@@ -204,7 +229,7 @@ def fit_piecewise(sizes, times, max_segments: int = MAX_SEGMENTS, min_points: in
         bad = np.abs(rel) > max(OUTLIER_SIGMAS * sigma, OUTLIER_MIN)
         if attempt or not bad.any() or (~bad).sum() < 2:
             break
-        dropped = [int(x) for x in m[bad]]
+        dropped += [int(x) for x in m[bad]]
         m, t = m[~bad], t[~bad]
     rms = float(np.sqrt(np.mean(rel**2)))
     return SizeFit(segs, sigma, rms, tuple(dropped))

@@ -398,7 +398,7 @@ def cmd_bench(a) -> int:
 
 def _add_measure_parser(sub) -> None:
     from .lab.measure import (DEFAULT_GAP_BURST, DEFAULT_PER_OCTAVE, DEFAULT_REPEATS, DEFAULT_SITE_FACTOR,
-                              DEFAULT_SIZES, DEFAULT_SWEEP, DEFAULT_SWEEP_BUDGET_S)
+                              DEFAULT_REFINE, DEFAULT_SIZES, DEFAULT_SWEEP, DEFAULT_SWEEP_BUDGET_S, MAX_REFINE)
 
     m = sub.add_parser("measure", help="measure latency/bandwidth between ranks, write a topology",
                        description="Run collsched-measure under real MPI or SimGrid SMPI: latency, "
@@ -429,6 +429,10 @@ def _add_measure_parser(sub) -> None:
                    help=h("seconds: a swept direction stops after the first size whose round trip takes "
                           "longer (bounds the run on slow links)", f"{DEFAULT_SWEEP_BUDGET_S:g}",
                           "--sweep-budget 2"))
+    m.add_argument("--refine", type=_int_opt("--refine", 0, MAX_REFINE), default=DEFAULT_REFINE,
+                   help=h("bisection runs after the sweep, each measuring the middle of every gap "
+                          "around a fitted breakpoint (each halves the gaps; 0 = none)", str(DEFAULT_REFINE),
+                          "--refine 0"))
     m.add_argument("--repeats", type=_int_opt("--repeats", 1, 1_000_000), default=DEFAULT_REPEATS,
                    help=h("runs per size; the median counts", str(DEFAULT_REPEATS), "--repeats 9"))
     m.add_argument("--gap-burst", type=_int_opt("--gap-burst", 0, 1_000_000), default=DEFAULT_GAP_BURST,
@@ -468,7 +472,8 @@ def cmd_measure(a) -> int:
                         gap_burst=a.gap_burst, site_factor=a.site_factor, all_pairs=a.all_pairs,
                         platform_from=a.platform_from, network_model=a.network_model,
                         tcp_gamma=a.tcp_gamma, hostfile=a.hostfile,
-                        fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=a.sweep_budget)
+                        fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=a.sweep_budget,
+                        refine=a.refine)
     with Progress(transient=True, disable=a.json, console=Console(stderr=True)) as prog:
         task = prog.add_task(f"measure ({a.backend})", total=None)
 

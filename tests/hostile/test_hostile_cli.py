@@ -101,6 +101,9 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
         (["measure", "--backend", "smpi", "--ranks", "4", "-o", str(out / "m.yaml")], "--gap-burst"),
         (["measure", "--backend", "smpi", "--ranks", "4", "-o", str(out / "m.yaml")], "--site-factor"),
         (["measure", "--backend", "smpi", "--ranks", "4", "-o", str(out / "m.yaml")], "--tcp-gamma"),
+        (["measure", "--backend", "smpi", "--ranks", "4", "-o", str(out / "m.yaml")], "--per-octave"),
+        (["measure", "--backend", "smpi", "--ranks", "4", "-o", str(out / "m.yaml")], "--sweep-budget"),
+        (["measure", "--backend", "smpi", "--ranks", "4", "-o", str(out / "m.yaml")], "--refine"),
         (["sweep"], "--ranks"), (["sweep"], "--max-delays-ms"), (["sweep"], "--iterations"),
         (["sweep"], "--seed"), (["sweep"], "--floats"),
         (["pools", str(TOPO)], "--ranks"),
@@ -108,13 +111,16 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
     for base, opt in numeric:
         for value in BAD_NUMBERS:
             bad(with_opt(base, opt, value), opt)
-    # Sizes: compile, simulate, plot, bench, measure --sizes.
+    # Sizes: compile, simulate, plot, bench, measure --sizes and --sweep.
     for base in (compile_, ["simulate", ring], ["plot", ring, "-o", png], ["bench"]):
         for value in BAD_SIZES:
             bad(with_opt(base, "--bytes", value), "--bytes")
     for value in BAD_SIZES:
         bad(["measure", "--backend", "smpi", "--ranks", "4", "--sizes", value, "-o", str(out / "m.yaml")],
             "--sizes")
+        for sweep in (f"1:{value}", f"{value}:4MiB"):
+            bad(["measure", "--backend", "smpi", "--ranks", "4", "--sweep", sweep, "-o", str(out / "m.yaml")],
+                "--sweep")
     # Times: --tau.
     for value in ["", "nan", "inf", "-1us", "0", "1e999999999 s", "5 parsecs", "٣us", "1e-999999999"]:
         bad(with_opt(compile_, "--tau", value) + ["--algorithm", "bdr"], "--tau")

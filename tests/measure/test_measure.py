@@ -308,7 +308,7 @@ def test_cm02_size_costs_are_one_segment_of_factors_one(smpi, tmp_path):
         assert len(table) == 1, (cls, table)
         assert table[0]["latency_factor"] == pytest.approx(1, rel=0.01)
         assert table[0]["bandwidth_factor"] == pytest.approx(1, rel=0.01)
-    # intra-host: a 10 ns latency step at 64 KiB (SMPI sends smaller messages detached); ~1 all the same
+    # intra-host: a 10 ns latency step of SMPI's own at 64 KiB (detached sends below?); ~1 all the same
     for seg in report["size_costs"]["intra_host"]["table"]:
         assert seg["latency_factor"] == pytest.approx(1, rel=0.02)
         assert seg["bandwidth_factor"] == pytest.approx(1, rel=0.02)

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_SEGMENTS = 12
-MIN_POINTS = 3
+MIN_POINTS = 4
 NOISE_FLOOR = 1e-4  # relative: 0.01 %
-PENALTY = 2.0
+PENALTY = 3.0
 OUTLIER_SIGMAS, OUTLIER_MIN = 6.0, 0.02
 ISOLATED_SIGMAS = 10.0
 

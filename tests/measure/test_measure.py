@@ -119,10 +119,13 @@ def test_smpi_recovers_small_homogeneous_cluster_with_intra_host_class(smpi, tmp
 def test_smpi_window_capped_wan_and_all_pairs(smpi, tmp_path):
     path = tmp_path / "two.yaml"
     path.write_text(TWO_SITES_WINDOW)
-    report, got, truth = _check_recovers(path, 5, tmp_path, all_pairs=True, gap_burst=0)
+    report, got, truth = _check_recovers(path, 5, tmp_path, all_pairs=True, gap_burst=0,
+                                         fit_sizes=None)
     assert got.bandwidth[0, 3] == pytest.approx(4 * 2**20 / 0.04, rel=BW_RTOL)
     assert report["pairs_measured"] == 5 * 4
     assert report["gap"] is None
+    # --sweep off: constant costs, as before the fit sweep
+    assert got.message_costs is None and report["size_costs"] == {} and report["rounds"]["fit"] == 0
 
 
 @pytest.mark.smpi

@@ -92,6 +92,7 @@ def test_round_trip_keeps_tables_and_digest(tmp_path):
     p = write(tmp_path, TWO_SITES + """\
 message_costs:
   weight_s: 8775
+  envelope_bytes: 16
   wan: [{from: 0, latency_factor: 1.5, bandwidth_factor: 0.8}, {from: 64KiB, latency_factor: 3, bandwidth_factor: 0.9}]
 """)
     t = load_topology(p)
@@ -100,7 +101,7 @@ message_costs:
     t2 = load_topology(out)
     assert t2.digest() == t.digest()
     assert np.array_equal(t2.transfer_time(70000), t.transfer_time(70000))
-    assert t2.message_costs.weight_s == 8775
+    assert t2.message_costs.weight_s == 8775 and t2.message_costs.envelope_bytes == 16
 
 
 def test_no_costs_keeps_digest_and_times():
@@ -157,15 +158,27 @@ def test_dag_two_ranks_is_one_message(nbytes):
     t = smpi(2)
     sched = generate("ring", Request(2, nbytes))
     _, m = simulate(sched, t, nbytes)
-    lf, bf = SIMGRID_SMPI.at(nbytes)
-    assert m.run_time_s == pytest.approx(50e-6 * lf + nbytes / (125e6 * bf), rel=1e-12)
+    wire = nbytes + 16  # SMPI's envelope (msgcosts.SMPI_ENVELOPE_BYTES)
+    lf, bf = SIMGRID_SMPI.at(wire)
+    assert m.run_time_s == pytest.approx(50e-6 * lf + wire / (125e6 * bf), rel=1e-12)
 
 
 def test_dag_ring_counts_every_step():
     p, nbytes = 8, 65536
     _, m = simulate(generate("ring", Request(p, nbytes)), smpi(p), nbytes)
-    lf, bf = SIMGRID_SMPI.at(nbytes)
-    assert m.run_time_s == pytest.approx((p - 1) * (50e-6 * lf + nbytes / (125e6 * bf)), rel=1e-9)
+    lf, bf = SIMGRID_SMPI.at(nbytes + 16)
+    assert m.run_time_s == pytest.approx((p - 1) * (50e-6 * lf + (nbytes + 16) / (125e6 * bf)), rel=1e-9)
+
+
+def test_preset_looks_up_the_wire_size():
+    """SMPI adds a 16-byte envelope: a payload of 65457 B is a 65473-byte message, past
+    SimGrid's 65472 threshold; a table without envelope hands SimGrid thresholds 16 higher."""
+    t = smpi(2)
+    assert t.size_factors([0], [1], [65456])[0][0] == 3.48845
+    assert t.size_factors([0], [1], [65457])[0][0] == 11.6436
+    plain = CostTable((0, 1000), (1.0, 2.0), (1.0, 1.0))
+    lat_cfg, _ = plain.simgrid_cfg(envelope_bytes=0)
+    assert simgrid_factor(lat_cfg, 999 + 16) == 1.0 and simgrid_factor(lat_cfg, 1000 + 16) == 2.0
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -60,10 +60,10 @@ def test_smpi_gives_simgrid_the_topologys_own_single_table(tmp_path):
                "    - {from: 64KiB, latency_factor: 5, bandwidth_factor: 0.9}\n")
     topo = load_topology(with_costs(tmp_path, "tryton-48", section), 4)
     net = netmodel.network_setup("SMPI", topo)
-    lat, bw = topo.message_costs.single_table().simgrid_cfg()
+    lat, bw = topo.message_costs.single_table().simgrid_cfg(envelope_bytes=0)  # looked up by payload
     assert net.simgrid_cfg == ("--cfg=network/model:SMPI", f"--cfg=smpi/lat-factor:{lat}",
                                f"--cfg=smpi/bw-factor:{bw}", "--cfg=network/weight-S:1000.0")
-    assert lat == "0:2.0;65535:5.0" and bw == "0:0.8;65535:0.9"
+    assert lat == "0:2.0;65551:5.0" and bw == "0:0.8;65551:0.9"  # payload 64 KiB = wire 65552
     assert factors(net.topology, 1000) == (2.0, 0.8)
     assert factors(net.topology, 65536) == (5.0, 0.9)
     assert net.topology.message_costs.weight_s == 1000
@@ -151,3 +151,38 @@ def test_simgrid_runs_the_topologys_own_factors(tmp_path):
     assert smpi["model_ratio"] == pytest.approx(1.0, abs=0.02)
     assert "smpi/lat-factor:0:3.0" in " ".join(run["SMPI"]["network"]["simgrid_cfg"])
     assert run["CM02"]["network_notes"] and "ignores" in run["CM02"]["network_notes"][0]
+
+
+def test_every_suite_refuses_an_unknown_network_model(capsys, tmp_path):
+    from collsched.cli import main
+    from collsched.lab import sweep as sw
+
+    assert main(["bench", "--ranks", "4", "--network-model", "CM02,SMPI"]) == 2  # lab: one model
+    assert main(["bench", "--suite", "model", "--network-model", "CM02,IB"]) == 2
+    assert main(["bench", "--suite", "scale", "--network-model", "ib"]) == 2
+    assert main(["sweep", "--network-model", "IB", "--cache", str(tmp_path / "c.json")]) == 2
+    assert capsys.readouterr().err.count("--network-model") == 4
+    with pytest.raises(InputError, match="--network-model"):
+        sw.SweepConfig(network_model="cm02").check()
+    cfg = sw.SweepConfig(network_model="SMPI")
+    assert cfg.cache_path(ROOT).name == "tryton-48-SMPI-cache.json"
+    assert cfg.settings()["network_model"] == "SMPI" and "predictions" in cfg.settings()
+    assert "predictions" not in sw.SweepConfig().settings()  # CM02 caches stay valid
+
+
+def test_model_check_reports_each_network_model(tmp_path, monkeypatch):
+    from collsched.lab import modelcheck
+
+    monkeypatch.setattr(modelcheck, "_simgrid_version", lambda: "SimGrid 3.32")
+    rows = [{"network_model": m, "topology": "tryton-48", "ranks": 48, "bytes": 64 << 10,
+             "algorithm": a, "avg_elapsed_s": t, "predicted_avg_elapsed_s": t * r,
+             "model_ratio": r, "fluid_avg_elapsed_s": t, "fluid_ratio": 1.0, "data_ok": True}
+            for m, r in (("CM02", 1.0), ("SMPI", 0.5)) for a, t in (("ring", 0.027), ("nex", 0.026))]
+    md = modelcheck.markdown(rows, None)
+    assert "network models CM02 and SMPI" in md
+    assert "### Network model CM02" in md and "### Network model SMPI" in md
+    assert "| ring | 48 | 27.00 / 1.00 / 1.00 | ok |" in md
+    assert "| ring | 48 | 27.00 / **0.50** / 1.00 | ok |" in md
+    assert "- SMPI, DAG model: 0 of 2 cases within +-15%" in md
+    modelcheck.plot(rows, tmp_path / "mc.png")
+    assert (tmp_path / "mc.png").stat().st_size > 0

@@ -39,6 +39,11 @@ _SIMGRID_SMPI_LAT = (2.01467, 1.95341, 1.9503, 1.61075, 1.88101, 2.18796, 2.5929
 _SIMGRID_SMPI_BW = (0.812084, 0.338112, 0.341987, 0.608902, 0.77493, 1.08739, 0.58729, 0.697866,
                     0.940694)
 SIMGRID_SMPI_WEIGHT_S = 8775.0
+# SMPI puts payload + 16 bytes on the wire (the MPI envelope: tag, source, communicator;
+# src/smpi/mpi/smpi_request.cpp), under every network model: its factors are looked up by,
+# and its bandwidth charged for, that size. Under CM02 the 16 bytes are noise; with the
+# factor tables they decide the segment of a payload within 16 bytes below a threshold.
+SMPI_ENVELOPE_BYTES = 16
 
 # The preset names a topology file may give instead of tables.
 PRESETS = ("simgrid-smpi",)
@@ -82,10 +87,13 @@ class CostTable:
         return [{"from": int(a), "latency_factor": float(lf), "bandwidth_factor": float(bf)}
                 for a, lf, bf in zip(self.starts, self.latency_factor, self.bandwidth_factor)]
 
-    def simgrid_cfg(self) -> tuple[str, str]:
+    def simgrid_cfg(self, envelope_bytes: float = SMPI_ENVELOPE_BYTES) -> tuple[str, str]:
         """(smpi/lat-factor, smpi/bw-factor) strings that make SimGrid's SMPI model follow
-        this table (the inverse of the preset's conversion)."""
-        th = [max(0, a - 1) for a in self.starts]
+        this table, looked up by payload + envelope_bytes (the inverse of the preset's
+        conversion). SimGrid looks up by payload + 16 and applies a threshold t to sizes
+        above t, so a segment from `start` becomes t = start + 15 - envelope_bytes."""
+        shift = SMPI_ENVELOPE_BYTES - 1 - int(envelope_bytes)
+        th = [0 if a == 0 else max(0, a + shift) for a in self.starts]  # every wire size >= 16
         lat = ";".join(f"{t}:{v!r}" for t, v in zip(th, self.latency_factor))
         bw = ";".join(f"{t}:{v!r}" for t, v in zip(th, self.bandwidth_factor))
         return lat, bw
@@ -109,12 +117,15 @@ class MessageCosts:
     host_table: np.ndarray
     weight_s: float = 0.0
     preset: str | None = None
+    # Bytes every message carries besides its payload (a header, SMPI's 16-byte envelope):
+    # the tables are looked up by, and bandwidth charged for, payload + envelope_bytes.
+    envelope_bytes: float = 0.0
     _sizes_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def factors(self, rank_host, src, dst, nbytes):
         """(latency_factor, bandwidth_factor) arrays for transfers src -> dst of nbytes."""
         src, dst = np.asarray(src), np.asarray(dst)
-        nbytes = np.broadcast_to(np.asarray(nbytes, np.float64), src.shape)
+        nbytes = np.broadcast_to(np.asarray(nbytes, np.float64) + self.envelope_bytes, src.shape)
         which = self.host_table[rank_host[src], rank_host[dst]]
         lf, bf = np.ones(src.shape), np.ones(src.shape)
         for k, t in enumerate(self.tables):
@@ -130,7 +141,7 @@ class MessageCosts:
         lf, bf = np.ones(which.shape), np.ones(which.shape)
         for k, t in enumerate(self.tables):
             on = which == k
-            lf[on], bf[on] = t.extremes(max_bytes)
+            lf[on], bf[on] = t.extremes(max_bytes + self.envelope_bytes)
         return lf, bf
 
     def to_dict(self) -> dict:
@@ -143,6 +154,8 @@ class MessageCosts:
                 out[cls] = t.to_list()
         if self.weight_s and not self.preset:
             out["weight_s"] = float(self.weight_s)
+        if self.envelope_bytes and not self.preset:
+            out["envelope_bytes"] = int(self.envelope_bytes)
         return out
 
     def single_table(self) -> CostTable | None:
@@ -180,7 +193,8 @@ def selector_rank(selector: str) -> int:
     return KINDS.index(head)
 
 
-def build(tables: dict[str, CostTable], host_site, weight_s=0.0, preset=None) -> MessageCosts:
+def build(tables: dict[str, CostTable], host_site, weight_s=0.0, preset=None,
+          envelope_bytes=0) -> MessageCosts:
     """MessageCosts from {selector: table} over hosts labelled with their sites."""
     h = len(host_site)
     host_table = np.full((h, h), -1, np.int16)
@@ -189,12 +203,13 @@ def build(tables: dict[str, CostTable], host_site, weight_s=0.0, preset=None) ->
         host_table[host_classes(host_site, cls, h)] = k
     host_table.setflags(write=False)
     return MessageCosts(tuple(tables[c] for c in classes), tuple(classes), host_table,
-                        float(weight_s), preset)
+                        float(weight_s), preset, float(envelope_bytes))
 
 
 def simgrid_smpi(host_site) -> MessageCosts:
     """SimGrid's SMPI model defaults on every pair of hosts (the preset)."""
-    return build({"all": SIMGRID_SMPI}, host_site, SIMGRID_SMPI_WEIGHT_S, preset="simgrid-smpi")
+    return build({"all": SIMGRID_SMPI}, host_site, SIMGRID_SMPI_WEIGHT_S, preset="simgrid-smpi",
+                 envelope_bytes=SMPI_ENVELOPE_BYTES)
 
 
 def parse(reader, spec, host_site) -> MessageCosts:
@@ -212,10 +227,15 @@ def parse(reader, spec, host_site) -> MessageCosts:
             raise reader.fail(base + ["preset"], f"expected one of: {', '.join(PRESETS)}, got "
                               f"{spec['preset']!r}")
         return simgrid_smpi(host_site)
-    weight_s = 0.0
+    weight_s = envelope = 0.0
     tables = {}
     for key, value in spec.items():
         where = base + [key]
+        if key == "envelope_bytes":
+            envelope = reader.size_value(value, where)
+            if envelope > 1 << 20:
+                raise reader.fail(where, f"expected a header size of at most 1 MiB, got {value!r}")
+            continue
         if key == "weight_s":
             w = value
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w <= 1e12:
@@ -228,7 +248,7 @@ def parse(reader, spec, host_site) -> MessageCosts:
     if not tables:
         raise reader.fail(base, "expected at least one table (all:, lan:, wan:, intra_host:, "
                           "lan:SITE:, wan:A:B:) or preset: simgrid-smpi")
-    return build(tables, host_site, weight_s)
+    return build(tables, host_site, weight_s, envelope_bytes=envelope)
 
 
 def _check_selector(reader, where, key, sites):
@@ -238,7 +258,7 @@ def _check_selector(reader, where, key, sites):
           or (parts[0] == "wan" and len(parts) == 3))
     if not ok:
         raise reader.fail(where, "expected a link class: all, intra_host, lan, wan, lan:SITE or "
-                          f"wan:SITE_A:SITE_B (or preset, weight_s), got {key!r}")
+                          f"wan:SITE_A:SITE_B (or preset, weight_s, envelope_bytes), got {key!r}")
     for s in parts[1:]:
         if s not in sites:
             raise reader.fail(where, f"unknown site {s!r}; expected one of: {', '.join(sorted(sites))}")

@@ -147,7 +147,7 @@ class Topology:
         if self.message_costs is None:
             return np.ones(np.shape(src)), np.broadcast_to(nbytes, np.shape(src)).astype(np.float64)
         lf, bf = self.size_factors(src, dst, nbytes)
-        return lf, nbytes / bf
+        return lf, (nbytes + self.message_costs.envelope_bytes) / bf
 
     def pair_costs(self, nbytes):
         """(latency, size): the (P, P) latency of an nbytes message between every pair

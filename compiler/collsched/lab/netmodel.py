@@ -63,9 +63,11 @@ def check_model(model: str, option: str = "--network-model") -> str:
     return model
 
 
-def _everywhere(table, host_site, weight_s: float):
-    """One table on every host pair, the pairs on one host included (SimGrid's factors are global)."""
-    return msgcosts.build({"all": table, "intra_host": table}, host_site, weight_s)
+def _everywhere(table, host_site, weight_s: float, envelope_bytes: float = msgcosts.SMPI_ENVELOPE_BYTES):
+    """One table on every host pair, the pairs on one host included (SimGrid's factors are
+    global), looked up by payload + SMPI's 16-byte envelope as SimGrid does."""
+    return msgcosts.build({"all": table, "intra_host": table}, host_site, weight_s,
+                          envelope_bytes=envelope_bytes)
 
 
 def _shares_hosts(topo) -> bool:
@@ -122,7 +124,7 @@ def network_setup(model: str, topo) -> NetworkSetup:
                             "SimGrid's SMPI defaults (smpi/lat-factor, smpi/bw-factor, weight-S "
                             f"{msgcosts.SIMGRID_SMPI_WEIGHT_S:g} B)", (), changed=True)
     table = _own_table(topo)
-    lat, bw = table.simgrid_cfg()
+    lat, bw = table.simgrid_cfg(mc.envelope_bytes)  # the table's lookup size -> SimGrid's
     cfg += [f"--cfg=smpi/lat-factor:{lat}", f"--cfg=smpi/bw-factor:{bw}"]
     weight = msgcosts.SIMGRID_SMPI_WEIGHT_S
     if mc.weight_s > 0:

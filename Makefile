@@ -78,17 +78,26 @@ bench-compiler: deps
 	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png
 	$(CLI) bench --suite compile-grid --doc docs/benchmarks.md
 
-# The performance lab on SimGrid SMPI: model check, a mini-benchmark, the P=256 scale run.
+# The performance lab on SimGrid SMPI: model check, a mini-benchmark, the P=256 scale run,
+# the grid runs; the model check under CM02 and SMPI, the mini-benchmarks and grid runs
+# under each (issue 25; the rule for each model: docs/lab.md).
 # The scale run maps one shared region per piece and rank (P^2 maps): raise the limit.
 LAB_ALGS := ring,nex,lnbc,bruck,spreading,bdr,bslb,min3,native,native:ompi,native:mpich,native:bruck,native:rdb,native:ring
 GRID_ALGS := min3,magpie,mpichg2,bcast-trees,ring,nex,lnbc,bruck,spreading,native,native:ompi,native:mpich
 bench-lab: deps runtime lab
 	@[ "$$(cat /proc/sys/vm/max_map_count)" -ge 200000 ] || sysctl -q -w vm.max_map_count=262144 || \
 	    echo "bench-lab: could not raise vm.max_map_count; the scale run will say what to do"
-	$(CLI) bench --suite model --doc docs/benchmarks.md --plot docs/img/model-check.png
+	$(CLI) bench --suite model --network-model CM02,SMPI --doc docs/benchmarks.md \
+	    --plot docs/img/model-check.png
 	$(CLI) bench --backend smpi --topology topologies/tryton-48.yaml --ranks 28 --bytes 37448 \
 	    --algorithms $(LAB_ALGS) --max-delay-ms 5 --iterations 8 --seed 1 \
 	    --doc docs/benchmarks.md --section lab-tryton --plot docs/img/lab-tryton28.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/tryton-48.yaml --ranks 28 \
+	    --bytes 37448 --algorithms $(LAB_ALGS) --max-delay-ms 5 --iterations 8 --seed 1 \
+	    --doc docs/benchmarks.md --section lab-tryton-smpi --plot docs/img/lab-tryton28-smpi.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/tryton-48.yaml --ranks 28 \
+	    --bytes 64KiB --algorithms $(LAB_ALGS) --max-delay-ms 5 --iterations 8 --seed 1 \
+	    --doc docs/benchmarks.md --section lab-tryton-64k-smpi --plot docs/img/lab-tryton28-64k-smpi.png
 	$(CLI) bench --suite scale --doc docs/benchmarks.md
 	$(CLI) bench --backend smpi --topology topologies/three-site-grid.yaml --ranks 20 --bytes 256KiB \
 	    --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md --section lab-grid-256k \
@@ -111,6 +120,28 @@ bench-lab: deps runtime lab
 	$(CLI) bench --backend smpi --topology topologies/grid-8x128.yaml --ranks 256 --bytes 64KiB \
 	    --algorithms min3,magpie,mpichg2,native:ompi --iterations 1 --seed 1 --doc docs/benchmarks.md \
 	    --section lab-grid8-256 --plot docs/img/lab-grid8-256.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/three-site-grid.yaml --ranks 20 \
+	    --bytes 256KiB --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md \
+	    --section lab-grid-256k-smpi --plot docs/img/lab-grid-256k-smpi.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/three-site-grid.yaml --ranks 20 \
+	    --bytes 1MiB --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md \
+	    --section lab-grid-1m-smpi --plot docs/img/lab-grid-1m-smpi.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/three-site-grid.yaml --ranks 20 \
+	    --bytes 4MiB --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md \
+	    --section lab-grid-4m-smpi --plot docs/img/lab-grid-4m-smpi.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/wan-3x16.yaml --ranks 48 \
+	    --bytes 1MiB --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md \
+	    --section lab-wan-1m-smpi --plot docs/img/lab-wan-1m-smpi.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/wan-3x16.yaml --ranks 48 \
+	    --bytes 4MiB --algorithms $(GRID_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md \
+	    --section lab-wan-4m-smpi --plot docs/img/lab-wan-4m-smpi.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/wan-3x16.yaml --ranks 48 \
+	    --bytes 1MiB --algorithms min3,magpie,mpichg2,bcast-trees,spreading,bdr,native --max-delay-ms 50 \
+	    --iterations 3 --seed 1 --doc docs/benchmarks.md --section lab-wan-pap-smpi \
+	    --plot docs/img/lab-wan-pap-smpi.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/grid-8x128.yaml --ranks 256 \
+	    --bytes 64KiB --algorithms min3,magpie,mpichg2,native:ompi --iterations 1 --seed 1 \
+	    --doc docs/benchmarks.md --section lab-grid8-256-smpi --plot docs/img/lab-grid8-256-smpi.png
 
 # The optimality gap (predicted / LP lower bound - 1) of every algorithm on every bundled
 # topology (about 3 min).
@@ -121,10 +152,14 @@ bench-bound: deps
 	  echo; $(PY) -m collsched.lab.gaps; } > $(OUT)/bound.md
 	$(PY) -m collsched.lab.benchdoc docs/benchmarks.md lower-bound-gaps $(OUT)/bound.md
 
-# The BDR paper's grid (Tables 3 and 4) under SMPI: about an hour at 4 iterations (docs/sweep.md).
+# The BDR paper's grid (Tables 3 and 4) under SMPI: about an hour at 4 iterations under CM02
+# (docs/sweep.md), then again under SMPI's default network model (issue 25).
 bench-sweep: deps runtime lab
 	$(CLI) sweep --iterations 4 --cache out/sweep-cache.json --json out/sweep.json \
 	    --plot docs/img/sweep.png --doc docs/benchmarks.md --section lab-sweep
+	$(CLI) sweep --network-model SMPI --iterations 4 --cache out/sweep-smpi-cache.json \
+	    --json out/sweep-smpi.json --plot docs/img/sweep-smpi.png --doc docs/benchmarks.md \
+	    --section lab-sweep-smpi
 
 clean:
 	rm -rf build $(OUT)

@@ -336,16 +336,25 @@ def cmd_bench(a) -> int:
     if a.suite == "model":
         from rich.progress import Progress
 
-        from .lab.modelcheck import run_and_record
+        from .lab.modelcheck import NETWORK_MODELS, run_and_record
+        from .lab.netmodel import check_model
 
+        models = tuple(dict.fromkeys(check_model(m.strip()) for m in a.network_model.split(",")
+                                     if m.strip())) if a.network_model else NETWORK_MODELS
+        if not models:
+            raise InputError("--network-model", _show(a.network_model), "expected CM02, SMPI or LV08")
         with Progress(transient=True) as prog:
             task = prog.add_task("model check", total=None)
-            rows = run_and_record(a.doc, a.plot, progress=lambda t: prog.update(task, description=t))
+            rows = run_and_record(a.doc, a.plot, progress=lambda t: prog.update(task, description=t),
+                                  network_models=models)
         return EXIT_OK if all(r["data_ok"] for r in rows) else EXIT_INVALID
+    from .lab.netmodel import check_model
+
+    a.network_model = check_model(a.network_model or "CM02")
     if a.suite == "scale":
         from .lab.scale import markdown, run_scale
 
-        scale = run_scale()
+        scale = run_scale(network_model=a.network_model)
         md = markdown(scale)
         if a.doc:
             from .lab.benchdoc import replace_section
@@ -518,8 +527,10 @@ def _add_sweep_parser(sub) -> None:
     s.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1,
                    help=h("seed of the arrival patterns", "1", "--seed 2"))
     s.add_argument("--network-model", default="CM02",
-                   help=h("SMPI network model: CM02, SMPI, LV08", "CM02", "--network-model LV08"))
-    s.add_argument("--cache", help=h("JSON cache of finished runs", "out/sweep/<topology>-cache.json",
+                   help=h("SimGrid's network model: CM02, SMPI or LV08 (the lab's rule for each: "
+                          "docs/lab.md)", "CM02", "--network-model SMPI"))
+    s.add_argument("--cache", help=h("JSON cache of finished runs", "out/sweep/<topology>-cache.json "
+                                     "(other models than CM02: <topology>-<model>-cache.json)",
                                      "--cache out/my-cache.json"))
     s.add_argument("--fresh", action="store_true", help=h("drop the cache and run everything again", "off",
                                                           "--fresh"))

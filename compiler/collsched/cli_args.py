@@ -234,8 +234,10 @@ def _add_bench(sub) -> None:
                    help=h("extra iterations without delay, for the absorption time", "2", "--flat-iterations 0"))
     b.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1,
                    help=h("seed of the arrival pattern", "1", "--seed 7"))
-    b.add_argument("--network-model", default="CM02",
-                   help=h("SMPI network model: CM02, SMPI, LV08", "CM02", "--network-model LV08"))
+    b.add_argument("--network-model", default=None,
+                   help=h("SimGrid's network model: CM02, SMPI or LV08 (the lab's rule for each: "
+                          "docs/lab.md); --suite model: a comma-separated list",
+                          "CM02; --suite model: CM02,SMPI", "--network-model SMPI"))
     b.add_argument("--tcp-gamma", type=_int_opt("--tcp-gamma", 1, 2**62), default=None,
                    help=h("SMPI TCP window in bytes (network/TCP-gamma)", "the topology's tcp_window, else "
                           "4194304 (Linux's default maximum)", "--tcp-gamma 131072"))

@@ -84,9 +84,13 @@ class LabConfig:
     extra: dict = field(default_factory=dict)
     fluid: bool = False  # also predict with the fluid model (fluid.py; the model check does)
     bounds: bool = True  # lower bounds for an imbalanced pattern (pattern_bounds; the sweep skips them)
+    segments: int | str = "auto"  # regular compiled algorithms: pieces per block (the model check: 1)
 
     def inputs(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("workdir", "extra", "fluid", "bounds")}
+        d = {k: v for k, v in self.__dict__.items()
+             if k not in ("workdir", "extra", "fluid", "bounds", "segments")}
+        if self.segments != "auto":
+            d["segments"] = self.segments
         d["collective"] = "allgather"
         return d
 
@@ -348,7 +352,7 @@ def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, 
     elif not name.startswith("native"):
         schedule = env.tmp / f"{name}.sched"
         res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=env.topology_file, pap=str(pap),
-                               output=schedule)
+                               output=schedule, segments=cfg.segments)
         if t_piece[0] is None:
             t_piece[0] = tau(topo, res.schedule, cfg.nbytes)
     if name not in PAP_AWARE:

@@ -22,7 +22,8 @@ def _used_mib() -> float:
     return (info["MemTotal"] - info["MemAvailable"]) / 1024
 
 
-def run_scale(ranks: int = 256, nbytes: int = 1 << 20, algorithms=("ring", "native")) -> dict:
+def run_scale(ranks: int = 256, nbytes: int = 1 << 20, algorithms=("ring", "native"),
+              network_model: str = "CM02") -> dict:
     base = _used_mib()
     peak = [base]
     done = threading.Event()
@@ -35,18 +36,19 @@ def run_scale(ranks: int = 256, nbytes: int = 1 << 20, algorithms=("ring", "nati
     start = time.perf_counter()
     try:
         report = run_lab(LabConfig("smpi", None, ranks, nbytes, iterations=1, flat_iterations=0,
-                                   shared_data="yes"), list(algorithms))
+                                   shared_data="yes", network_model=network_model), list(algorithms))
     finally:
         done.set()
         t.join()
-    return {"ranks": ranks, "bytes": nbytes, "wall_s": time.perf_counter() - start,
+    return {"ranks": ranks, "bytes": nbytes, "network_model": network_model, "wall_s": time.perf_counter() - start,
             "memory_mib": peak[0] - base, "results": report["results"]}
 
 
 def markdown(scale: dict) -> str:
     date = datetime.date.today().isoformat()
     lines = ["## Lab: scale", "",
-             f"Measured {date} by `collsched bench --suite scale`: SimGrid SMPI (CM02), homogeneous "
+             f"Measured {date} by `collsched bench --suite scale`: SimGrid SMPI "
+             f"(network model {scale.get('network_model', 'CM02')}), homogeneous "
              f"1 Gbit/s 50 us cluster, P = {scale['ranks']}, {scale['bytes'] >> 20} MiB per rank, one "
              "iteration after a warm-up call, receive buffers in SMPI's partial shared malloc (the first "
              "4 KiB of every piece private and checked on every rank). Target: under 10 minutes.", "",

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..files import read_input, save_figure, write_atomic
+from .netmodel import check_model
 from .runner import PAP_AWARE, LabConfig, check_algorithm, run_lab
 
 KILO = 1024
@@ -44,6 +45,7 @@ TARGET_AGREEMENT = 0.10  # bdr: measured vs predicted speedup over ring, maxDela
 TARGET_FLAT_SLOWDOWN = 0.02  # bdr at maxDelay 0: at most 2% slower than ring
 CACHE_VERSION = 3  # runtime and lab changes make older runs not count: 2 serial PAT schedules,
 # 3 serial chains, background relays, SMPI's MPI_Test charge off (2026-11-23)
+NETMODEL_VERSION = 1
 # SimGrid aborted now and then (1 of ~1,200 runs, not reproducible): one more try at once.
 RUN_ATTEMPTS = 2
 
@@ -62,15 +64,22 @@ class SweepConfig:
 
     def settings(self) -> dict:
         """What a cached result depends on besides its cell and algorithm."""
-        return {"version": CACHE_VERSION, "topology": Path(self.topology).name, "iterations": self.iterations,
-                "seed": self.seed, "network_model": self.network_model, "flat_iterations": 0}
+        out = {"version": CACHE_VERSION, "topology": Path(self.topology).name, "iterations": self.iterations,
+               "seed": self.seed, "network_model": self.network_model, "flat_iterations": 0}
+        if self.network_model != "CM02":
+            # Since lab/netmodel.py, predictions under SMPI and LV08 use the model's factors:
+            # older runs under those models do not count (CM02 ones do: nothing changed there).
+            out["predictions"] = NETMODEL_VERSION
+        return out
 
     def cache_path(self, root: Path) -> Path:
         if self.cache:
             return Path(self.cache)
-        return root / "out" / "sweep" / f"{Path(self.topology).stem}-cache.json"
+        model = "" if self.network_model == "CM02" else f"-{self.network_model}"
+        return root / "out" / "sweep" / f"{Path(self.topology).stem}{model}-cache.json"
 
     def check(self) -> None:
+        check_model(self.network_model)
         if not self.ranks or any(p < 2 for p in self.ranks):
             raise InputError("--ranks", ",".join(map(str, self.ranks)), "expected rank counts of at least 2")
         if not self.floats or any(n < 1 for n in self.floats):
@@ -311,7 +320,7 @@ def layout(sweep: dict, text_of) -> list[tuple[str, list[tuple[int, list[list[st
 
 def header_text(sweep: dict) -> str:
     s = sweep["settings"]
-    return (f"SMPI ({s['network_model']}) on {s['topology']}, {s['iterations']} iterations per cell "
+    return (f"SMPI, network model {s['network_model']}, on {s['topology']}, {s['iterations']} iterations per cell "
             f"(the paper: {PAPER_ITERATIONS}; reduced so that the full grid finishes within 2 hours "
             f"on a 2-core machine), seed {s['seed']}, no flat iterations. N = floats gathered in total "
             f"(K = 1024); each rank contributes floor(4 N / P) bytes. Algorithms: {', '.join(s['algorithms'])}; "
@@ -396,7 +405,7 @@ def markdown(sweep: dict, plot_rel: str | None = None) -> str:
     import datetime
 
     s = sweep["settings"]
-    lines = ["## Lab: the BDR paper's sweep (Tables 3 and 4)", "",
+    lines = [f"## Lab: the BDR paper's sweep (Tables 3 and 4), network model {s['network_model']}", "",
              f"Measured {datetime.date.today().isoformat()} by `collsched sweep`: " + header_text(sweep), ""]
     delays = [f"{d:g}" for d in s["delays_ms"]]
     for name, text_of, what in _views(sweep):
@@ -456,8 +465,8 @@ def plot_heatmap(sweep: dict, path) -> None:
     cbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8)
     cbar.set_ticks([-1, -0.5, 0, 0.5, 1], labels=["0.5x", "0.71x", "1x", "1.41x", "2x"])
     cbar.set_label("best PAP-aware vs best regular algorithm\n(blue: PAP-aware faster; red: slower)", fontsize=8)
-    fig.suptitle(f"BDR paper sweep, allgather on {s['topology']} under SMPI ({s['iterations']} iterations "
-                 "per cell)", fontsize=10)
+    fig.suptitle(f"BDR paper sweep, allgather on {s['topology']} under SMPI, network model "
+                 f"{s['network_model']} ({s['iterations']} iterations per cell)", fontsize=10)
     fig.text(0.01, 0.005, "Text: the fastest algorithm of the cell (a PAP-aware one with its speedup over "
              "the best regular one). Grey: no PAP-aware algorithm ran.", fontsize=7)
     fig.get_layout_engine().set(h_pad=0.12)

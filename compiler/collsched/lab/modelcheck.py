@@ -143,7 +143,9 @@ def markdown(rows: list[dict], plot_rel: str | None) -> str:
         "for the two cost models: *DAG* (simulate.py: ports serve one transfer after another; "
         "what `compile` reports and the planners use) and *fluid* (fluid.py: the execution "
         "replayed with flows sharing ports and links max-min fairly; `simulate --model fluid`); "
-        f"**bold** is outside +-{TOLERANCE:.0%}. rd runs at the largest power of two that fits.",
+        f"**bold** is outside +-{TOLERANCE:.0%}. rd runs at the largest power of two that fits. "
+        "Every baseline is compiled with one segment per block (what the compiler picks under "
+        "CM02 for all of these cases; docs/lab.md, \"Network models\", says why under SMPI too).",
         "",
     ]
     for model in models:

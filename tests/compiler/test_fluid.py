@@ -266,3 +266,28 @@ def test_simgrid_smpi_preset_slows_a_ring_step_as_smpi_does():
     smpi = topo.with_message_costs(msgcosts.simgrid_smpi(topo.host_site))
     tl = fluid_timeline(_exchange(), smpi, 1 << 17)
     assert np.allclose(tl.end, 50e-6 * 11.6436 + ((1 << 17) + 16) / (125e6 * 0.940694), rtol=1e-12)
+
+
+def test_simgrid_eager_small_messages_wait_for_their_receive_and_detach():
+    """Under SimGrid's SMPI (simgrid_eager) a message below the eager limit moves only once
+    its receive is posted (smpi/async-small-thresh 0) and is done for its sender at once
+    (detached below smpi/send-is-detached-thresh); an MPI's eager protocol (the default)
+    puts it on the wire at once. Rank 1 arrives 1 s late."""
+    topo = homogeneous(2)
+    L, b = float(topo.latency[0, 1]), float(topo.bandwidth[0, 1])
+    s = _exchange()
+    late = np.array([0.0, 1.0])
+    for m in (4096, 1 << 17):
+        eager, smpi = fluid_timeline(s, topo, m, late), fluid_timeline(s, topo, m, late, simgrid_eager=True)
+        t01 = (smpi.src == 0)
+        assert np.allclose(smpi.end[t01], 1.0 + L + m / b, rtol=1e-12)
+        if m < topo.eager_limit:
+            assert np.allclose(eager.end[t01], L + m / b, rtol=1e-12)
+        else:  # a rendezvous message waits either way
+            assert smpi.end.tobytes() == eager.end.tobytes()
+    # Only rank 0 sends: detached, it is done at once; with the eager protocol at L + m/b.
+    one = from_op_lists(2, 1, [[("send", 1, 0, 0)], [("recv", 0, 0, 0)]])
+    assert fluid_timeline(one, topo, 4096).exits[0] == pytest.approx(L + 4096 / b, rel=1e-12)
+    assert fluid_timeline(one, topo, 4096, simgrid_eager=True).exits[0] == 0.0
+    assert fluid_timeline(one, topo, 1 << 17, simgrid_eager=True).exits[0] == pytest.approx(
+        L + (1 << 17) / b, rel=1e-12)

@@ -253,7 +253,7 @@ def _walks(p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eag
         if serial:
             todo.append((("recv", dst_l[t]), when))
 
-    return start, finish, starts, send_busy, todo, deliver, resume, advance
+    return start, finish, starts, send_busy, todo, deliver, resume, advance, issued
 
 
 def _share_flows(net, starts, size, cap, weight, finish, ended):
@@ -321,8 +321,12 @@ def _flow_costs(topo, net, src, dst, size):
     return (lat0 * lf).tolist(), np.asarray(moved, np.float64).tolist(), weight
 
 
-def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=None) -> Timeline:
-    """Time one call of `sched` under the fluid model (module docstring)."""
+def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=None,
+                   simgrid_eager: bool = False) -> Timeline:
+    """Time one call of `sched` under the fluid model (module docstring).
+
+    simgrid_eager: small messages as SimGrid's SMPI runs them rather than as an MPI's eager
+    protocol does (below)."""
     s = sched
     p = s.nranks
     a = np.zeros(p) if arrivals is None else np.asarray(arrivals, np.float64)
@@ -343,8 +347,16 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     # A synchronous send (every send of a serial schedule, a FIFO one; the runtime's
     # PMPI_Issend) moves only once its receive is posted, whatever its size, as a
     # rendezvous message does: SimGrid never detaches it.
-    eager = ((size < topo.eager_limit) & (s.fifo[so] != 1)
-             & (not s.serial)).tolist()
+    small = (size < topo.eager_limit) & (s.fifo[so] != 1) & (not s.serial)
+    # Below the eager limit an MPI's eager protocol puts the bytes on the wire at once (the
+    # receiver buffers them). SimGrid's SMPI does not (smpi_request.cpp, SimGrid 3.32): with
+    # smpi/async-small-thresh 0, its default, every message waits in the receiver's mailbox
+    # until the receive matches it, as a rendezvous one does; what a small message gets is
+    # to be detached below smpi/send-is-detached-thresh (65536 by default, the default
+    # eager_limit): the sender's request completes at once, so its rank may leave before the
+    # bytes arrive. Without both, wan-3x16 at 36 KiB per rank came out at 0.13 (ring) to 1.2
+    # (lnbc) of SMPI's time; with both within 0.4% (docs/lab.md).
+    eager = (small & (not simgrid_eager)).tolist()
     size = size.tolist()
     src_l, dst_l = src.tolist(), dst.tolist()
     piece = list(zip(dst_l, s.origin[so].tolist(), s.segment[so].tolist()))  # what a transfer delivers
@@ -360,7 +372,7 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     offsets = s.offsets.tolist()
     serial = bool(s.serial)
 
-    start, finish, starts, send_busy, todo, deliver, resume, advance = _walks(
+    start, finish, starts, send_busy, todo, deliver, resume, advance, issued = _walks(
         p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eager, lat, prev_pair, piece,
         dst_l, serial)
     for r in range(p):
@@ -381,30 +393,34 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     if not np.isfinite(end_a).all():
         raise ValueError("the fluid model could not complete the schedule (does it verify?)")
     exits = a.copy()
-    np.maximum.at(exits, src, end_a)
+    # A detached send is done for its sender once issued (simgrid_eager, above).
+    np.maximum.at(exits, src, np.where(small, np.array(issued), end_a) if simgrid_eager else end_a)
     np.maximum.at(exits, dst, end_a)
     return Timeline(src, dst, s.origin[so], s.segment[so], s.phase[ro], np.asarray(size),
                     start_a, end_a, a, exits)
 
 
 def simulate_fluid(sched: Schedule, topo, nbytes: int, arrivals=None,
-                   matching=None) -> tuple[Timeline, Metrics]:
+                   matching=None, simgrid_eager: bool = False) -> tuple[Timeline, Metrics]:
     """simulate.simulate under the fluid model: (timeline, the BDR paper's metrics)."""
     m = matching if matching is not None else match(sched)
     a = np.zeros(sched.nranks) if arrivals is None else np.asarray(arrivals, np.float64)
-    tl = fluid_timeline(sched, topo, nbytes, a, m)
-    flat = fluid_timeline(sched, topo, nbytes, None, m) if np.ptp(a) > 0 else tl
+    tl = fluid_timeline(sched, topo, nbytes, a, m, simgrid_eager)
+    flat = fluid_timeline(sched, topo, nbytes, None, m, simgrid_eager) if np.ptp(a) > 0 else tl
     return tl, _metrics(tl, flat, topo, sched, nbytes)
 
 
-def fluid_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, matching=None):
+def fluid_pattern(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, matching=None,
+                  simgrid_eager: bool = False):
     """simulate.simulate_pattern under the fluid model: (timelines, per-iteration metrics,
-    their mean) for every iteration of an arrival pattern (iterations x P seconds)."""
+    their mean) for every iteration of an arrival pattern (iterations x P seconds).
+    simgrid_eager: small messages as SimGrid's SMPI runs them (fluid_timeline); the lab's
+    SMPI runs want it."""
     m = matching if matching is not None else match(sched)
-    flat = fluid_timeline(sched, topo, nbytes, None, m)
+    flat = fluid_timeline(sched, topo, nbytes, None, m, simgrid_eager)
     timelines = []
     for a in np.atleast_2d(pattern):
         a = a - a.min()
-        timelines.append(flat if not a.any() else fluid_timeline(sched, topo, nbytes, a, m))
+        timelines.append(flat if not a.any() else fluid_timeline(sched, topo, nbytes, a, m, simgrid_eager))
     per_iter = [_metrics(tl, flat, topo, sched, nbytes) for tl in timelines]
     return timelines, per_iter, mean_metrics(per_iter)

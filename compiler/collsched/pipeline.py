@@ -22,8 +22,8 @@ from .algorithms import Request, generate
 from .inputs.arrivals import load_pap
 from .inputs.topology import homogeneous, load_topology
 from .errors import InputError
-from .ir import Schedule
-from .model.policy import segment_candidates
+from .ir import SEND, Schedule
+from .model.policy import execution_candidates, segment_candidates
 from .model.simulate import Metrics, simulate_pattern
 from .inputs.units import MAX_BYTES
 from .verify import Violation, verify_and_match
@@ -51,6 +51,12 @@ class CompileResult:
     serial_bound: object = None
     # segments="auto" with more than one candidate: segment count -> predicted avg elapsed
     segments_tried: dict | None = None
+    # min3 --pap where serial and dataflow plans were both timed: "serial"/"dataflow" ->
+    # predicted avg elapsed (each at its best segment count)
+    execution_tried: dict | None = None
+    # --algorithm auto: every candidate algorithm -> its predicted avg elapsed (at its best
+    # segment count and execution), or why it was not compiled (a string)
+    algorithms_tried: dict | None = None
 
     @property
     def compile_time_s(self) -> float:
@@ -66,6 +72,11 @@ class CompileResult:
             # --segments auto: every count tried and its predicted average elapsed time
             "segments_tried": ({str(k): v for k, v in self.segments_tried.items()}
                                if self.segments_tried else None),
+            "execution": "serial" if s.serial else "dataflow",
+            "execution_tried": self.execution_tried,
+            # --algorithm auto: the one picked (also "algorithm") and every candidate's prediction
+            "auto": ({"picked": s.algorithm, "predicted_avg_elapsed_s": self.algorithms_tried}
+                     if self.algorithms_tried is not None else None),
             "bytes_min": s.bytes_min,
             "bytes_max": s.bytes_max,
             "duplex": "full" if s.full_duplex else "half",
@@ -194,9 +205,13 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     nbytes: bytes per rank, an int, a (MIN, MAX) pair, or a string as the CLI's --bytes
     takes it ("64KiB", "1MiB", "1KiB:1MiB" for one file serving the range).
 
+    algorithm: a registered name, or "auto": every applicable candidate (auto_candidates)
+    is compiled and the one the cost model predicts fastest is written (summary()["auto"]).
     segments: pieces per block, or "auto": the count policy.segment_candidates offers
     whose plan the cost model predicts fastest (average elapsed time; fewer segments on a
-    tie). Every candidate is generated, verified and timed; compile_time_s counts them all.
+    tie). Arrival-aware min3 is also planned both serial and dataflow where
+    policy.execution_candidates says so, and the faster kept (serial on a tie).
+    Every candidate is generated, verified and timed; compile_time_s counts them all.
     model: the cost model of the prediction, "dag" (simulate.py) or "fluid" (fluid.py).
     lower_bound: also compute the LP lower bound (lowerbound.py) for the predicted size and
     pattern; its time is reported apart (lower_bound_time_s), not in compile_time_s.
@@ -222,25 +237,30 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     t = time.perf_counter()
     topo = resolve_topology(nranks, topology, duplex)
     pattern = resolve_pattern(nranks, pap)
-    candidates = segment_candidates(algorithm, topo, nranks) if segments == "auto" else [segments]
-    budget.check(nranks, max(candidates))
-    digest = input_hash(algorithm, {"bytes": [lo, hi], "segments": candidates[0] if len(candidates) == 1
-                                    else segments, "tau": tau, "duplex": topo.full_duplex},
-                        topo, pattern)
     timings["inputs"] = time.perf_counter() - t
     if tau is not None and not tau > 0:
         raise InputError("--tau", str(tau), "expected a positive time")
 
-    best, tried = None, {}
-    for nseg in candidates:
-        sched, metrics = _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model,
-                                      timings)
-        tried[nseg] = metrics.avg_elapsed_s
-        if best is None or metrics.avg_elapsed_s < best[1].avg_elapsed_s:
-            best = sched, metrics
-
+    names = auto_candidates(topo, pattern) if algorithm == AUTO else [algorithm]
+    found, why = {}, {}
+    for name in names:
+        try:
+            found[name] = _search(name, algorithm, topo, pattern, segments, tau, lo, hi, model, timings)
+        except InputError as e:  # auto: an algorithm that cannot serve this request
+            if algorithm != AUTO:
+                raise
+            why[name] = f"not applicable: {e.expected}"
+    if not found:
+        raise InputError("--algorithm", algorithm, "no candidate algorithm serves this request: "
+                         + "; ".join(f"{n}: {w}" for n, w in why.items()))
+    pick = _pick(found)
+    (best, seg_tried, exe_tried) = found[pick]
     result = CompileResult(best[0], best[1], hi, timings, model=model,
-                           segments_tried=tried if len(tried) > 1 else None)
+                           segments_tried=seg_tried if len(seg_tried) > 1 else None,
+                           execution_tried=exe_tried if len(exe_tried) > 1 else None)
+    if algorithm == AUTO:
+        result.algorithms_tried = {n: (found[n][0][1].avg_elapsed_s if n in found else why[n])
+                                   for n in names}
     if lower_bound:
         _attach_lower_bound(result, topo, hi, pattern)
     if output is not None:
@@ -250,12 +270,70 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     return result
 
 
-def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, timings):
+AUTO = "auto"
+# --algorithm auto's candidates, in this order (the first of equal predictions wins): the
+# regular baselines, the grid baselines, then the planners; bslb and bdr only with
+# imbalanced arrivals (they wait for the pattern's order). Refused ones are skipped.
+AUTO_REGULAR = ("ring", "nex", "bruck", "rd", "spreading", "lnbc", "magpie", "mpichg2", "min3")
+AUTO_ARRIVAL_AWARE = ("bslb", "bdr")
+
+
+def auto_candidates(topo, pattern: np.ndarray) -> list[str]:
+    """The algorithms `--algorithm auto` compiles for this topology and pattern."""
+    imbalanced = bool(np.ptp(pattern[0])) if pattern.size else False
+    return list(AUTO_REGULAR) + (list(AUTO_ARRIVAL_AWARE) if imbalanced else [])
+
+
+def _pick(found: dict) -> str:
+    """The algorithm whose best candidate the model predicts fastest. Predictions equal to
+    1e-9 (several algorithms at the port bound) go to the one that forwards the fewest
+    pieces, then to the first: forwarding chains are where the DAG model is optimistic
+    (a relay waits for a piece that shared its sender's NIC; docs/semantics.md)."""
+    t = {n: found[n][0][1].avg_elapsed_s for n in found}
+    best = min(t.values())
+    ties = [n for n in found if t[n] <= best * (1 + 1e-9)]
+    return min(ties, key=lambda n: (_forwarded(found[n][0][0]), ties.index(n)))
+
+
+def _forwarded(sched: Schedule) -> int:
+    """How many sends forward a piece of another origin."""
+    return int(np.count_nonzero((sched.kind == SEND) & (sched.origin != sched.rank_of_op)))
+
+
+def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timings):
+    """One algorithm's candidates (segment counts x serial/dataflow, policy.py), each
+    generated, verified and timed; returns ((schedule, metrics) of the fastest,
+    {segments: best avg elapsed}, {execution: best avg elapsed})."""
+    nranks = topo.nranks
+    counts = segment_candidates(name, topo, nranks, hi) if segments == "auto" else [segments]
+    executions = execution_candidates(name, topo, pattern[0] - pattern[0].min())
+    budget.check(nranks, max(counts))
+    options = {"bytes": [lo, hi], "segments": counts[0] if len(counts) == 1 else segments,
+               "tau": tau, "duplex": topo.full_duplex}
+    if requested == AUTO:
+        options["picked_by"] = AUTO
+    digest = input_hash(name, options, topo, pattern)
+    best, seg_tried, exe_tried = None, {}, {}
+    for serial in executions:
+        for nseg in counts:
+            sched, metrics = _compile_one(name, topo, pattern, nseg, tau, lo, hi, digest, model,
+                                          timings, serial=serial)
+            t = metrics.avg_elapsed_s
+            seg_tried[nseg] = min(seg_tried.get(nseg, t), t)
+            key = "dataflow" if serial is False else "serial" if sched.serial else "dataflow"
+            exe_tried[key] = min(exe_tried.get(key, t), t)
+            if best is None or t < best[1].avg_elapsed_s:
+                best = sched, metrics
+    return best, seg_tried, exe_tried
+
+
+def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, timings,
+                 serial=None):
     """One candidate of compile_schedule: (verified schedule, predicted metrics); adds
     its stage times to `timings`."""
     t = time.perf_counter()
     req = Request(nranks=topo.nranks, nbytes=hi, nseg=nseg, full_duplex=topo.full_duplex,
-                  topology=topo, arrivals=pattern[0] - pattern[0].min(), tau=tau)
+                  topology=topo, arrivals=pattern[0] - pattern[0].min(), tau=tau, serial=serial)
     sched = passes.apply(generate(algorithm, req), topo, hi)  # receive gating, FIFO marks
     sched.bytes_min, sched.bytes_max = lo, hi
     sched.compiler_version = __version__

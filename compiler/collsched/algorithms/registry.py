@@ -23,6 +23,9 @@ class Request:
     topology: Topology | None = None  # for cost-aware algorithms
     arrivals: np.ndarray | None = None  # predicted arrival time per rank (s)
     tau: float | None = None  # time to move one segment (BDR); None: from the cost model
+    # min3 --pap: plan for serial execution (True), dataflow (False), or None: where
+    # policy.serial_list_schedule says a serial plan can pay (the pipeline times both)
+    serial: bool | None = None
 
 
 @dataclass

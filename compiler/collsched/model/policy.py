@@ -1,12 +1,25 @@
 """Execution policies the compiler decides per schedule, apart from the algorithms.
 
+Concurrency is chosen by the cost model, not by fixed rules (docs/semantics.md, "How
+concurrency is chosen"): these functions only say which candidates are worth timing; the
+pipeline compiles each, times it with the DAG model for the topology, size and arrival
+pattern, and keeps the fastest.
+
 Segments (`--segments auto`, segment_candidates): where the TCP window caps a path below
 its bandwidth, one flow cannot fill it and more pieces in flight can; Min3 then tries
-cutting each block into 1, 2, 4, 8 and 16 segments and keeps the count whose plan the
-cost model predicts fastest (under SMPI on wan-3x16 the count it picks runs faster than
-unsegmented blocks, and the cost model ranks the counts as SMPI does; docs/grid.md).
-Where no path is window-capped (a cluster, the three-site grid's narrow links) segments
-only add latency and messages, so there is no search.
+cutting each block into 1, 2, 4, 8 and 16 segments (under SMPI on wan-3x16 the count it
+picks runs faster than unsegmented blocks, and the cost model ranks the counts as SMPI
+does; docs/grid.md). Where the topology has size-dependent costs (message_costs), a
+smaller piece may cost less per byte (SimGrid's SMPI model: 9 KB pieces move at 1.09x
+the link's bandwidth, 37 KB ones at 0.70x, and 64 KiB ones pay 11.6 latencies): every
+algorithm that takes segments then tries those counts and the ones that put a piece just
+under each breakpoint of the table. Elsewhere (a cluster, the three-site grid's narrow
+links) segments only add latency and messages, so there is no search.
+
+Serial or dataflow (execution_candidates): an arrival-aware Min3 plan may be made for
+serial execution (serial_list_schedule says where that can pay); with size-dependent costs
+both plans are timed and the faster kept (a serial plan pays each message's latency in
+turn, which SimGrid's SMPI factors multiply by up to 11.6).
 
 FIFO per link (docs/semantics.md): a send marked FIFO waits until the previous send to
 the same peer has completed, so two messages to one peer never share the link and the
@@ -57,7 +70,7 @@ def mark_fifo_links(sched: Schedule, topo, nbytes: int) -> int:
 
 
 def serial_list_schedule(topo, arrivals) -> bool:
-    """Whether an arrival-aware list schedule (min3 --pap) is planned and run serially.
+    """Whether a serial plan is a candidate for an arrival-aware list schedule (min3 --pap).
 
     With imbalanced arrivals the greedy gives an early rank's free port one transfer after
     another. In dataflow order they all leave at once and share the rank's NIC, so every
@@ -68,7 +81,10 @@ def serial_list_schedule(topo, arrivals) -> bool:
     docs/grid.md has the figures). That holds where one flow fills
     the sender's port, so that parallel flows gain nothing. Where flows are slower than
     the port (window-capped WAN paths), several in flight are what fills a link: dataflow
-    stays.
+    stays. Where it holds, the pipeline times both plans and keeps the faster
+    (execution_candidates): with size-dependent costs a serial plan pays every message's
+    full latency in turn (under SimGrid's SMPI model 11.6 x 50 us per 64 KiB message),
+    which a dataflow plan hides.
     """
     if arrivals is None or topo.nranks < 2 or not np.ptp(np.asarray(arrivals, np.float64)) > 0:
         return False
@@ -91,11 +107,70 @@ def window_limited(topo) -> bool:
     return bool(capped.any())
 
 
-def segment_candidates(algorithm: str, topo, nranks: int) -> list[int]:
-    """Segment counts `--segments auto` tries (module docstring): Min3 on a topology with
-    window-capped paths, up to MAX_AUTO_OPS operations; otherwise unsegmented."""
+def execution_candidates(algorithm: str, topo, arrivals) -> list:
+    """Values of Request.serial the pipeline times (None: serial_list_schedule decides, or
+    the algorithm has no choice). Min3 with imbalanced arrivals where a serial plan can pay,
+    on a topology with size-dependent costs: serial first (kept on a tie), then dataflow.
+    With constant costs the serial plan stays without a search: the DAG model does not see
+    an early rank's dataflow sends share its NIC, and ranks dataflow plans too well (on
+    small clusters it prefers them; SimGrid ran the dataflow plan on tryton-48 at 14.0 ms
+    against the serial plan's 8.1, docs/grid.md)."""
+    if (algorithm == "min3" and getattr(topo, "message_costs", None) is not None
+            and serial_list_schedule(topo, arrivals)):
+        return [True, False]
+    return [None]
+
+
+# Algorithms whose blocks cannot be cut (bdr: one segment per rank, the paper's ring).
+UNSEGMENTED = frozenset({"bdr"})
+# Breakpoint counts beyond this are not tried (each candidate is compiled and timed).
+MAX_BREAKPOINT_SEGMENTS = 64
+
+
+# A breakpoint count keeps its pieces this far (relative) under the breakpoint: a measured
+# table's breakpoints are approximate, and SimGrid 3.32 switches its SMPI factors 16 bytes
+# below the thresholds it documents (a 9361-byte message already pays the 9377+ factors).
+BREAKPOINT_MARGIN = 0.01
+
+
+def breakpoint_segments(topo, nbytes: int) -> list[int]:
+    """Segment counts that put a piece of an nbytes block just under a breakpoint of the
+    topology's size-dependent costs: for every table segment starting at or below the
+    block size, the smallest count whose largest piece falls BREAKPOINT_MARGIN below the
+    next segment."""
+    costs = getattr(topo, "message_costs", None)
+    if costs is None or nbytes <= 1:
+        return []
+    counts = set()
+    for table in costs.tables:
+        for nxt in table.starts[1:]:
+            limit = int((nxt - 1) * (1 - BREAKPOINT_MARGIN))
+            if nxt <= nbytes and limit >= 1:  # pieces of ceil(nbytes / k) bytes up to limit
+                counts.add(-(-nbytes // limit))
+    return sorted(k for k in counts if 1 < k <= MAX_BREAKPOINT_SEGMENTS)
+
+
+def near_breakpoint(topo, piece: int) -> bool:
+    """Does a piece of this many bytes lie within BREAKPOINT_MARGIN under a breakpoint of
+    the topology's size-dependent costs (where the table is least certain)?"""
+    costs = getattr(topo, "message_costs", None)
+    return costs is not None and any((nxt - 1) * (1 - BREAKPOINT_MARGIN) < piece < nxt
+                                     for table in costs.tables for nxt in table.starts[1:])
+
+
+def segment_candidates(algorithm: str, topo, nranks: int, nbytes: int | None = None) -> list[int]:
+    """Segment counts `--segments auto` tries (module docstring), up to MAX_AUTO_OPS
+    operations: Min3 on a topology with window-capped paths; with size-dependent costs
+    (and nbytes given) every algorithm that takes segments, also at the breakpoint counts;
+    otherwise unsegmented."""
     ops = 2 * nranks * (nranks - 1)  # one send and one receive per piece and rank pair
-    fit = [k for k in AUTO_SEGMENTS if ops * k <= MAX_AUTO_OPS]
-    if algorithm != "min3" or len(fit) < 2 or not window_limited(topo):
+    costs = nbytes is not None and getattr(topo, "message_costs", None) is not None
+    counts = sorted(set(AUTO_SEGMENTS) | set(breakpoint_segments(topo, nbytes) if costs else ()))
+    fit = [k for k in counts if ops * k <= MAX_AUTO_OPS]
+    if len(fit) < 2 or algorithm in UNSEGMENTED:
         return [1]
-    return fit
+    if costs:  # the largest piece of k segments: ceil(nbytes / k)
+        return [k for k in fit if k == 1 or not near_breakpoint(topo, -(-nbytes // k))]
+    if algorithm != "min3" or not window_limited(topo):
+        return [1]
+    return [k for k in fit if k in AUTO_SEGMENTS]

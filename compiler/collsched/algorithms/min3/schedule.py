@@ -33,7 +33,7 @@ def pool_schedule(req: Request):
     arrivals = arrivals - arrivals.min() if p else arrivals
     piece = -(-int(req.nbytes) // k)  # the largest piece: segment sizes differ by one byte
     model = _Model(topo, piece, req.full_duplex, arrivals)
-    if serial_list_schedule(topo, req.arrivals):
+    if serial_list_schedule(topo, req.arrivals) if req.serial is None else req.serial:
         model.plan_serial()
     tree = pooltree.pool_tree(topo)
     plan = _Plan()

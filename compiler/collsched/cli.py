@@ -195,7 +195,8 @@ def cmd_compile(a) -> int:
         m = res.metrics
         segs = res.schedule.nseg
         tried = f" (of {', '.join(map(str, res.segments_tried))} tried)" if res.segments_tried else ""
-        print(f"{out}: {a.algorithm}, {a.ranks} ranks, {segs} segment{'s' * (segs > 1)}{tried}, "
+        picked = f" (auto: the fastest predicted of {len(res.algorithms_tried)})" if res.algorithms_tried else ""
+        print(f"{out}: {res.schedule.algorithm}{picked}, {a.ranks} ranks, {segs} segment{'s' * (segs > 1)}{tried}, "
               f"{res.schedule.total_ops} ops, "
               f"{res.file_bytes} bytes; verified; predicted avg elapsed "
               f"{m.avg_elapsed_s * 1e3:.3f} ms; compiled in {res.compile_time_s * 1e3:.1f} ms")

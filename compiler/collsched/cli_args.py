@@ -110,7 +110,9 @@ def _add_compile(sub) -> None:
                                    f"--ranks 16 --bytes 64KiB -o ring.sched")
     c.add_argument("--collective", default="allgather",
                    help=h("collective (only allgather so far)", "allgather", "--collective allgather"))
-    c.add_argument("--algorithm", required=True, help=h(f"one of: {algs}", "none, required", "--algorithm ring"))
+    c.add_argument("--algorithm", required=True,
+                   help=h(f"one of: {algs}; or auto: compile the applicable ones, write the fastest "
+                          f"predicted (--json: auto)", "none, required", "--algorithm ring"))
     c.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS), required=True,
                    help=h(f"number of ranks P, 2..{MAX_RANKS}", "none, required", "--ranks 16"))
     c.add_argument("--bytes", required=True,

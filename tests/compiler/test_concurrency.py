@@ -171,3 +171,21 @@ def test_auto_writes_the_pick_and_refuses_when_nothing_fits(tmp_path):
     assert set(res.algorithms_tried) >= {"ring", "bruck", "rd", "spreading", "min3"}
     with pytest.raises(InputError):
         compile_schedule("nope", 4, 1024)
+
+
+def test_cli_compile_auto(tmp_path):
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "a.sched"
+    run = subprocess.run([sys.executable, "-m", "collsched", "compile", "--algorithm", "auto",
+                          "--ranks", "8", "--bytes", "64KiB", "-o", str(out), "--json"],
+                         capture_output=True, text=True, check=True)
+    d = json.loads(run.stdout)
+    assert d["auto"]["picked"] == d["algorithm"] != "auto"
+    times = {n: t for n, t in d["auto"]["predicted_avg_elapsed_s"].items() if isinstance(t, float)}
+    assert d["predicted_avg_elapsed_s"] == min(times.values())
+    text = subprocess.run([sys.executable, "-m", "collsched", "compile", "--algorithm", "auto",
+                           "--ranks", "8", "--bytes", "64KiB", "-o", str(out)],
+                          capture_output=True, text=True, check=True).stdout
+    assert text.startswith(f"{out}: {d['algorithm']} (auto: the fastest predicted of ")

@@ -131,14 +131,22 @@ def test_segments_as_the_model_says(tmp_path, costs, cut):
 # --- --algorithm auto ---------------------------------------------------------------------
 
 def check_auto(res):
+    """The pick is the DAG model's fastest, or, where finalists were re-timed with the fluid
+    model (those within 2x of the DAG's best), the fluid model's fastest of them."""
     tried = res.algorithms_tried
     times = {n: t for n, t in tried.items() if isinstance(t, float)}
     best = min(times.values())
-    assert res.schedule.algorithm in times
-    assert times[res.schedule.algorithm] <= best * (1 + 1e-9)
-    assert res.metrics.avg_elapsed_s == times[res.schedule.algorithm]
+    pick = res.schedule.algorithm
+    fluid = res.fluid_checked
+    if fluid:
+        assert all(times[n] <= 2 * best for n in fluid) and len(fluid) >= 2
+        assert fluid[pick] <= min(fluid.values()) * (1 + 1e-9)
+    else:
+        assert times[pick] <= best * (1 + 1e-9)
+    assert res.metrics.avg_elapsed_s == times[pick]
     s = res.summary()
-    assert s["auto"]["picked"] == s["algorithm"] == res.schedule.algorithm
+    assert s["auto"]["picked"] == s["algorithm"] == pick
+    assert s["auto"]["fluid_avg_elapsed_s"] == fluid
     return tried
 
 
@@ -150,6 +158,19 @@ def test_auto_picks_the_fastest_predicted(tmp_path):
     tried = check_auto(res)
     assert {"bslb", "bdr", "min3"} <= set(tried)
     assert res.schedule.algorithm == "min3"  # arrival-aware min3 is the fastest with the pattern
+    assert res.schedule.serial and res.fluid_checked["min3"] == min(res.fluid_checked.values())
+
+
+def test_auto_rechecks_finalists_with_the_fluid_model(tmp_path):
+    """Under SimGrid's SMPI factors with imbalanced arrivals the DAG model ranks the
+    dataflow min3 plan first (its relays wait for pieces that shared their sender's NIC:
+    15.2 ms under SMPI against 8.6 predicted at P = 28); the fluid model ranks spreading
+    first, which SMPI measured fastest (9.77 ms, native 13.98)."""
+    res = compile_schedule(AUTO, 16, 37448, topology=tryton(tmp_path, SMPI), pap=pap(tmp_path, 16))
+    tried = check_auto(res)
+    dag_best = min((t, n) for n, t in tried.items() if isinstance(t, float))[1]
+    assert dag_best == "min3" and res.schedule.algorithm == "spreading"
+    assert res.fluid_checked["spreading"] < res.fluid_checked["min3"]
 
 
 def test_auto_spreading_on_tryton_at_64k_under_smpi(tmp_path):

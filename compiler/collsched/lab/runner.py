@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..pipeline import compile_schedule, resolve_topology
 from ..model.simulate import piece_time, simulate_pattern, tau
 from .arrivals import arrival_pattern
-from .netmodel import check_model, network_setup, write_prediction_topology
+from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_prediction_topology
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -85,12 +85,17 @@ class LabConfig:
     fluid: bool = False  # also predict with the fluid model (fluid.py; the model check does)
     bounds: bool = True  # lower bounds for an imbalanced pattern (pattern_bounds; the sweep skips them)
     segments: int | str = "auto"  # regular compiled algorithms: pieces per block (the model check: 1)
+    # The topology the compiler and the cost models use instead of `topology` (e.g. one that
+    # `collsched measure` wrote); SimGrid still runs `topology`'s platform (_predict_with).
+    predict_topology: str | None = None
 
     def inputs(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()
-             if k not in ("workdir", "extra", "fluid", "bounds", "segments")}
+             if k not in ("workdir", "extra", "fluid", "bounds", "segments", "predict_topology")}
         if self.segments != "auto":
             d["segments"] = self.segments
+        if self.predict_topology is not None:
+            d["predict_topology"] = self.predict_topology
         d["collective"] = "allgather"
         return d
 
@@ -317,6 +322,8 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
             env = _RunEnv(tmp, build_platform(topo).write(tmp), net.simgrid_cfg,
                           write_prediction_topology(net, cfg.topology, tmp / "network-topology.yaml",
                                                     window))
+        if cfg.predict_topology is not None:
+            topo, env = _predict_with(cfg, env)
         pap = tmp / "pattern.yaml"
         from ..inputs.arrivals import write_pap
         write_pap(pap, pattern - pattern.min(1, keepdims=True), unit="s",
@@ -335,9 +342,33 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     if net is not None:
         report["network"] = net.record()
         report["network_notes"] = list(net.notes)
+    if cfg.predict_topology is not None:
+        report.setdefault("network_notes", []).append(
+            f"The compiler and the cost models used {cfg.predict_topology} (its own message costs, "
+            f"eager_limit {topo.eager_limit}); the run used {cfg.topology or 'the default topology'}.")
     if cfg.bounds and np.ptp(pattern, axis=1).max() > 0:
         report["bounds"] = pattern_bounds(topo, cfg.nbytes, pattern)
     return report
+
+
+def _predict_with(cfg: LabConfig, env: _RunEnv):
+    """The prediction topology of cfg.predict_topology and the run environment whose
+    compiler reads it: loaded for cfg.ranks, its message_costs and bandwidths as they are
+    (measured ones: what a ping-pong saw), under SMPI with SimGrid's protocol rule
+    (eager_limit SIMGRID_EAGER_LIMIT: no measurement sees it). SimGrid keeps env's platform
+    and settings, built from cfg.topology."""
+    from ..inputs.topology import write_topology
+
+    pred = resolve_topology(cfg.ranks, cfg.predict_topology, None)
+    if cfg.backend == "smpi":
+        pred = dataclasses.replace(pred, eager_limit=SIMGRID_EAGER_LIMIT)
+    path = env.tmp / "predict-topology.yaml"
+    try:
+        write_topology(pred, path, comment=f"{cfg.predict_topology} for {cfg.ranks} ranks, "
+                                           f"eager_limit {pred.eager_limit} (collsched lab)")
+    except ValueError as exc:
+        raise InputError(cfg.predict_topology, "predict topology", str(exc)) from None
+    return pred, dataclasses.replace(env, topology_file=str(path))
 
 
 def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, t_piece: list) -> dict:

@@ -347,8 +347,10 @@ def cmd_bench(a) -> int:
         with Progress(transient=True) as prog:
             task = prog.add_task("model check", total=None)
             rows = run_and_record(a.doc, a.plot, progress=lambda t: prog.update(task, description=t),
-                                  network_models=models)
+                                  network_models=models, measured=a.measured, section=a.section)
         return EXIT_OK if all(r["data_ok"] for r in rows) else EXIT_INVALID
+    if a.measured is not None:
+        raise InputError("--measured", _show(a.measured), "expected only with --suite model")
     from .lab.netmodel import check_model
 
     a.network_model = check_model(a.network_model or "CM02")
@@ -402,7 +404,7 @@ def cmd_bench(a) -> int:
         from .lab.report import markdown
 
         rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
-        replace_section(a.doc, a.section, markdown(report, rel))
+        replace_section(a.doc, a.section or "lab-run", markdown(report, rel))
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
 
 

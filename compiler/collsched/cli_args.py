@@ -249,7 +249,13 @@ def _add_bench(sub) -> None:
     b.add_argument("--keep", help=h("keep the run directory (platform, schedules) here", "a temporary one, removed",
                                     "--keep out/run1"))
     b.add_argument("--doc", help=h("Markdown page to update (a marked section)", "none", "--doc docs/benchmarks.md"))
-    b.add_argument("--section", default="lab-run",
-                   help=h("lab suite: the section of --doc to write", "lab-run", "--section lab-run"))
+    b.add_argument("--section", default=None,
+                   help=h("lab and model suites: the section of --doc to write", "lab: lab-run; model: "
+                          "lab-model-check, with --measured lab-model-check-measured", "--section lab-run"))
+    b.add_argument("--measured", metavar="DIR",
+                   help=h("model suite: predict every case with the topology `collsched measure` wrote "
+                          "for it, DIR/<topology>-<MODEL>.yaml (measured into DIR when missing); "
+                          "SimGrid still runs the bundled topology", "off: the bundled topologies predict",
+                          "--measured out/measured"))
     b.add_argument("--plot", type=_plot_path("--plot"), help=h("PNG of the results", "none", "--plot bench.png"))
     b.add_argument("--json", action="store_true", help=h("print JSON", "off: a table", "--json"))

@@ -5,6 +5,10 @@ every baseline runs in the lab (flat arrival pattern, the topology's TCP window)
 predicted by the cost models with the costs that network model implies (netmodel.py);
 the ratio predicted / measured is reported. Target: within +-15% from 64 KiB per rank on
 tryton-48 and wan-3x16, under both models.
+
+With `measured` (a directory; `--measured DIR`) the same runs are predicted with the
+topologies `collsched measure` wrote for them, DIR/<topology>-<MODEL>.yaml (measured first
+when missing): SimGrid still runs the bundled topology (LabConfig.predict_topology).
 """
 from __future__ import annotations
 
@@ -41,30 +45,73 @@ def _ranks_for(alg: str, hosts: int) -> int:
 
 
 def run_model_check(progress=None, sizes=SIZES, topologies=TOPOLOGIES,
-                    network_models=NETWORK_MODELS) -> list[dict]:
+                    network_models=NETWORK_MODELS, measured=None) -> list[dict]:
+    """measured: a directory; then every case is predicted with DIR/<topology>-<MODEL>.yaml
+    (measured first when missing) instead of the bundled topology (rows: topology_source)."""
+    given = {(t, m): None for m in network_models for t in topologies}
+    predict = given if measured is None else measured_topologies(measured, topologies,
+                                                                 network_models, progress)
     rows = []
     for model in network_models:
-        rows += _run_one_model(model, progress, sizes, topologies)
+        rows += _run_one_model(model, progress, sizes, topologies, predict)
     return rows
 
 
-def _run_one_model(model: str, progress, sizes, topologies) -> list[dict]:
+def measured_path(directory, topology: str, model: str) -> Path:
+    return Path(directory) / f"{topology}-{model}.yaml"
+
+
+def measured_topologies(directory, topologies=TOPOLOGIES, network_models=NETWORK_MODELS,
+                        progress=None) -> dict:
+    """{(topology, model): path}: DIR/<topology>-<MODEL>.yaml, each checked to load for the
+    topology's hosts before anything runs; a missing one is measured by `collsched measure`'s
+    API (SMPI on the bundled topology's platform under that model, its default settings)."""
+    from ..errors import InputError
+    from ..pipeline import resolve_topology
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise InputError("--measured", str(directory),
+                         "expected an existing directory of measured topologies "
+                         "(<topology>-<MODEL>.yaml; missing ones are measured into it)")
+    paths, missing = {}, []
+    for model in network_models:
+        for topo, hosts in topologies.items():
+            path = measured_path(d, topo, model)
+            paths[(topo, model)] = str(path)
+            if path.exists():
+                resolve_topology(hosts, str(path), None)  # bad file: its InputError, now
+            else:
+                missing.append((topo, hosts, model, path))
+    for topo, hosts, model, path in missing:
+        from .measure import MeasureConfig, measure
+
+        if progress:
+            progress(f"measure {topo} under {model} -> {path}")
+        measure(MeasureConfig("smpi", hosts, platform_from=str(ROOT / "topologies" / f"{topo}.yaml"),
+                              network_model=model), path)
+    return paths
+
+
+def _run_one_model(model: str, progress, sizes, topologies, predict) -> list[dict]:
     rows = []
     for topo, hosts in topologies.items():
+        source = "given" if predict[(topo, model)] is None else "measured"
         for nbytes in sizes:
             by_ranks: dict[int, list[str]] = {}
             for alg in BASELINES:
                 by_ranks.setdefault(_ranks_for(alg, hosts), []).append(alg)
             for p, algs in sorted(by_ranks.items()):
                 if progress:
-                    progress(f"{model}: {topo} {nbytes} B P={p}")
+                    progress(f"{model} ({source}): {topo} {nbytes} B P={p}")
                 cfg = LabConfig("smpi", str(ROOT / "topologies" / f"{topo}.yaml"), p, nbytes,
                                 iterations=1, flat_iterations=0, fluid=True, network_model=model,
-                                bounds=False, segments=SEGMENTS)
+                                bounds=False, segments=SEGMENTS,
+                                predict_topology=predict[(topo, model)])
                 rep = run_lab(cfg, algs)
                 for r in rep["results"]:
-                    rows.append({"network_model": model, "topology": topo, "ranks": p, "bytes": nbytes,
-                                 **r})
+                    rows.append({"network_model": model, "topology": topo, "topology_source": source,
+                                 "ranks": p, "bytes": nbytes, **r})
     return rows
 
 
@@ -81,8 +128,13 @@ def _models(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(r.get("network_model", "CM02") for r in rows))
 
 
-def _of_model(rows: list[dict], model: str) -> list[dict]:
-    return [r for r in rows if r.get("network_model", "CM02") == model]
+def _sources(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r.get("topology_source", "given") for r in rows))
+
+
+def _of_model(rows: list[dict], model: str, source: str | None = None) -> list[dict]:
+    return [r for r in rows if r.get("network_model", "CM02") == model
+            and (source is None or r.get("topology_source", "given") == source)]
 
 
 def _topology_table(sel: list[dict]) -> list[str]:
@@ -111,14 +163,15 @@ def _topology_table(sel: list[dict]) -> list[str]:
     return lines
 
 
-def _summary(rows: list[dict], model: str) -> list[str]:
+def _summary(rows: list[dict], model: str, source: str = "given") -> list[str]:
     out = []
+    what = model if source == "given" else f"{model}, measured topologies"
     for key, name in (("model_ratio", "DAG"), ("fluid_ratio", "fluid")):
         have = [r for r in rows if r.get(key) is not None]
         within = [r for r in have if abs(r[key] - 1) <= TOLERANCE]
         target = [r for r in have if r["topology"] in TARGET_TOPOLOGIES and r["bytes"] >= 64 << 10]
         target_in = [r for r in target if abs(r[key] - 1) <= TOLERANCE]
-        out.append(f"- {model}, {name} model: {len(within)} of {len(have)} cases within "
+        out.append(f"- {what}, {name} model: {len(within)} of {len(have)} cases within "
                    f"+-{TOLERANCE:.0%}; on {' and '.join(TARGET_TOPOLOGIES)} (the target) "
                    f"{len(target_in)} of {len(target)}.")
     return out
@@ -130,13 +183,28 @@ _COSTS = {"CM02": "none: every message costs L + m / b, the cost models' own phy
           "LV08": "latency x 13.01, bandwidth x 0.97, weight-S 20537 B, which the predictions use too"}
 
 
+_MEASURED = ("*Measured* tables: the same runs (SimGrid runs the bundled topology's platform "
+             "under the same settings), but the compiler and both cost models use the topology "
+             "that `collsched measure --backend smpi --platform-from topologies/<topology>.yaml "
+             "--network-model <MODEL>` wrote for it (`--measured DIR`: DIR/<topology>-<MODEL>.yaml): "
+             "a latency and bandwidth matrix from one ping-pong per host pair and size-dependent "
+             "costs (message_costs) from a size sweep per link class, used as measured, with "
+             "eager_limit 0 (SimGrid's protocol rule, which no ping-pong sees). The matrix has "
+             "no shared links: what one flow saw is what every flow gets (issue 21).")
+
+
 def markdown(rows: list[dict], plot_rel: str | None) -> str:
     date = datetime.date.today().isoformat()
     models = _models(rows)
+    sources = _sources(rows)
+    title = "## Lab: cost model against SimGrid SMPI"
+    if sources == ["measured"]:
+        title += ", predicting with measured topologies"
     lines = [
-        "## Lab: cost model against SimGrid SMPI",
+        title,
         "",
-        f"Measured {date} by `collsched bench --suite model` on {_simgrid_version()}, network "
+        f"Measured {date} by `collsched bench --suite model"
+        f"{' --measured DIR' if 'measured' in sources else ''}` on {_simgrid_version()}, network "
         f"model{'s' if len(models) > 1 else ''} {' and '.join(models)} (one table each), TCP "
         "window from the topology (4 MiB), flat arrival pattern, one iteration after a "
         "warm-up call, every byte checked. Ratio = predicted / measured average elapsed time, "
@@ -148,16 +216,26 @@ def markdown(rows: list[dict], plot_rel: str | None) -> str:
         "CM02 for all of these cases; docs/lab.md, \"Network models\", says why under SMPI too).",
         "",
     ]
-    for model in models:
-        sel_model = _of_model(rows, model)
-        lines += [f"### Network model {model}", "",
-                  f"Size-dependent factors: {_COSTS.get(model, model)}.", ""]
-        for topo in dict.fromkeys(r["topology"] for r in sel_model):
-            lines += [f"**{topo}** ({model})", ""]
-            lines += _topology_table([r for r in sel_model if r["topology"] == topo])
-            lines.append("")
-    for model in models:
-        lines += _summary(_of_model(rows, model), model)
+    if "measured" in sources:
+        lines += [_MEASURED, ""]
+    for source in sources:
+        for model in models:
+            sel_model = _of_model(rows, model, source)
+            if not sel_model:
+                continue
+            how = "" if source == "given" else ", topologies measured by `collsched measure`"
+            lines += [f"### Network model {model}{how}", "",
+                      f"Size-dependent factors: {_COSTS.get(model, model)}"
+                      + (" (SimGrid); the predictions use the measured topology's own." if how else "."), ""]
+            for topo in dict.fromkeys(r["topology"] for r in sel_model):
+                lines += [f"**{topo}** ({model}{', measured' if how else ''})", ""]
+                lines += _topology_table([r for r in sel_model if r["topology"] == topo])
+                lines.append("")
+    for source in sources:
+        for model in models:
+            sel = _of_model(rows, model, source)
+            if sel:
+                lines += _summary(sel, model, source)
     lines += ["", "What the models capture (details in docs/lab.md):",
               "- both: latency, bandwidth, the TCP window (one flow moves at most window / 2L), "
               "rendezvous messages waiting for their receive, FIFO links, shared WAN links, and "
@@ -183,15 +261,15 @@ def plot(rows: list[dict], path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    models = _models(rows)
-    fig, axes = plt.subplots(1, len(models), figsize=(6.0 * len(models), 5), squeeze=False)
+    panels = [(s, m) for s in _sources(rows) for m in _models(rows) if _of_model(rows, m, s)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 5), squeeze=False)
     markers = {"ring": "o", "nex": "s", "lnbc": "^", "rd": "D", "bruck": "v", "spreading": "P"}
     colors = {"tryton-48": "tab:blue", "wan-3x16": "tab:orange", "three-site-grid": "tab:green"}
     values = [v for r in rows for v in (r["avg_elapsed_s"], r.get("predicted_avg_elapsed_s"),
                                         r.get("fluid_avg_elapsed_s")) if v is not None]
     lo, hi = min(values) * 0.7, max(values) * 1.4
-    for ax, model in zip(axes[0], models):
-        for r in _of_model(rows, model):
+    for ax, (source, model) in zip(axes[0], panels):
+        for r in _of_model(rows, model, source):
             ax.scatter(r["avg_elapsed_s"], r["predicted_avg_elapsed_s"], marker=markers[r["algorithm"]],
                        facecolors="none", edgecolors=colors[r["topology"]], s=30, alpha=0.8)
             if r.get("fluid_avg_elapsed_s") is not None:
@@ -205,7 +283,8 @@ def plot(rows: list[dict], path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("measured in SimGrid SMPI (s)")
         ax.set_ylabel("predicted by the cost model (s)")
-        ax.set_title(f"network model {model}; hollow: DAG, filled: fluid", fontsize=9)
+        ax.set_title(f"network model {model}{', measured topologies' if source == 'measured' else ''}; "
+                     "hollow: DAG, filled: fluid", fontsize=9)
         handles = [Line2D([], [], marker=m, linestyle="", color="gray", label=a) for a, m in markers.items()]
         handles += [Line2D([], [], marker="o", linestyle="", color=c, label=t) for t, c in colors.items()]
         ax.legend(handles=handles, fontsize=7, loc="upper left")
@@ -216,8 +295,10 @@ def plot(rows: list[dict], path) -> None:
 
 
 def run_and_record(doc=None, plot_path=None, progress=None,
-                   network_models=NETWORK_MODELS) -> list[dict]:
-    rows = run_model_check(progress=progress, network_models=network_models)
+                   network_models=NETWORK_MODELS, measured=None, section=None) -> list[dict]:
+    """Runs the check, writes its Markdown into `doc`'s section (default lab-model-check, or
+    lab-model-check-measured with `measured`) or prints it; plot_path: the scatter plot."""
+    rows = run_model_check(progress=progress, network_models=network_models, measured=measured)
     rel = None
     if plot_path:
         plot(rows, plot_path)
@@ -227,7 +308,8 @@ def run_and_record(doc=None, plot_path=None, progress=None,
     if doc:
         from .benchdoc import replace_section
 
-        replace_section(doc, "lab-model-check", md)
+        replace_section(doc, section or ("lab-model-check" if measured is None
+                                         else "lab-model-check-measured"), md)
     else:
         print(md)
     return rows

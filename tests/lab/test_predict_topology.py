@@ -87,6 +87,7 @@ def test_missing_measured_file_is_measured_into_the_directory(tmp_path, monkeypa
     assert paths == {("three-site-grid", "CM02"): str(tmp_path / "three-site-grid-CM02.yaml")}
     (cfg, out), = calls
     assert (cfg.backend, cfg.ranks, cfg.network_model) == ("smpi", 20, "CM02")
+    assert cfg.fit_budget_s == modelcheck.MEASURE_SWEEP_BUDGET_S  # reaches SimGrid's 64 KiB step
     assert cfg.platform_from.endswith("topologies/three-site-grid.yaml")
     assert out == tmp_path / "three-site-grid-CM02.yaml"
 
@@ -115,3 +116,16 @@ def test_markdown_puts_measured_rows_in_their_own_tables(tmp_path, monkeypatch):
     assert "- SMPI, fluid model: 1 of 1 cases within +-15%" in md
     modelcheck.plot(rows, tmp_path / "mc.png")
     assert (tmp_path / "mc.png").stat().st_size > 0
+
+
+def test_single_message_ratios_compare_the_predict_topology_with_the_run(tmp_path):
+    slow = _slow_copy(tmp_path, 4)
+    cfg = LabConfig("smpi", str(TOPO / "tryton-48.yaml"), 4, 1, network_model="CM02")
+    same = modelcheck.single_message_ratios(dataclasses.replace(cfg, predict_topology=cfg.topology))
+    assert same == {"single_ratio_min": pytest.approx(1.0), "single_ratio_max": pytest.approx(1.0)}
+    doubled = modelcheck.single_message_ratios(dataclasses.replace(cfg, predict_topology=str(slow)))
+    assert 1.9 < doubled["single_ratio_min"] <= doubled["single_ratio_max"] < 2.0  # 1 B: latency
+    rows = [{"network_model": "CM02", "topology": "tryton-48", "topology_source": "measured",
+             "ranks": 4, "bytes": 64 << 10, "algorithm": "ring", "avg_elapsed_s": 0.1,
+             "predicted_avg_elapsed_s": 0.1, "model_ratio": 1.0, "data_ok": True, **doubled}]
+    assert f"64 KiB {doubled['single_ratio_min']:.2f}." in modelcheck.markdown(rows, None)

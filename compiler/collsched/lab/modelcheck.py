@@ -33,6 +33,12 @@ NETWORK_MODELS = ("CM02", "SMPI")  # issue 25: the lab reports under both
 # 256 KiB: 65,000 messages in flight), which SimGrid takes hours for; the model check
 # checks the cost model per message, the mini-benchmarks judge the compiler's choices.
 SEGMENTS = 1
+# --sweep-budget of the measurements the check makes itself (seconds of round trip after
+# which a swept direction stops). The default 0.25 s stops wan-3x16's WAN directions under
+# SMPI before SimGrid's 64 KiB factor threshold (a 64 KiB round trip A-B takes 0.27 s, B-C
+# is over budget at 0 B): the fitted last segment then times a 64 KiB WAN message at 0.30 of
+# SimGrid's. 10 s covers the threshold on every bundled topology (2026-11-25, 5-25 s each).
+MEASURE_SWEEP_BUDGET_S = 10.0
 
 
 def _ranks_for(alg: str, hosts: int) -> int:
@@ -65,7 +71,8 @@ def measured_topologies(directory, topologies=TOPOLOGIES, network_models=NETWORK
                         progress=None) -> dict:
     """{(topology, model): path}: DIR/<topology>-<MODEL>.yaml, each checked to load for the
     topology's hosts before anything runs; a missing one is measured by `collsched measure`'s
-    API (SMPI on the bundled topology's platform under that model, its default settings)."""
+    API (SMPI on the bundled topology's platform under that model, its default settings but
+    --sweep-budget MEASURE_SWEEP_BUDGET_S)."""
     from ..errors import InputError
     from ..pipeline import resolve_topology
 
@@ -89,8 +96,32 @@ def measured_topologies(directory, topologies=TOPOLOGIES, network_models=NETWORK
         if progress:
             progress(f"measure {topo} under {model} -> {path}")
         measure(MeasureConfig("smpi", hosts, platform_from=str(ROOT / "topologies" / f"{topo}.yaml"),
-                              network_model=model), path)
+                              network_model=model, fit_budget_s=MEASURE_SWEEP_BUDGET_S), path)
     return paths
+
+
+def single_message_ratios(cfg: LabConfig) -> dict:
+    """One message of cfg.nbytes alone between every two ranks: the time the prediction
+    topology gives it over the time the run's topology does under the network model's rule
+    (what SimGrid does with one message: the given check's ratios of 1.00). The range over
+    the pairs says whether a measured topology got single messages right; what remains is
+    concurrency (shared links, several flows between one pair)."""
+    import dataclasses
+
+    import numpy as np
+
+    from ..pipeline import resolve_topology
+    from .netmodel import SIMGRID_EAGER_LIMIT, network_setup
+    from .platform import DEFAULT_TCP_GAMMA
+
+    run = resolve_topology(cfg.ranks, cfg.topology, None)
+    run = dataclasses.replace(run, tcp_window=float(run.tcp_window or DEFAULT_TCP_GAMMA))
+    run = network_setup(cfg.network_model, run).topology
+    pred = dataclasses.replace(resolve_topology(cfg.ranks, cfg.predict_topology, None),
+                               eager_limit=SIMGRID_EAGER_LIMIT)
+    off = ~np.eye(cfg.ranks, dtype=bool)
+    ratio = pred.transfer_time(cfg.nbytes)[off] / run.transfer_time(cfg.nbytes)[off]
+    return {"single_ratio_min": float(ratio.min()), "single_ratio_max": float(ratio.max())}
 
 
 def _run_one_model(model: str, progress, sizes, topologies, predict) -> list[dict]:
@@ -109,9 +140,10 @@ def _run_one_model(model: str, progress, sizes, topologies, predict) -> list[dic
                                 bounds=False, segments=SEGMENTS,
                                 predict_topology=predict[(topo, model)])
                 rep = run_lab(cfg, algs)
+                single = {} if source == "given" else single_message_ratios(cfg)
                 for r in rep["results"]:
                     rows.append({"network_model": model, "topology": topo, "topology_source": source,
-                                 "ranks": p, "bytes": nbytes, **r})
+                                 "ranks": p, "bytes": nbytes, **single, **r})
     return rows
 
 
@@ -163,6 +195,19 @@ def _topology_table(sel: list[dict]) -> list[str]:
     return lines
 
 
+def _single_line(sel: list[dict]) -> str:
+    """The measured topology's single messages against the run's (single_message_ratios)."""
+    parts = []
+    for s in sorted({r["bytes"] for r in sel}):
+        have = [r for r in sel if r["bytes"] == s and "single_ratio_min" in r]
+        if have:
+            lo = min(r["single_ratio_min"] for r in have)
+            hi = max(r["single_ratio_max"] for r in have)
+            parts.append(f"{s >> 10} KiB {lo:.2f}" + ("" if f"{hi:.2f}" == f"{lo:.2f}" else f"-{hi:.2f}"))
+    return ("One message alone between two ranks, measured topology / SimGrid's (every rank pair): "
+            + (", ".join(parts) if parts else "not computed") + ".")
+
+
 def _summary(rows: list[dict], model: str, source: str = "given") -> list[str]:
     out = []
     what = model if source == "given" else f"{model}, measured topologies"
@@ -183,14 +228,21 @@ _COSTS = {"CM02": "none: every message costs L + m / b, the cost models' own phy
           "LV08": "latency x 13.01, bandwidth x 0.97, weight-S 20537 B, which the predictions use too"}
 
 
-_MEASURED = ("*Measured* tables: the same runs (SimGrid runs the bundled topology's platform "
+_MEASURED = (f"*Measured* tables: the same runs (SimGrid runs the bundled topology's platform "
              "under the same settings), but the compiler and both cost models use the topology "
              "that `collsched measure --backend smpi --platform-from topologies/<topology>.yaml "
-             "--network-model <MODEL>` wrote for it (`--measured DIR`: DIR/<topology>-<MODEL>.yaml): "
+             "--network-model <MODEL>` wrote for it (`--measured DIR`: DIR/<topology>-<MODEL>.yaml; "
+             f"the check measures a missing one itself with --sweep-budget {MEASURE_SWEEP_BUDGET_S:g}): "
              "a latency and bandwidth matrix from one ping-pong per host pair and size-dependent "
              "costs (message_costs) from a size sweep per link class, used as measured, with "
-             "eager_limit 0 (SimGrid's protocol rule, which no ping-pong sees). The matrix has "
-             "no shared links: what one flow saw is what every flow gets (issue 21).")
+             "eager_limit 0 (SimGrid's protocol rule, which no ping-pong sees). Under each table, "
+             "one message alone between two ranks as the measured topology times it over what "
+             "SimGrid takes (the range over all rank pairs): where that is 1.00, the measurement "
+             "is right for single messages and what is off is concurrency. The matrix has no "
+             "shared links (issue 21): flows of different host pairs crossing one WAN link do not "
+             "share it, and the window-capped rate one ping-pong flow sees becomes the capacity "
+             "of the pair, which all flows between those two hosts then share (SimGrid caps each "
+             "flow by the window instead).")
 
 
 def markdown(rows: list[dict], plot_rel: str | None) -> str:
@@ -231,6 +283,8 @@ def markdown(rows: list[dict], plot_rel: str | None) -> str:
                 lines += [f"**{topo}** ({model}{', measured' if how else ''})", ""]
                 lines += _topology_table([r for r in sel_model if r["topology"] == topo])
                 lines.append("")
+                if how:
+                    lines += [_single_line([r for r in sel_model if r["topology"] == topo]), ""]
     for source in sources:
         for model in models:
             sel = _of_model(rows, model, source)

@@ -410,7 +410,8 @@ def cmd_bench(a) -> int:
 
 def _add_measure_parser(sub) -> None:
     from .lab.measure import (DEFAULT_GAP_BURST, DEFAULT_PER_OCTAVE, DEFAULT_REPEATS, DEFAULT_SITE_FACTOR,
-                              DEFAULT_REFINE, DEFAULT_SIZES, DEFAULT_SWEEP, DEFAULT_SWEEP_BUDGET_S, MAX_REFINE)
+                              DEFAULT_REFINE, DEFAULT_SIZES, DEFAULT_SWEEP, DEFAULT_SWEEP_BUDGET_S,
+                              DEFAULT_SMPI_SWEEP_BUDGET_S, MAX_REFINE)
 
     m = sub.add_parser("measure", help="measure latency/bandwidth between ranks, write a topology",
                        description="Run collsched-measure under real MPI or SimGrid SMPI: latency, "
@@ -437,9 +438,10 @@ def _add_measure_parser(sub) -> None:
     m.add_argument("--per-octave", type=_int_opt("--per-octave", 1, 64), default=DEFAULT_PER_OCTAVE,
                    help=h("sweep sizes per doubling (a breakpoint is found within one step)",
                           str(DEFAULT_PER_OCTAVE), "--per-octave 16"))
-    m.add_argument("--sweep-budget", type=_float_opt("--sweep-budget", 1e-9, 1800), default=DEFAULT_SWEEP_BUDGET_S,
+    m.add_argument("--sweep-budget", type=_float_opt("--sweep-budget", 1e-9, 1800), default=None,
                    help=h("seconds: a swept direction stops after the first size whose round trip takes "
-                          "longer (bounds the run on slow links)", f"{DEFAULT_SWEEP_BUDGET_S:g}",
+                          "longer (bounds the run on slow links; SMPI's seconds are simulated, almost free)",
+                          f"{DEFAULT_SWEEP_BUDGET_S:g} (mpi), {DEFAULT_SMPI_SWEEP_BUDGET_S:g} (smpi)",
                           "--sweep-budget 2"))
     m.add_argument("--refine", type=_int_opt("--refine", 0, MAX_REFINE), default=DEFAULT_REFINE,
                    help=h("bisection runs after the sweep, each measuring the middle of every gap "
@@ -476,7 +478,8 @@ def cmd_measure(a) -> int:
     from rich.progress import Progress
 
     from .model import budget
-    from .lab.measure import MeasureConfig, measure, parse_sizes, parse_sweep, text_report
+    from .lab.measure import (MeasureConfig, default_sweep_budget, measure, parse_sizes, parse_sweep,
+                              text_report)
 
     budget.check(a.ranks, 0, what=f"{a.ranks} ranks' measured matrices")
 
@@ -484,7 +487,8 @@ def cmd_measure(a) -> int:
                         gap_burst=a.gap_burst, site_factor=a.site_factor, all_pairs=a.all_pairs,
                         platform_from=a.platform_from, network_model=a.network_model,
                         tcp_gamma=a.tcp_gamma, hostfile=a.hostfile,
-                        fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=a.sweep_budget,
+                        fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=(a.sweep_budget if a.sweep_budget is not None
+                                      else default_sweep_budget(a.backend)),
                         refine=a.refine)
     with Progress(transient=True, disable=a.json, console=Console(stderr=True)) as prog:
         task = prog.add_task(f"measure ({a.backend})", total=None)

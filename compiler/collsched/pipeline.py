@@ -23,7 +23,7 @@ from .inputs.arrivals import load_pap
 from .inputs.topology import homogeneous, load_topology
 from .errors import InputError
 from .ir import SEND, Schedule
-from .model.policy import execution_candidates, segment_candidates
+from .model.policy import DIRECT_MAX_PAIRS, execution_candidates, segment_candidates
 from .model.simulate import Metrics, simulate_pattern
 from .inputs.units import MAX_BYTES
 from .verify import Violation, verify_and_match
@@ -54,6 +54,8 @@ class CompileResult:
     # min3 --pap where serial and dataflow plans were both timed: "serial"/"dataflow" ->
     # predicted avg elapsed (each at its best segment count)
     execution_tried: dict | None = None
+    # ... re-timed with the fluid model where the topology has message_costs (which picks)
+    execution_fluid: dict | None = None
     # --algorithm auto: every candidate algorithm -> its predicted avg elapsed (at its best
     # segment count and execution), or why it was not compiled (a string)
     algorithms_tried: dict | None = None
@@ -74,8 +76,10 @@ class CompileResult:
             # --segments auto: every count tried and its predicted average elapsed time
             "segments_tried": ({str(k): v for k, v in self.segments_tried.items()}
                                if self.segments_tried else None),
-            "execution": "serial" if s.serial else "dataflow",
+            "execution": ("serial" if s.serial else "dataflow")
+                         + (", direct" if self.execution_tried and not _forwarded(s) else ""),
             "execution_tried": self.execution_tried,
+            "execution_fluid": self.execution_fluid,
             # --algorithm auto: the one picked (also "algorithm") and every candidate's prediction
             "auto": ({"picked": s.algorithm, "predicted_avg_elapsed_s": self.algorithms_tried,
                       "fluid_avg_elapsed_s": self.fluid_checked}
@@ -258,10 +262,11 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
                          + "; ".join(f"{n}: {w}" for n, w in why.items()))
     checked = _fluid_check(found, topo, pattern, hi, timings) if algorithm == AUTO and model == "dag" else None
     pick = _pick(found, checked)
-    (best, seg_tried, exe_tried) = found[pick]
+    (best, seg_tried, exe_tried, exe_fluid) = found[pick]
     result = CompileResult(best[0], best[1], hi, timings, model=model,
                            segments_tried=seg_tried if len(seg_tried) > 1 else None,
-                           execution_tried=exe_tried if len(exe_tried) > 1 else None)
+                           execution_tried=exe_tried if len(exe_tried) > 1 else None,
+                           execution_fluid=exe_fluid)
     if algorithm == AUTO:
         result.algorithms_tried = {n: (found[n][0][1].avg_elapsed_s if n in found else why[n])
                                    for n in names}
@@ -346,27 +351,37 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
     if requested == AUTO:
         options["picked_by"] = AUTO
     digest = input_hash(name, options, topo, pattern)
-    best, seg_tried, exe_tried = None, {}, {}
-    for serial in executions:
+    best, seg_tried, exe_tried, variants = None, {}, {}, {}
+    for fields in executions:
         for nseg in counts:
+            if fields.get("relays") is False and nranks * nranks * nseg > DIRECT_MAX_PAIRS:
+                continue
             sched, metrics = _compile_one(name, topo, pattern, nseg, tau, lo, hi, digest, model,
-                                          timings, serial=serial)
+                                          timings, **fields)
             t = metrics.avg_elapsed_s
             seg_tried[nseg] = min(seg_tried.get(nseg, t), t)
-            key = "dataflow" if serial is False else "serial" if sched.serial else "dataflow"
+            key = ("serial" if sched.serial else "dataflow") + ("" if fields.get("relays", True) else ", direct")
             exe_tried[key] = min(exe_tried.get(key, t), t)
+            if key not in variants or t < variants[key][1].avg_elapsed_s:
+                variants[key] = sched, metrics
             if best is None or t < best[1].avg_elapsed_s:
                 best = sched, metrics
-    return best, seg_tried, exe_tried
+    exe_fluid = None
+    if len(variants) > 1 and model == "dag" and topo.message_costs is not None:
+        exe_fluid = _fluid_check({k: (v,) for k, v in variants.items()}, topo, pattern, hi, timings)
+        if exe_fluid:
+            best = variants[min(exe_fluid, key=exe_fluid.get)]
+    return best, seg_tried, exe_tried, exe_fluid
 
 
 def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, timings,
-                 serial=None):
+                 serial=None, relays=True):
     """One candidate of compile_schedule: (verified schedule, predicted metrics); adds
     its stage times to `timings`."""
     t = time.perf_counter()
     req = Request(nranks=topo.nranks, nbytes=hi, nseg=nseg, full_duplex=topo.full_duplex,
-                  topology=topo, arrivals=pattern[0] - pattern[0].min(), tau=tau, serial=serial)
+                  topology=topo, arrivals=pattern[0] - pattern[0].min(), tau=tau, serial=serial,
+                  relays=relays)
     sched = passes.apply(generate(algorithm, req), topo, hi)  # receive gating, FIFO marks
     sched.bytes_min, sched.bytes_max = lo, hi
     sched.compiler_version = __version__

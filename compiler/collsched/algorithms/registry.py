@@ -26,6 +26,8 @@ class Request:
     # min3 --pap: plan for serial execution (True), dataflow (False), or None: where
     # policy.serial_list_schedule says a serial plan can pay (the pipeline times both)
     serial: bool | None = None
+    # min3: False = every piece straight from its origin (no relays; policy.execution_candidates)
+    relays: bool = True
 
 
 @dataclass

@@ -107,18 +107,24 @@ def window_limited(topo) -> bool:
     return bool(capped.any())
 
 
-def execution_candidates(algorithm: str, topo, arrivals) -> list:
-    """Values of Request.serial the pipeline times (None: serial_list_schedule decides, or
-    the algorithm has no choice). Min3 with imbalanced arrivals where a serial plan can pay,
-    on a topology with size-dependent costs: serial first (kept on a tie), then dataflow.
-    With constant costs the serial plan stays without a search: the DAG model does not see
-    an early rank's dataflow sends share its NIC, and ranks dataflow plans too well (on
-    small clusters it prefers them; SimGrid ran the dataflow plan on tryton-48 at 14.0 ms
-    against the serial plan's 8.1, docs/grid.md)."""
+# A direct plan (no relays) is planned by the exact Python greedy: up to this many
+# (rank, piece) pairs per pool, about a second (28 ranks x 8 segments: 6,272).
+DIRECT_MAX_PAIRS = 20_000
+
+
+def execution_candidates(algorithm: str, topo, arrivals) -> list[dict]:
+    """Request fields of the plans the pipeline times ({}: serial_list_schedule decides, or
+    the algorithm has no choice). Min3 with imbalanced arrivals where a serial plan can
+    pay, on a topology with size-dependent costs: serial (kept on a tie), dataflow, and
+    dataflow with every piece straight from its origin (no relays: nothing waits for a
+    forwarded piece, which NIC sharing delays). With constant costs the serial plan stays
+    without a search: the DAG model does not see an early rank's dataflow sends share its
+    NIC, and ranks dataflow plans too well (on small clusters it prefers them; SimGrid ran
+    the dataflow plan on tryton-48 at 14.0 ms against the serial plan's 8.1, docs/grid.md)."""
     if (algorithm == "min3" and getattr(topo, "message_costs", None) is not None
             and serial_list_schedule(topo, arrivals)):
-        return [True, False]
-    return [None]
+        return [{"serial": True}, {"serial": False}, {"serial": False, "relays": False}]
+    return [{}]
 
 
 # Algorithms whose blocks cannot be cut (bdr: one segment per rank, the paper's ring).

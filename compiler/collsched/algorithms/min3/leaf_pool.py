@@ -20,7 +20,8 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
     invalidates one heap entry instead of one per piece. Runs on plain lists of the pool's
     own block of the cost matrices (single values from numpy arrays are slow).
     """
-    if kernels.available():
+    direct = model.direct  # no relays: a receiver never becomes a source (Python only)
+    if kernels.available() and not direct:
         return _leaf_pool_kernel(model, plan, holders, ranks, n_items, nseg)
     ports = _LeafLists(model, ranks)
     members, n = ports.members, len(ports.members)
@@ -102,7 +103,8 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
             continue
         start, end = ports.commit(s, r, held[d][s])
         plan.add(members[s], members[r], d, start, end)
-        held[d][r] = end
+        if not direct:
+            held[d][r] = end
         lacking[r].remove(d)
         del key[r]
         if lacking[r]:
@@ -111,7 +113,7 @@ def _schedule_leaf_pool(model: _Model, plan: _Plan, holders: list, ranks: np.nda
         # The new holder may serve d earlier than anyone so far (UpdateAfterSched, l. 2-6).
         sf = max(send_free[r], end)
         dr, lr = dur[r], link[r]
-        for y in range(n):
+        for y in (() if direct else range(n)):
             if y != r and y not in held[d]:
                 t3 = max(sf, lr[y], after[y], recv_free[y] - (early[r][y] if overlap[y] else 0.0)) + dr[y]
                 if t3 < key[y][0]:

@@ -35,6 +35,7 @@ class _Model:
         self.g = np.where(eye, 0.0, topo.gap(m))
         self.full_duplex = bool(full_duplex)
         self.serial = False  # plan_serial
+        self.direct = False  # every piece from its origin only (Request.relays False)
         self.arrival = np.asarray(arrivals, np.float64)
         # Port state (Eq. 2/3). Full duplex: send and receive ports apart; half duplex:
         # both describe the one port, and a receive may overlap the previous receive only.

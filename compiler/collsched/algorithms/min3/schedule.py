@@ -35,6 +35,7 @@ def pool_schedule(req: Request):
     model = _Model(topo, piece, req.full_duplex, arrivals)
     if serial_list_schedule(topo, req.arrivals) if req.serial is None else req.serial:
         model.plan_serial()
+    model.direct = not req.relays
     tree = pooltree.pool_tree(topo)
     plan = _Plan()
     n_items = p * k
@@ -64,9 +65,11 @@ def pool_schedule(req: Request):
         for d in range(n_items):  # Fig. 7, lines 4-12: the holder inside each sub-pool
             holders[d].update(local[d])
         stack.extend(reversed(kids))
-    large = [r for r in leaves if len(r) * n_items > EXACT_LEAF_LIMIT]
+    # Direct plans (no relays) exist only in the exact engine (policy.DIRECT_MAX_PAIRS).
+    limit = np.inf if model.direct else EXACT_LEAF_LIMIT
+    large = [r for r in leaves if len(r) * n_items > limit]
     for ranks in leaves:
-        if len(ranks) * n_items <= EXACT_LEAF_LIMIT:
+        if len(ranks) * n_items <= limit:
             local = _local_holders(holders, ranks)
             _schedule_leaf_pool(model, plan, local, ranks, n_items, k)
     above = len(plan)  # the transfers the pools of pools planned

@@ -206,3 +206,18 @@ def test_lv08_runs_what_the_predictions_assume():
         assert r["model_ratio"] == pytest.approx(1.0, abs=0.01), nbytes
         closed = (p - 1) * (13.01 * lat + nbytes / (0.97 * bw))
         assert closed <= r["avg_elapsed_s"] <= closed * 1.1, nbytes
+
+
+def test_compiler_pick_ranks_finalists_by_the_fluid_model_as_auto_does():
+    """ring (8 segments) looks fastest to the DAG model but the fluid model, like SimGrid,
+    puts spreading first: the pick follows the fluid model among DAG finalists."""
+    rows = [dict(row("ring", 28.2, 14.6), fluid_avg_elapsed_s=27.9),
+            dict(row("spreading", 15.4, 15.4), fluid_avg_elapsed_s=15.4),
+            dict(row("lnbc", 60.0, 59.0), fluid_avg_elapsed_s=60.0),  # beyond 2x: no finalist
+            row("native", 17.8)]
+    pick = compiler_pick(rows)
+    assert pick["algorithm"] == "spreading" and pick["model"] == "fluid" and pick["within_target"]
+    # Without fluid predictions (large schedules) the DAG model decides.
+    plain = [row("ring", 28.2, 14.6), row("spreading", 15.4, 15.4)]
+    pick = compiler_pick(plain)
+    assert pick["algorithm"] == "ring" and pick["model"] == "dag" and not pick["within_target"]

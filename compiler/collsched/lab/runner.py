@@ -28,7 +28,7 @@ import numpy as np
 
 from ..algorithms import REGISTRY
 from ..errors import InputError
-from ..pipeline import compile_schedule, resolve_topology
+from ..pipeline import FLUID_CHECK_OPS, compile_schedule, resolve_topology
 from ..model.simulate import piece_time, simulate_pattern, tau
 from .arrivals import arrival_pattern
 from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_prediction_topology
@@ -98,6 +98,13 @@ class LabConfig:
             d["predict_topology"] = self.predict_topology
         d["collective"] = "allgather"
         return d
+
+
+def _wants_fluid(cfg: LabConfig, sched) -> bool:
+    """Predict with the fluid model too: always in the model check, and for every schedule
+    small enough for `--algorithm auto`'s fluid check (pipeline.FLUID_CHECK_OPS), so that the
+    report's "compiler's pick" ranks the run's algorithms as `auto` would."""
+    return cfg.fluid or sched.total_ops <= FLUID_CHECK_OPS
 
 
 def check_algorithm(name: str, backend: str) -> None:
@@ -275,7 +282,7 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, env: _R
         exits = tl[0].exits + start.min()
         elapsed.append(float(np.mean(exits - a)))
         runs.append(float(exits.max() - a.min()))
-        if cfg.fluid:
+        if _wants_fluid(cfg, sched):
             from ..model.fluid import fluid_pattern
 
             tl, _, _ = fluid_pattern(sched, topo, cfg.nbytes, start[None, :],
@@ -397,7 +404,7 @@ def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, 
         _, _, pred = simulate_pattern(res.schedule, topo, cfg.nbytes, measured)
         row["predicted_avg_elapsed_s"] = pred.avg_elapsed_s
         row["predicted_run_time_s"] = pred.run_time_s
-        if cfg.fluid:
+        if _wants_fluid(cfg, res.schedule):
             from ..model.fluid import fluid_pattern
 
             # SimGrid's small messages wait for their receive (simgrid_eager, fluid.py).

@@ -221,3 +221,16 @@ def test_compiler_pick_ranks_finalists_by_the_fluid_model_as_auto_does():
     plain = [row("ring", 28.2, 14.6), row("spreading", 15.4, 15.4)]
     pick = compiler_pick(plain)
     assert pick["algorithm"] == "ring" and pick["model"] == "dag" and not pick["within_target"]
+
+
+def test_prediction_topology_for_the_homogeneous_default_at_any_size(tmp_path):
+    """The scale run's 256 ranks: the homogeneous default is written in class form (a
+    256 x 256 matrix is over the YAML reader's value cap) and predicts the same."""
+    from collsched.inputs.topology import homogeneous
+
+    topo = homogeneous(256)
+    net = netmodel.network_setup("CM02", topo)
+    path = netmodel.write_prediction_topology(net, None, tmp_path / "h.yaml")
+    back = load_topology(path, 256)
+    assert back.eager_limit == 0 and back.full_duplex
+    assert np.array_equal(back.transfer_time(65536), net.topology.transfer_time(65536))

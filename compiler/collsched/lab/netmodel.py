@@ -169,6 +169,20 @@ def smpirun_network_args(model: str, topo) -> list[str]:
     return list(network_setup(model, topo).simgrid_cfg)
 
 
+def _homogeneous_doc(topo) -> dict:
+    """inputs.topology.homogeneous's cluster as a class-form topology document."""
+    lat, bw = topo.host_latency, topo.host_bandwidth
+    n = len(topo.hosts)
+    doc = {"name": topo.name, "duplex": "full" if topo.full_duplex else "half",
+           "sites": [{"name": topo.host_site[0], "hosts": n,
+                      "lan": {"latency": f"{float(lat[0, 1 % n])!r} s",
+                              "bandwidth": f"{float(bw[0, 1 % n])!r} B/s"}}],
+           "intra_host": {"latency": f"{float(lat[0, 0])!r} s", "bandwidth": f"{float(bw[0, 0])!r} B/s"}}
+    if topo.tcp_window is not None:
+        doc["tcp_window"] = int(topo.tcp_window)
+    return doc
+
+
 def write_prediction_topology(setup: NetworkSetup, source: str | None, path: Path,
                               tcp_window: int | None = None) -> str | None:
     """A topology file for the compiler with the prediction costs (the source file with its
@@ -176,16 +190,14 @@ def write_prediction_topology(setup: NetworkSetup, source: str | None, path: Pat
     nothing changed. None: the homogeneous default (no file) with nothing to change."""
     if not setup.changed and tcp_window is None:
         return source
-    if source is None:
-        from ..inputs.topology import write_topology
-
-        write_topology(setup.topology, path, comment=f"network model {setup.model} (collsched lab)")
-        return str(path)
     import yaml
 
     from ..files import read_input, write_atomic
 
-    doc = yaml.safe_load(bytes(read_input(source, "topology")).decode("utf-8"))
+    if source is None:  # the homogeneous default, in class form: any P (a matrix caps at 255 hosts)
+        doc = _homogeneous_doc(setup.topology)
+    else:
+        doc = yaml.safe_load(bytes(read_input(source, "topology")).decode("utf-8"))
     doc.setdefault("name", setup.topology.name)
     doc.pop("message_costs", None)
     if setup.topology.message_costs is not None:
@@ -193,7 +205,8 @@ def write_prediction_topology(setup: NetworkSetup, source: str | None, path: Pat
     if tcp_window is not None:
         doc["tcp_window"] = int(tcp_window)
     doc["eager_limit"] = int(setup.topology.eager_limit)
-    head = (f"# {Path(source).name} with the message costs of network model {setup.model}\n"
+    head = (f"# {Path(source).name if source else 'the homogeneous default'} with the message costs "
+            f"of network model {setup.model}\n"
             "# (written by the collsched lab, lab/netmodel.py; do not edit)\n")
     write_atomic(path, head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100000))
     return str(path)

@@ -134,8 +134,9 @@ MAX_BREAKPOINT_SEGMENTS = 64
 
 
 # A breakpoint count keeps its pieces this far (relative) under the breakpoint: a measured
-# table's breakpoints are approximate, and SimGrid 3.32 switches its SMPI factors 16 bytes
-# below the thresholds it documents (a 9361-byte message already pays the 9377+ factors).
+# table's breakpoints are approximate, and a message carries envelope bytes besides its
+# payload (SimGrid's 16: a 9361-byte payload already pays the 9377+ factors; the table
+# lookup adds MessageCosts.envelope_bytes, the margin covers what a table does not say).
 BREAKPOINT_MARGIN = 0.01
 
 

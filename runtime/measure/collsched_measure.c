@@ -339,14 +339,10 @@ static void group_ranks(int size, const char *names, int name_len, const double 
     free(first); free(hr); free(nearest); free(parent); free(label);
 }
 
-/* Every rank: the sweep's pairs, in the order of their rounds (round_start[r] .. [r+1]).
- * Players are the lowest rank of each host, or every rank with --all-pairs. Candidates:
- * cross-group pairs first (they are the scarce ones), then same-group pairs in per-group
- * tournament order, then (without --all-pairs) one pair inside each host with several
- * ranks. Each round takes, first fit, every candidate whose hosts and (for a cross-group
- * pair) groups are still free in that round. */
-static int plan_sweep(int size, const int *host, const int *group, int all_pairs,
-                      struct pair **pairs_out, int **round_start_out) {
+/* How many hosts and groups the ranks span, and each host's first and second rank (-1:
+ * none); *first and *second are malloc'ed (the caller frees them). */
+static void host_ranks(int size, const int *host, const int *group, int *nhosts_out, int *ngroups_out,
+                       int **first_out, int **second_out) {
     int nhosts = 0, ngroups = 0;
     for (int i = 0; i < size; i++) {
         if (host[i] + 1 > nhosts) nhosts = host[i] + 1;
@@ -358,6 +354,19 @@ static int plan_sweep(int size, const int *host, const int *group, int all_pairs
         if (first[host[i]] < 0) first[host[i]] = i;
         else if (second[host[i]] < 0) second[host[i]] = i;
     }
+    *nhosts_out = nhosts, *ngroups_out = ngroups, *first_out = first, *second_out = second;
+}
+
+/* Every rank: the sweep's pairs, in the order of their rounds (round_start[r] .. [r+1]).
+ * Players are the lowest rank of each host, or every rank with --all-pairs. Candidates:
+ * cross-group pairs first (they are the scarce ones), then same-group pairs in per-group
+ * tournament order, then (without --all-pairs) one pair inside each host with several
+ * ranks. Each round takes, first fit, every candidate whose hosts and (for a cross-group
+ * pair) groups are still free in that round. */
+static int plan_sweep(int size, const int *host, const int *group, int all_pairs,
+                      struct pair **pairs_out, int **round_start_out) {
+    int nhosts, ngroups, *first, *second;
+    host_ranks(size, host, group, &nhosts, &ngroups, &first, &second);
     int *player = malloc((size_t)size * sizeof *player);
     for (int i = 0; i < size; i++) player[i] = all_pairs || first[host[i]] == i;
 
@@ -424,17 +433,8 @@ static int plan_sweep(int size, const int *host, const int *group, int all_pairs
  * an intra-host pair, a same-group host pair per group, a cross-group pair per two groups.
  * Returns how many; *out is malloc'ed. */
 static int plan_fit(int size, const int *host, const int *group, struct pair **out) {
-    int nhosts = 0, ngroups = 0;
-    for (int i = 0; i < size; i++) {
-        if (host[i] + 1 > nhosts) nhosts = host[i] + 1;
-        if (group[i] + 1 > ngroups) ngroups = group[i] + 1;
-    }
-    int *first = malloc((size_t)nhosts * sizeof *first), *second = malloc((size_t)nhosts * sizeof *second);
-    for (int h = 0; h < nhosts; h++) first[h] = second[h] = -1;
-    for (int i = 0; i < size; i++) {
-        if (first[host[i]] < 0) first[host[i]] = i;
-        else if (second[host[i]] < 0) second[host[i]] = i;
-    }
+    int nhosts, ngroups, *first, *second;
+    host_ranks(size, host, group, &nhosts, &ngroups, &first, &second);
     /* the first two hosts of every group, by their first ranks */
     int *g1 = malloc((size_t)ngroups * sizeof *g1), *g2 = malloc((size_t)ngroups * sizeof *g2);
     for (int g = 0; g < ngroups; g++) g1[g] = g2[g] = -1;

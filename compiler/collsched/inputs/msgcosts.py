@@ -26,7 +26,7 @@ Format: docs/inputs.md, "Message-size-dependent costs".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -120,7 +120,6 @@ class MessageCosts:
     # Bytes every message carries besides its payload (a header, SMPI's 16-byte envelope):
     # the tables are looked up by, and bandwidth charged for, payload + envelope_bytes.
     envelope_bytes: float = 0.0
-    _sizes_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def factors(self, rank_host, src, dst, nbytes):
         """(latency_factor, bandwidth_factor) arrays for transfers src -> dst of nbytes."""

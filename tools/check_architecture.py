@@ -27,7 +27,8 @@ import networkx as nx
 
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 120
-FRONT_END = {"collsched.cli", "collsched.__main__"}  # may import the lab (lazily)
+FRONT_END = {"collsched.cli", "collsched.cli_trace", "collsched.cli_cache",
+             "collsched.__main__"}  # may import the lab (lazily)
 
 # Known violations, each to be removed by the change that fixes it. None left (the last
 # were min3's engines, split into named helpers). Nothing may be added here: fix the code

@@ -19,7 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import __version__
+from . import __version__, cli_cache, cli_trace
 from .errors import InputError
 from .cli_args import MAX_RANKS, _INT, UsageError, _float_opt, _int_opt, _plot_path, _show, h, new_parser
 from .files import check_path_options, write_atomic
@@ -60,6 +60,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p, sub = new_parser(__version__)
     _add_measure_parser(sub)
     _add_sweep_parser(sub)
+    cli_trace.add_parsers(sub)
+    cli_cache.add_parsers(sub)
     return p
 
 
@@ -644,6 +646,8 @@ _COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "simulate": cmd_simul
 _COMMANDS["measure"] = cmd_measure
 _COMMANDS["sweep"] = cmd_sweep
 _COMMANDS["pools"] = cmd_pools
+_COMMANDS.update(cli_trace.COMMANDS)  # trace
+_COMMANDS.update(cli_cache.COMMANDS)  # cache, tune
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -47,6 +47,18 @@ typedef struct collsched_call_info {
 } collsched_call_info;
 COLLSCHED_API int collsched_last_call(MPI_Comm comm, collsched_call_info *info);
 
+/* The call site's name for this thread's next collsched call (the arrival trace and the
+ * schedule cache key calls by it; without one, the caller's function+offset). Up to 63
+ * printable characters without spaces; NULL or "" clears it. Returns MPI_SUCCESS or
+ * MPI_ERR_ARG. */
+COLLSCHED_API int collsched_label(const char *label);
+
+/* Writes what the runtime keeps for the end of the job: the arrival trace
+ * (COLLSCHED_ARRIVALS) and the cache statistics (COLLSCHED_STATS). Collective over
+ * MPI_COMM_WORLD, before MPI_Finalize; idempotent. The preload library calls it from its
+ * MPI_Finalize; under Open MPI the runtime also does at MPI_Finalize if nobody did. */
+COLLSCHED_API int collsched_finalize(void);
+
 /* ---- The PAT API (BDR paper, Proficz 2021, section 3; docs/pat.md) ----
  * Arrival-pattern-aware allgather: the application marks its computation phase, a
  * background engine predicts every rank's arrival at the allgather, and the schedule's
@@ -78,6 +90,9 @@ COLLSCHED_API int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s);
 /* A compiled schedule file for the next iteration (collective: loaded and proven like
  * any schedule). NULL clears it. */
 COLLSCHED_API int PAT_UseSchedule(const char *path);
+/* The label of the served allgather's call site (collsched_label for every iteration's
+ * call). */
+COLLSCHED_API int PAT_Label(const char *label);
 /* Explicit progress (no progress thread): advance the engine / sleep in slices that do. */
 COLLSCHED_API int PAT_Progress(void);
 COLLSCHED_API int PAT_Sleep(double seconds);

@@ -225,9 +225,10 @@ static int send_matches(const call *c, uint64_t own)
 /* The schedule for a call whose blocks are lo..hi bytes: 1 to run *sel; 0 to run the MPI
  * library's collective instead; -1 to fail with *rc (an MPI error; strict mode: the call
  * was refused, through the error handler). */
-static int choose(cs_comm *st, const call *c, uint64_t lo, uint64_t hi, cs_selection *sel, int *rc)
+static int choose(cs_comm *st, const call *c, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi,
+                  cs_selection *sel, int *rc)
 {
-    *rc = cs_select(st, lo, hi, sel);
+    *rc = cs_select(st, ctx, lo, hi, sel);
     if (*rc != MPI_SUCCESS) {
         raise_error(c->comm, *rc);
         return -1;
@@ -254,7 +255,7 @@ static int run_pat(const cs_pat_job *job, cs_comm *st, const call *c)
 }
 
 static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                     int recvcount, MPI_Datatype recvtype, MPI_Comm comm, int *timed)
+                     int recvcount, MPI_Datatype recvtype, MPI_Comm comm, cs_call_ctx *ctx, int *timed)
 {
     int inter = 0;
     cs_comm *st = NULL;
@@ -273,34 +274,56 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
     c.size = cs_comm_size(st);
     c.block = (uint64_t)recvcount * c.esize;
     if (!send_matches(&c, c.block)) goto pmpi; /* mismatched signatures: MPI reports it */
+    ctx->bytes = c.block;
     cs_pat_job job;
     int claim = c.block > (uint64_t)INT_MAX ? CS_PAT_NOT_MINE : cs_pat_claim(comm, c.block, &job);
-    if (claim == CS_PAT_RUN) return run_pat(&job, st, &c);
+    if (claim == CS_PAT_RUN) {
+        ctx->used = 1;
+        return run_pat(&job, st, &c);
+    }
     if (claim == CS_PAT_FALL_BACK) {
         if (cs_verbose() && c.rank == 0) fprintf(stderr, "collsched: %s\n", job.reason);
         *timed = cs_pat_learning_tau();
     }
     cs_selection sel;
-    int how = choose(st, &c, c.block, c.block, &sel, &rc);
+    int how = choose(st, &c, ctx, c.block, c.block, &sel, &rc);
     if (how < 0) return rc;
     if (how == 0) {
         if (claim == CS_PAT_FALL_BACK) cs_note_fallback(st, job.reason); /* the news for a PAT user */
         goto pmpi;
     }
+    ctx->used = 1;
     return raise_error(comm, run(&c, sel.sched, sel.comm, sel.reqs, NULL));
 pmpi:
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
+/* Without a schedule source the runtime stays out of the way (no communicator state),
+ * but a traced call is still recorded. */
+int cs_allgather_at(const void *site, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                    void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int timed = 0, rc;
+    cs_call_ctx ctx = { site, CS_COLL_ALLGATHER, 0, PMPI_Wtime(), 0 };
+    if (cs_source_configured()) {
+        rc = allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &ctx, &timed);
+    } else {
+        uint64_t esize;
+        if (recvcount >= 0 && type_bytes(recvtype, &esize)) ctx.bytes = (uint64_t)recvcount * esize;
+        rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    }
+    double t = PMPI_Wtime();
+    /* The PAT engine learns tau from its first call when nobody told it (pat.c). */
+    if (timed && rc == MPI_SUCCESS) cs_pat_learned(t - ctx.arrival);
+    if (rc == MPI_SUCCESS && cs_arrivals_enabled()) cs_arrivals_call(comm, &ctx, t);
+    return rc;
+}
+
 int collsched_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                         void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    int timed = 0;
-    double t = PMPI_Wtime();
-    int rc = allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &timed);
-    /* The PAT engine learns tau from its first call when nobody told it (pat.c). */
-    if (timed && rc == MPI_SUCCESS) cs_pat_learned(PMPI_Wtime() - t);
-    return rc;
+    return cs_allgather_at(__builtin_return_address(0), sendbuf, sendcount, sendtype, recvbuf,
+                           recvcount, recvtype, comm);
 }
 
 /* Smallest and largest block in bytes; 0 if a count is negative (erroneous call). */
@@ -318,9 +341,9 @@ static int block_range(const int *counts, int n, uint64_t ext, uint64_t *lo, uin
     return 1;
 }
 
-int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                         void *recvbuf, const int recvcounts[], const int displs[],
-                         MPI_Datatype recvtype, MPI_Comm comm)
+static int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                      void *recvbuf, const int recvcounts[], const int displs[],
+                      MPI_Datatype recvtype, MPI_Comm comm, cs_call_ctx *ctx)
 {
     int inter = 0;
     cs_comm *st = NULL;
@@ -341,11 +364,49 @@ int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendty
     if (!block_range(recvcounts, c.size, c.esize, &lo, &hi)
         || !send_matches(&c, (uint64_t)recvcounts[c.rank] * c.esize))
         goto pmpi;
+    ctx->bytes = hi;
     cs_selection sel;
-    int how = choose(st, &c, lo, hi, &sel, &rc);
+    int how = choose(st, &c, ctx, lo, hi, &sel, &rc);
     if (how < 0) return rc;
     if (how == 0) goto pmpi;
+    ctx->used = 1;
     return raise_error(comm, run(&c, sel.sched, sel.comm, sel.reqs, NULL));
 pmpi:
     return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+}
+
+int cs_allgatherv_at(const void *site, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, const int recvcounts[], const int displs[],
+                     MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int rc;
+    cs_call_ctx ctx = { site, CS_COLL_ALLGATHERV, 0, PMPI_Wtime(), 0 };
+    if (cs_source_configured()) {
+        rc = allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &ctx);
+    } else {
+        int size = 0, inter = 0;
+        uint64_t esize, lo, hi;
+        if (comm != MPI_COMM_NULL && recvcounts && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS
+            && !inter && PMPI_Comm_size(comm, &size) == MPI_SUCCESS && type_bytes(recvtype, &esize)
+            && block_range(recvcounts, size, esize, &lo, &hi))
+            ctx.bytes = hi;
+        rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    }
+    if (rc == MPI_SUCCESS && cs_arrivals_enabled()) cs_arrivals_call(comm, &ctx, PMPI_Wtime());
+    return rc;
+}
+
+int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, const int recvcounts[], const int displs[],
+                         MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return cs_allgatherv_at(__builtin_return_address(0), sendbuf, sendcount, sendtype, recvbuf,
+                            recvcounts, displs, recvtype, comm);
+}
+
+int collsched_finalize(void)
+{
+    int rc = cs_arrivals_finalize();
+    int rc2 = cs_cache_finalize();
+    return rc != MPI_SUCCESS ? rc : rc2;
 }

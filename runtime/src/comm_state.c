@@ -581,8 +581,9 @@ static void no_match(cs_comm *st, const char *reason)
     }
 }
 
-int cs_select(cs_comm *st, uint64_t lo, uint64_t hi, cs_selection *sel)
+int cs_select(cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi, cs_selection *sel)
 {
+    (void)ctx; /* the schedule cache keys by call site (cache.c) */
     char why[REASON_LEN], reason[REASON_LEN];
     sel->sched = NULL;
     if (!st->enabled) {

@@ -61,6 +61,47 @@ int cs_trace_complete(cs_trace *tr, MPI_Request *reqs, uint32_t nops);
 /* Appends the call's lines to PREFIX.RANK.csv if `write`, and frees the record. */
 void cs_trace_end(cs_trace *tr, const collsched_schedule *s, uint32_t rank, int write);
 
+/* One collective call as the arrival trace and the schedule cache see it (collectives.c
+ * fills it at entry; `bytes` once the call is checked, `used` once it ran). */
+enum { CS_COLL_ALLGATHER = 1, CS_COLL_ALLGATHERV = 2 };
+typedef struct cs_call_ctx {
+    const void *site;          /* the caller's return address: the call site (NULL unknown) */
+    int collective;            /* CS_COLL_* */
+    uint64_t bytes;            /* bytes per rank (allgatherv: the largest block) */
+    double arrival;            /* PMPI_Wtime() at entry (this process's clock) */
+    int used;                  /* a schedule ran (else the MPI library's collective) */
+} cs_call_ctx;
+
+/* callsite.c: the call site's name, identical on every rank of a job for the same source
+ * line: this thread's label (collsched_label, PAT_Label) if one is set for the call, else
+ * the return address resolved with dladdr to function+offset (module+offset without a
+ * symbol). Cached per address; never fails ("?" at worst). */
+void cs_call_site(const cs_call_ctx *ctx, char *out, size_t len);
+
+/* clock.c: this rank's offset to comm's rank 0 clock: PMPI_Wtime() + *offset is rank 0's
+ * time. Collective over comm; 0 where MPI says the clock is global. */
+int cs_clock_offset(MPI_Comm comm, double *offset);
+
+/* arrivals.c: COLLSCHED_ARRIVALS, the arrival trace (docs/trace-format.md). */
+int cs_arrivals_enabled(void);
+/* Records one call on the user's communicator at its exit (exit_time: PMPI_Wtime()). */
+void cs_arrivals_call(MPI_Comm comm, const cs_call_ctx *ctx, double exit_time);
+/* Gathers every rank's records and writes the trace (rank 0); collective over
+ * MPI_COMM_WORLD; idempotent. */
+int cs_arrivals_finalize(void);
+
+/* cache.c: a schedule cache as COLLSCHED_SCHEDULES (docs/cache.md): COLLSCHED_STATS at
+ * finalize (collective over MPI_COMM_WORLD; idempotent). */
+int cs_cache_finalize(void);
+
+/* collectives.c: collsched_allgather(v) with the call site given (the preload library
+ * passes its caller's). */
+int cs_allgather_at(const void *site, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                    void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int cs_allgatherv_at(const void *site, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, const int recvcounts[], const int displs[],
+                     MPI_Datatype recvtype, MPI_Comm comm);
+
 /* comm_state.c: per-communicator state and schedule selection. */
 typedef struct cs_comm cs_comm;
 typedef struct cs_selection {
@@ -74,7 +115,7 @@ int cs_comm_state(MPI_Comm comm, cs_comm **st);
 /* Chooses the schedule for a call whose blocks have between lo and hi bytes. Collective
  * only on first use of a schedule (the ranks agree); returns an MPI error code;
  * sel->sched == NULL means "fall back", with the reason recorded for collsched_last_call. */
-int cs_select(cs_comm *st, uint64_t lo, uint64_t hi, cs_selection *sel);
+int cs_select(cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi, cs_selection *sel);
 /* Loads, agrees on and proves one schedule file outside selection (collective). */
 int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char *reason,
                    size_t len);

@@ -186,7 +186,7 @@ def cmd_compile(a) -> int:
         res = compile_schedule(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), topology=a.topology,
                                pap=a.pap, duplex=a.duplex, segments=_segments_arg(a.segments),
                                tau=_time_arg(a.tau, "--tau"), collective=a.collective, output=out,
-                               lower_bound=a.lower_bound, model=a.model)
+                               lower_bound=a.lower_bound, model=a.model, engine=a.engine)
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID

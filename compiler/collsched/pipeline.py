@@ -22,7 +22,7 @@ from .algorithms import Request, generate
 from .inputs.arrivals import load_pap
 from .inputs.topology import homogeneous, load_topology
 from .errors import InputError
-from .ir import SEND, Schedule
+from .ir import FOREGROUND, SEND, Schedule
 from .model.policy import DIRECT_MAX_PAIRS, execution_candidates, segment_candidates
 from .model.simulate import Metrics, simulate_pattern
 from .inputs.units import MAX_BYTES
@@ -42,6 +42,7 @@ class CompileResult:
     predicted_for_bytes: int
     timings_s: dict = field(default_factory=dict)
     model: str = "dag"  # the cost model of the prediction (dag or fluid)
+    engine: str = "pat"  # who runs the background operations (ENGINES)
     file_bytes: int | None = None
     # lowerbound.LowerBound at predicted_for_bytes for the same pattern, or None;
     # lower_bound_note says why it is missing (not asked for, too many ranks).
@@ -93,6 +94,7 @@ class CompileResult:
             # "c" (the C kernels ran), or why the compiler ran Python instead (kernels/)
             "kernels": kernels.status(),
             "model": self.model,  # the cost model of the predicted_* figures
+            "engine": self.engine,  # pat: background ops before arrival; none: all in the call
             "predicted_for_bytes": self.predicted_for_bytes,
             "predicted_avg_elapsed_s": self.metrics.avg_elapsed_s,
             "predicted_run_time_s": self.metrics.run_time_s,
@@ -206,7 +208,7 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
                      duplex: str | None = None, segments: int | str = "auto",
                      tau: float | None = None, collective: str = "allgather",
                      output: str | Path | None = None, lower_bound: bool = False,
-                     model: str = "dag") -> CompileResult:
+                     model: str = "dag", engine: str = "pat") -> CompileResult:
     """Generate, verify, simulate and (optionally) write one schedule.
 
     nbytes: bytes per rank, an int, a (MIN, MAX) pair, or a string as the CLI's --bytes
@@ -220,6 +222,11 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     policy.execution_candidates says so, and the faster kept (serial on a tie).
     Every candidate is generated, verified and timed; compile_time_s counts them all.
     model: the cost model of the prediction, "dag" (simulate.py) or "fluid" (fluid.py).
+    engine: "pat" (the PAT engine runs the background operations, before the rank
+    arrives: docs/semantics.md, "Phases") or "none" (every operation runs inside the call,
+    as the preload library and collsched_allgather run a schedule): every candidate's
+    operations become foreground after generation, before the passes, the verifier and
+    the model, so the predictions time what the runtime does.
     lower_bound: also compute the LP lower bound (lowerbound.py) for the predicted size and
     pattern; its time is reported apart (lower_bound_time_s), not in compile_time_s.
     Skipped above MAX_BOUND_RANKS ranks (lower_bound_note says so).
@@ -228,6 +235,8 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
         raise InputError("--collective", collective, "expected allgather (the only collective so far)")
     if model not in ("dag", "fluid"):
         raise InputError("--model", model, "expected dag or fluid")
+    if engine not in ENGINES:
+        raise InputError("--engine", str(engine), "expected " + " or ".join(ENGINES))
     if not isinstance(nranks, int) or not 2 <= nranks <= schedfile.MAX_RANKS:
         raise InputError("--ranks", str(nranks), f"expected an integer 2..{schedfile.MAX_RANKS} "
                                                  "(the schedule format's limit)")
@@ -252,7 +261,8 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     found, why = {}, {}
     for name in names:
         try:
-            found[name] = _search(name, algorithm, topo, pattern, segments, tau, lo, hi, model, timings)
+            found[name] = _search(name, algorithm, topo, pattern, segments, tau, lo, hi, model, timings,
+                                  engine)
         except InputError as e:  # auto: an algorithm that cannot serve this request
             if algorithm != AUTO:
                 raise
@@ -263,7 +273,7 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     checked = _fluid_check(found, topo, pattern, hi, timings) if algorithm == AUTO and model == "dag" else None
     pick = _pick(found, checked)
     (best, seg_tried, exe_tried, exe_fluid) = found[pick]
-    result = CompileResult(best[0], best[1], hi, timings, model=model,
+    result = CompileResult(best[0], best[1], hi, timings, model=model, engine=engine,
                            segments_tried=seg_tried if len(seg_tried) > 1 else None,
                            execution_tried=exe_tried if len(exe_tried) > 1 else None,
                            execution_fluid=exe_fluid)
@@ -281,6 +291,9 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
 
 
 AUTO = "auto"
+# Who runs a schedule's background operations: the PAT engine, before the rank arrives
+# (pat), or nobody: the whole list inside the call (none; the preload library, a cache).
+ENGINES = ("pat", "none")
 # --algorithm auto's candidates, in this order (the first of equal predictions wins): the
 # regular baselines, the grid baselines, then the planners; bslb and bdr only with
 # imbalanced arrivals (they wait for the pattern's order). Refused ones are skipped.
@@ -338,7 +351,7 @@ def _forwarded(sched: Schedule) -> int:
     return int(np.count_nonzero((sched.kind == SEND) & (sched.origin != sched.rank_of_op)))
 
 
-def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timings):
+def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timings, engine="pat"):
     """One algorithm's candidates (segment counts x serial/dataflow, policy.py), each
     generated, verified and timed; returns ((schedule, metrics) of the fastest,
     {segments: best avg elapsed}, {execution: best avg elapsed})."""
@@ -350,6 +363,8 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
                "tau": tau, "duplex": topo.full_duplex}
     if requested == AUTO:
         options["picked_by"] = AUTO
+    if engine != "pat":  # (pat: the input hashes of before the option)
+        options["engine"] = engine
     digest = input_hash(name, options, topo, pattern)
     best, seg_tried, exe_tried, variants = None, {}, {}, {}
     for fields in executions:
@@ -357,7 +372,7 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
             if fields.get("relays") is False and nranks * nranks * nseg > DIRECT_MAX_PAIRS:
                 continue
             sched, metrics = _compile_one(name, topo, pattern, nseg, tau, lo, hi, digest, model,
-                                          timings, **fields)
+                                          timings, engine=engine, **fields)
             t = metrics.avg_elapsed_s
             seg_tried[nseg] = min(seg_tried.get(nseg, t), t)
             key = ("serial" if sched.serial else "dataflow") + ("" if fields.get("relays", True) else ", direct")
@@ -375,14 +390,17 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
 
 
 def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, timings,
-                 serial=None, relays=True):
+                 serial=None, relays=True, engine="pat"):
     """One candidate of compile_schedule: (verified schedule, predicted metrics); adds
     its stage times to `timings`."""
     t = time.perf_counter()
     req = Request(nranks=topo.nranks, nbytes=hi, nseg=nseg, full_duplex=topo.full_duplex,
                   topology=topo, arrivals=pattern[0] - pattern[0].min(), tau=tau, serial=serial,
                   relays=relays)
-    sched = passes.apply(generate(algorithm, req), topo, hi)  # receive gating, FIFO marks
+    sched = generate(algorithm, req)
+    if engine == "none":
+        _all_foreground(sched)
+    sched = passes.apply(sched, topo, hi)  # receive gating, FIFO marks
     sched.bytes_min, sched.bytes_max = lo, hi
     sched.compiler_version = __version__
     sched.input_hash = digest
@@ -406,6 +424,17 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
     timings["simulate"] += time.perf_counter() - t
     check_finite(metrics, topo, "--bytes", hi)
     return sched, metrics
+
+
+def _all_foreground(sched: Schedule) -> None:
+    """Every operation of `sched` (and of the transfers the passes re-sort) foreground:
+    the whole list runs inside the call (engine none). The lists keep their order (the
+    background part came first), which the verifier then proves as foreground."""
+    sched.phase = np.full_like(sched.phase, FOREGROUND)
+    t = sched.transfers
+    if t is not None:
+        t.send_phase = np.full_like(t.send_phase, FOREGROUND)
+        t.recv_phase = np.full_like(t.recv_phase, FOREGROUND)
 
 
 def check_finite(metrics: Metrics, topo, source: str, nbytes: int) -> None:

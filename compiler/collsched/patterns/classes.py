@@ -83,22 +83,42 @@ class Clustering:
         return int(self.centroids.shape[0])
 
 
+# Patterns the noise estimate looks at (its cost is quadratic in them).
+NOISE_SAMPLE = 512
+
+
+def noise_scale(patterns) -> float:
+    """The median distance of a pattern to its nearest other pattern (seconds), over the
+    first NOISE_SAMPLE patterns: in a trace of recurring patterns, a pattern's nearest
+    neighbour is a member of its own class, so this measures the run-to-run noise (about
+    sqrt(2) x its standard deviation), not the differences between classes."""
+    x = normalise(np.atleast_2d(patterns))[:NOISE_SAMPLE]
+    if len(x) < 2:
+        return 0.0
+    d = distances(x, x)
+    np.fill_diagonal(d, np.inf)
+    return float(np.median(d.min(axis=1)))
+
+
 def default_threshold(patterns, t_message: float) -> float:
     """The distance under which two patterns are one class (seconds):
-    max(0.5 * t_message, 0.2 * median spread), spread = max - min of a pattern.
+    max(0.1 x t_message, 0.2 x median spread, 2.5 x noise_scale), spread = max - min of
+    a pattern.
 
-    Why: two patterns closer than half a message time (RMS over ranks) call for the same
-    schedule - a schedule cannot exploit a lateness shorter than one message, so splitting
-    them only multiplies the cache's entries. Relative to the data, 0.2 of the typical
-    spread sits between what separates real classes and the noise: classes that differ in
-    which group of ranks is late differ by a large part of the spread (one eighth of the
-    ranks late by the whole spread already makes sqrt(1/8) = 0.35 of it, twice that for
-    two disjoint groups), while run-to-run noise of 5% of the spread puts a member about
-    0.05-0.1 spread from its class's other members. The median (not the maximum) makes
-    one outlier call unable to widen every class."""
+    Why: 0.2 of the typical spread sits between what separates real classes and noise:
+    classes that differ in which group of ranks is late differ by a large part of the
+    spread (one eighth of the ranks late by the whole spread is sqrt(1/8) = 0.35 of it
+    RMS, twice that for two disjoint groups), while run-to-run noise of 5% of the spread
+    puts members about 0.07 of it apart. The median (not the maximum) keeps one outlier
+    call from widening every class. 2.5 x the nearest-neighbour distance keeps noisier
+    classes whole (a member is within about 1.5 noise scales of its class's first member),
+    and makes pure noise (balanced calls: the spread is the noise) one class, not many.
+    0.1 x t_message: differences far below one message time call for the same schedule
+    (one rank late by T among 28 is 0.19 T RMS, still a class of its own); splitting them
+    would only multiply the cache's entries."""
     x = normalise(np.atleast_2d(patterns))
     spread = float(np.median(x.max(axis=1))) if x.size else 0.0
-    return max(0.5 * float(t_message), 0.2 * spread)
+    return max(0.1 * float(t_message), 0.2 * spread, 2.5 * noise_scale(x))
 
 
 def _leaders(x: np.ndarray, tau: float) -> np.ndarray:

@@ -75,10 +75,11 @@ def traces(draw):
     sites = draw(st.lists(name, min_size=nsites, max_size=nsites))
     ncomms = draw(st.integers(0, 3))
     comms = []
+    ids = sorted(draw(st.sets(st.integers(0, 2**64 - 1), min_size=ncomms, max_size=ncomms)))
     for i in range(ncomms):
         size = draw(st.integers(1, world))
         ranks = draw(st.permutations(range(world)))[:size]
-        comms.append(T.Comm(draw(st.integers(0, 2**64 - 1)) if i == 0 else i, tuple(ranks)))
+        comms.append(T.Comm(ids[i], tuple(ranks)))
     calls = []
     t = st.floats(0, 100, allow_nan=False, width=32)
     for c, comm in enumerate(comms):

@@ -11,7 +11,9 @@ rank, or several iterations of them:
       - [2, 0, 0.1, 0]
 
 Values are bare numbers in `unit` (default s) or quantity strings such as '1.5ms'.
-`load_pap` returns an array of shape (iterations, P) in seconds.
+`load_pap` returns an array of shape (iterations, P) in seconds. It also reads an arrival
+trace (docs/trace-format.md, detected by its magic) that holds one call site of the
+right size: one iteration per call.
 """
 from __future__ import annotations
 
@@ -23,12 +25,34 @@ import yaml
 from . import units
 from ..errors import InputError
 from ..files import write_atomic
+from ..patterns.tracefile import Trace, groups, is_trace, read_trace
 from .schemas import PAP_SCHEMA, describe, read_yaml
 from .topology import MAX_TIME_S
 
 
+def _trace_pattern(path, trace: Trace, nranks: int | None) -> np.ndarray:
+    """The arrivals of the trace's one (call site, communicator) group of `nranks` ranks
+    (any size when None): one iteration per call, each call's earliest rank at 0."""
+    every = groups(trace)
+    found = [g for g in every if nranks is None or g.size == nranks]
+    if len(found) == 1:
+        g = found[0]
+        block = next(b for b in trace.blocks if b.comm == g.comm)
+        return block.arrivals[block.site == g.site].copy()
+    listed = "; ".join(f"{g.site_name}@{g.comm} ({g.size} ranks, {g.ncalls} calls)"
+                       for g in every) or "no calls"
+    size = f" of {nranks} ranks" if nranks is not None else ""
+    what = "no call site" if not found else "several call sites"
+    raise InputError(str(path), "calls", f"expected one call site{size} in the trace, found "
+                                         f"{what}{size} ({listed}); write one with collsched "
+                                         f"trace {path} --export-pap OUT.yaml --site SITE")
+
+
 def load_pap(path, nranks: int | None = None) -> np.ndarray:
-    """Arrival times in seconds, shape (iterations, P); InputError for any bad input."""
+    """Arrival times in seconds, shape (iterations, P); InputError for any bad input.
+    An arrival trace is read as its one call site (of nranks ranks, when given)."""
+    if is_trace(path):
+        return _trace_pattern(path, read_trace(path), nranks)
     doc = read_yaml(path, PAP_SCHEMA)
     d = doc.data
     if ("arrivals" in d) == ("iterations" in d):

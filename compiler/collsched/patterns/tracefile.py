@@ -8,6 +8,8 @@ has many calls and few communicators.
 """
 from __future__ import annotations
 
+import os
+import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -291,12 +293,21 @@ def parse_trace(data, source: str = "<trace>") -> Trace:
 
 
 def is_trace(path) -> bool:
-    """Whether `path` starts with the trace magic (reads 8 bytes; False when unreadable)."""
+    """Whether `path` is a regular file starting with the trace magic (reads 8 bytes;
+    never blocks on a FIFO: False for anything but a readable regular file, which the
+    caller's reader then refuses with its own message)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError, TypeError):
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return os.read(fd, len(MAGIC)) == MAGIC
     except OSError:
         return False
+    finally:
+        os.close(fd)
 
 
 def read_trace(path) -> Trace:

@@ -304,7 +304,7 @@ int cs_allgather_at(const void *site, const void *sendbuf, int sendcount, MPI_Da
                     void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     int timed = 0, rc;
-    cs_call_ctx ctx = { site, CS_COLL_ALLGATHER, 0, PMPI_Wtime(), 0 };
+    cs_call_ctx ctx = { site, CS_COLL_ALLGATHER, 0, PMPI_Wtime(), 0, cs_call_label_take() };
     if (cs_source_configured()) {
         rc = allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &ctx, &timed);
     } else {
@@ -380,7 +380,7 @@ int cs_allgatherv_at(const void *site, const void *sendbuf, int sendcount, MPI_D
                      MPI_Datatype recvtype, MPI_Comm comm)
 {
     int rc;
-    cs_call_ctx ctx = { site, CS_COLL_ALLGATHERV, 0, PMPI_Wtime(), 0 };
+    cs_call_ctx ctx = { site, CS_COLL_ALLGATHERV, 0, PMPI_Wtime(), 0, cs_call_label_take() };
     if (cs_source_configured()) {
         rc = allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &ctx);
     } else {

@@ -24,6 +24,21 @@ COLLSCHED_API int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatyp
                             recvcounts, displs, recvtype, comm);
 }
 
+/* The arrival trace's clocks are estimated at start (docs/trace-format.md). */
+COLLSCHED_API int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) cs_arrivals_start();
+    return rc;
+}
+
+COLLSCHED_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) cs_arrivals_start();
+    return rc;
+}
+
 /* The arrival trace and the cache statistics are written while MPI still works. */
 COLLSCHED_API int MPI_Finalize(void)
 {

@@ -70,6 +70,7 @@ typedef struct cs_call_ctx {
     uint64_t bytes;            /* bytes per rank (allgatherv: the largest block) */
     double arrival;            /* PMPI_Wtime() at entry (this process's clock) */
     int used;                  /* a schedule ran (else the MPI library's collective) */
+    const char *label;         /* the call's label (cs_call_label_take at entry), NULL none */
 } cs_call_ctx;
 
 /* callsite.c: the call site's name, identical on every rank of a job for the same source
@@ -77,13 +78,24 @@ typedef struct cs_call_ctx {
  * the return address resolved with dladdr to function+offset (module+offset without a
  * symbol). Cached per address; never fails ("?" at worst). */
 void cs_call_site(const cs_call_ctx *ctx, char *out, size_t len);
+/* The label of the thread's call now starting: its one-shot collsched_label (taken: the
+ * next call does not see it), else its PAT_Label, else NULL. The pointer stays valid for
+ * the call (thread-local). */
+const char *cs_call_label_take(void);
 
 /* clock.c: this rank's offset to comm's rank 0 clock: PMPI_Wtime() + *offset is rank 0's
  * time. Collective over comm; 0 where MPI says the clock is global. */
 int cs_clock_offset(MPI_Comm comm, double *offset);
+/* The estimate itself, made even where the clock is global: *offset, the local time it
+ * holds for (*at, the middle of the kept exchange) and that exchange's round trip (*rtt,
+ * twice the error bound); rank 0: 0, now, 0. Collective over comm. */
+int cs_clock_estimate(MPI_Comm comm, double *offset, double *at, double *rtt);
 
 /* arrivals.c: COLLSCHED_ARRIVALS, the arrival trace (docs/trace-format.md). */
 int cs_arrivals_enabled(void);
+/* Right after MPI_Init (the preload library): the start estimate of the clock offsets,
+ * collective over MPI_COMM_WORLD; nothing when tracing is off. */
+void cs_arrivals_start(void);
 /* Records one call on the user's communicator at its exit (exit_time: PMPI_Wtime()). */
 void cs_arrivals_call(MPI_Comm comm, const cs_call_ctx *ctx, double exit_time);
 /* Gathers every rank's records and writes the trace (rank 0); collective over

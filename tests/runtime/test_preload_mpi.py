@@ -196,5 +196,7 @@ def test_no_leak_of_the_runtime_under_valgrind(app, library, tmp_path):
     assert proc.returncode == 0 and "allgather_app: OK" in proc.stdout, proc.stdout + proc.stderr
     logs = [f.read_text() for f in sorted(logs.iterdir())]
     assert len(logs) == 4 and all("definitely lost" in t or "no leaks" in t for t in logs), logs[:1]
-    ours = [r for t in logs for r in definitely_lost(t) if any(s in r for s in RUNTIME_SOURCES)]
+    # (what Open MPI allocates inside PMPI_Init, under the preload library's MPI_Init, is its own)
+    ours = [r for t in logs for r in definitely_lost(t)
+            if any(s in r for s in RUNTIME_SOURCES) and "PMPI_Init" not in r]
     assert not ours, ours[0]

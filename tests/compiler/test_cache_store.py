@@ -22,12 +22,13 @@ def sched_bytes(algorithm="ring", ranks=4, nbytes=64, lo=None):
 
 
 def regular(data, ranks=4, lo=64, hi=64, site="*", uses=1):
-    return Entry(file_name(data), "allgather", ranks, lo, hi, site, "-", None, None, uses, None), data
+    return Entry(file_name(data, site), "allgather", ranks, lo, hi, site, "-", None, None, uses, None), data
 
 
 def klass(data, pattern, ranks=4, lo=64, hi=64, site="*", uses=5, radius=1e-4):
-    return Entry(file_name(data), "allgather", ranks, lo, hi, site, "-", 0, radius, uses,
-                 tuple(float(x) for x in pattern)), data
+    pattern = tuple(float(x) for x in pattern)
+    return Entry(file_name(data, site, pattern), "allgather", ranks, lo, hi, site, "-", 0, radius, uses,
+                 pattern), data
 
 
 def test_lock_exclusive_blocks_shared(tmp_path):
@@ -59,15 +60,15 @@ def test_lock_refuses_a_file(tmp_path):
 
 def test_commit_load_and_corrupt_entries(tmp_path, capsys):
     ring, bruck, rd = sched_bytes("ring"), sched_bytes("bruck"), sched_bytes("rd", 8, 64)
-    up = commit(tmp_path, [regular(ring), klass(bruck, [0, 1e-3, 0, 0]),
-                           regular(rd, ranks=8)])
+    new = [regular(ring), klass(bruck, [0, 1e-3, 0, 0]), regular(rd, ranks=8)]
+    up = commit(tmp_path, new)
     assert len(up.entries) == 3 and up.size_bytes == len(ring) + len(bruck) + len(rd)
     assert [e.file for e, _ in load_cache(tmp_path).entries] == [e.file for e in up.entries]
     # Corrupt one file, remove another: both skipped with a warning, the third still served.
-    (tmp_path / file_name(bruck)).write_bytes(bruck[:-3] + b"xyz")
-    (tmp_path / file_name(rd)).unlink()
+    (tmp_path / new[1][0].file).write_bytes(bruck[:-3] + b"xyz")
+    (tmp_path / new[2][0].file).unlink()
     loaded = load_cache(tmp_path)
-    assert [e.file for e, _ in loaded.entries] == [file_name(ring)]
+    assert [e.file for e, _ in loaded.entries] == [new[0][0].file]
     assert len(loaded.warnings) == 2 and all("entry skipped" in w for w in loaded.warnings)
     code = main(["cache", "verify", str(tmp_path)])
     out, err = capsys.readouterr()

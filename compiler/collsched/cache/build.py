@@ -206,8 +206,9 @@ def plan_group(g: Group, opts: Options, workdir: Path, progress=None) -> tuple[l
 
 def _entry(g: Group, sched, digest: str, klass, radius, uses: int, pattern) -> tuple[Entry, bytes]:
     data = schedfile.encode(sched)
-    return (Entry(file_name(data), g.collective, g.ranks, g.bytes_min, g.bytes_max, g.site, digest,
-                  klass, radius, int(uses), None if pattern is None else pattern_tuple(pattern)), data)
+    pattern = None if pattern is None else pattern_tuple(pattern)
+    return (Entry(file_name(data, g.site, pattern), g.collective, g.ranks, g.bytes_min, g.bytes_max,
+                  g.site, digest, klass, radius, int(uses), pattern), data)
 
 
 def _step(progress, text: str) -> None:

@@ -29,9 +29,12 @@ SCHEDULE_SUFFIX = ".sched"
 DEFAULT_MAX_SIZE = 1 << 30  # bytes of schedule files a cache keeps (eviction beyond)
 
 
-def file_name(data: bytes) -> str:
-    """A schedule file's name in a cache: 16 hex digits of its content's SHA-256."""
-    return hashlib.sha256(data).hexdigest()[:16] + SCHEDULE_SUFFIX
+def file_name(data: bytes, site: str = "*", pattern=None) -> str:
+    """A schedule file's name in a cache: 16 hex digits of the SHA-256 of its content and
+    of the call site and class pattern it serves. (The index names each file once: the
+    same schedule serving two sites is two files. One name always holds one content.)"""
+    key = f"\0{site}\0{'regular' if pattern is None else ','.join(map(repr, pattern))}"
+    return hashlib.sha256(bytes(data) + key.encode("utf-8", "surrogatepass")).hexdigest()[:16] + SCHEDULE_SUFFIX
 
 
 def check_directory(directory, must_exist: bool = True) -> Path:

@@ -2,6 +2,7 @@
 every corruption refused with the field named, grouping of calls."""
 import struct
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -234,3 +235,25 @@ def test_write_refuses_bad_content_and_writes_nothing(tmp_path):
     with pytest.raises(ValueError, match="seq"):
         T.write_trace(tmp_path / "t.trace", **kw)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_trace_the_runtime_wrote():
+    """A trace of runtime/src/arrivals.c (tests/runtime/apps/trace_app.c under SMPI, 3
+    ranks: rank 1 late by 50 ms on alternate world_step calls) reads and groups."""
+    path = Path(__file__).parent / "data" / "arrivals-smpi-3ranks.trace"
+    tr = T.read_trace(path)
+    assert tr.world_size == 3 and tr.flags == 0 and tr.ncalls == 16
+    assert tr.sites == ("first_world", "world_v+0x16f", "world_step+0xe6", "halo")
+    assert [c.size for c in tr.comms] == [3, 2, 1]
+    gs = T.groups(tr)
+    assert [(g.site_name, g.comm, g.collective, g.ncalls) for g in gs] == [
+        ("first_world", 0, "allgather", 1), ("world_v+0x16f", 0, "allgatherv", 4),
+        ("world_step+0xe6", 0, "allgather", 3), ("halo", 1, "allgather", 4),
+        ("halo", 2, "allgather", 4)]
+    step = T.calls_of(tr, "world_step+0xe6")
+    assert step[:, 1] == pytest.approx([0.05, 0.0, 0.05], abs=1e-6)
+    for b in tr.blocks:
+        assert (b.arrivals.min(axis=1) == 0).all() and (b.exits >= b.arrivals).all()
+    # re-encoding what was read gives the same bytes
+    assert T.encode_trace(tr.world_size, tr.sites, tr.comms, tr.calls, tr.t0, tr.offsets,
+                          tr.flags) == path.read_bytes()

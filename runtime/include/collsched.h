@@ -47,16 +47,18 @@ typedef struct collsched_call_info {
 } collsched_call_info;
 COLLSCHED_API int collsched_last_call(MPI_Comm comm, collsched_call_info *info);
 
-/* The call site's name for this thread's next collsched call (the arrival trace and the
- * schedule cache key calls by it; without one, the caller's function+offset). Up to 63
- * printable characters without spaces; NULL or "" clears it. Returns MPI_SUCCESS or
- * MPI_ERR_ARG. */
+/* The call site's name for this thread's next collsched call only (the arrival trace and
+ * the schedule cache key calls by it; without one, the caller's function+offset as dladdr
+ * resolves it, or module+offset). 1 to 63 printable characters without spaces; NULL or ""
+ * clears it. Returns MPI_SUCCESS or MPI_ERR_ARG (the label is then unchanged). */
 COLLSCHED_API int collsched_label(const char *label);
 
 /* Writes what the runtime keeps for the end of the job: the arrival trace
  * (COLLSCHED_ARRIVALS) and the cache statistics (COLLSCHED_STATS). Collective over
- * MPI_COMM_WORLD, before MPI_Finalize; idempotent. The preload library calls it from its
- * MPI_Finalize; under Open MPI the runtime also does at MPI_Finalize if nobody did. */
+ * MPI_COMM_WORLD, before MPI_Finalize; idempotent; calls after it are not traced. The
+ * preload library calls it from its MPI_Finalize; under Open MPI the runtime also does at
+ * MPI_Finalize if nobody did (once a traced call ran on a communicator of every world
+ * rank). Under SimGrid SMPI the program must call it: SMPI refuses MPI calls there. */
 COLLSCHED_API int collsched_finalize(void);
 
 /* ---- The PAT API (BDR paper, Proficz 2021, section 3; docs/pat.md) ----
@@ -90,8 +92,9 @@ COLLSCHED_API int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s);
 /* A compiled schedule file for the next iteration (collective: loaded and proven like
  * any schedule). NULL clears it. */
 COLLSCHED_API int PAT_UseSchedule(const char *path);
-/* The label of the served allgather's call site (collsched_label for every iteration's
- * call). */
+/* A persistent label: every collsched call of this thread is named `label` until
+ * PAT_Label(NULL) or PAT_Label("") clears it (a collsched_label for one call takes
+ * precedence for that call). Same rules and return codes as collsched_label. */
 COLLSCHED_API int PAT_Label(const char *label);
 /* Explicit progress (no progress thread): advance the engine / sleep in slices that do. */
 COLLSCHED_API int PAT_Progress(void);

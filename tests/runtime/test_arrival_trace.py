@@ -278,3 +278,23 @@ def test_smpi_trace_is_exact(tmp_path, nranks):
             late = c["arrivals"][nranks - 1] - max(c["arrivals"][:nranks - 1])
             # the injected delay, plus how much later it left the previous call
             assert DELAY - 1e-7 <= late < DELAY + 1e-3, c  # (f32 offsets)
+
+
+@pytest.mark.mpi
+def test_threads_record_their_own_communicators(tmp_path):
+    """MPI_THREAD_MULTIPLE: 3 threads per rank, each on its own MPI_Comm_dup, append to the
+    one buffer at once; every call of every thread is in the trace, complete (written at
+    MPI_Finalize: threads_app never calls collsched_finalize)."""
+    exe = build_mpi_app(tmp_path / "threads_app", "threads_app.c", "-std=c11", "-pthread", linked=True)
+    trace = tmp_path / "threads.trace"
+    proc = run(mpirun_cmd(3) + [str(exe), "3", "40", "16"], base_env(trace))
+    if "threads_app: SKIP:" in proc.stdout:
+        pytest.skip(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0 and "threads_app: OK calls=360" in proc.stdout, proc.stdout + proc.stderr
+    tr = read_trace(trace)
+    # three communicators with the same members: three ids (0, 1, 2 came before)
+    assert [c[1] for c in tr["comms"]] == [[0, 1, 2]] * 3 and len({c[0] for c in tr["comms"]}) == 3
+    assert len(tr["calls"]) == 3 * 40
+    for k in range(3):
+        assert [c["seq"] for c in tr["calls"] if c["comm"] == k] == list(range(40))
+    assert all(c["bytes"] == 4 * (16 + c["seq"] % 3) for c in tr["calls"])

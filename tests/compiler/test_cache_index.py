@@ -65,6 +65,8 @@ def test_rules_across_lines(text, field):
 def test_same_class_number_in_another_group_is_fine():
     other = GOOD.replace("a.sched", "c.sched").replace(" 1024 2048 ", " 4096 8192 ")
     assert len(parse(GOOD, other, REG)) == 3
+    v = REG.replace("b.sched allgather", "v.sched allgatherv")  # another collective: its own regular
+    assert len(parse(REG, v)) == 2
 
 
 _sites = st.one_of(st.just("*"), st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1,

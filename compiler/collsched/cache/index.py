@@ -56,9 +56,9 @@ class Entry:
 
     @property
     def group(self) -> tuple:
-        """What one `regular` entry at most and each class number once serve: SITE, RANKS
-        and the byte range (docs/cache.md)."""
-        return (self.site, self.ranks, self.bytes_min, self.bytes_max)
+        """What one `regular` entry at most and each class number once serve: COLLECTIVE,
+        SITE, RANKS and the byte range (docs/cache.md)."""
+        return (self.collective, self.site, self.ranks, self.bytes_min, self.bytes_max)
 
     def line(self) -> str:
         return " ".join(("entry", self.file, self.collective, str(self.ranks), str(self.bytes_min),
@@ -194,8 +194,8 @@ def parse_index(text: str, source: str) -> list[Entry]:
         key = e.group if e.regular else (*e.group, e.klass)
         if key in seen:
             what = "one regular entry" if e.regular else f"class {e.klass} once"
-            raise InputError(source, f"line {number}: CLASS",
-                             f"expected {what} at most per SITE, RANKS and byte range (line {seen[key]} too)")
+            raise InputError(source, f"line {number}: CLASS", f"expected {what} at most per COLLECTIVE, "
+                                                              f"SITE, RANKS and byte range (line {seen[key]} too)")
         seen[key] = number
         entries.append(e)
     return entries

@@ -135,11 +135,11 @@ class Update:
 
 def same_class(a: Entry, b: Entry) -> bool:
     """Does b serve what a serves (a build's entry replaces such an old one)? Regular:
-    the same SITE, RANKS and byte range (one regular entry per those: the index's rule).
-    Class: also the same collective and topology, and patterns within either's radius."""
+    the same COLLECTIVE, SITE, RANKS and byte range (one regular entry per those: the
+    index's rule). Class: also the same topology, and patterns within either's radius."""
     if a.regular or b.regular:
         return a.regular and b.regular and a.group == b.group
-    if (a.group, a.collective, a.topology) != (b.group, b.collective, b.topology):
+    if (a.group, a.topology) != (b.group, b.topology):
         return False
     d = float(np.sqrt(np.mean((np.asarray(a.pattern) - np.asarray(b.pattern)) ** 2)))
     return d <= max(a.radius, b.radius)
@@ -148,7 +148,7 @@ def same_class(a: Entry, b: Entry) -> bool:
 def merge(old: list[Entry], new: list[Entry], replaces=None) -> tuple[list[Entry], list[Entry]]:
     """(merged entries, old entries replaced): the new entries replace the old ones that
     serve the same (same_class, or `replaces(old_entry)` when given); class numbers are
-    then made 0, 1, ... per SITE, RANKS and byte range, old entries first."""
+    then made 0, 1, ... per COLLECTIVE, SITE, RANKS and byte range, old entries first."""
     gone = [o for o in old if (replaces(o) if replaces else any(same_class(o, n) for n in new))]
     kept = [o for o in old if o not in gone] + list(new)
     count: dict = {}

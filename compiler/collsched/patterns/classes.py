@@ -33,11 +33,23 @@ def distance(x, c) -> np.ndarray | float:
     return float(d) if np.ndim(d) == 0 else d
 
 
+# Elements of the (rows, classes, ranks) difference array distances() builds at once: it
+# works in chunks of rows, so many patterns against many classes stay in bounded memory.
+CHUNK_ELEMENTS = 1 << 22
+
+
 def distances(patterns, centroids) -> np.ndarray:
-    """(n, k): distance of each of n patterns (n, P) to each of k class patterns (k, P)."""
+    """(n, k): distance of each of n patterns (n, P) to each of k class patterns (k, P),
+    computed as distance() does (the difference, not an expansion that would round
+    differently from the runtime's)."""
     x = normalise(np.atleast_2d(patterns))
     c = np.atleast_2d(np.asarray(centroids, dtype=np.float64))
-    return np.sqrt(np.mean((x[:, None, :] - c[None, :, :]) ** 2, axis=-1))
+    out = np.empty((x.shape[0], c.shape[0]))
+    step = max(1, CHUNK_ELEMENTS // max(1, c.shape[0] * x.shape[1]))
+    for i in range(0, x.shape[0], step):
+        d = x[i:i + step, None, :] - c[None, :, :]
+        out[i:i + step] = np.sqrt(np.mean(d * d, axis=-1))
+    return out
 
 
 def nearest(x, centroids, radius) -> int:
@@ -125,16 +137,19 @@ def _leaders(x: np.ndarray, tau: float) -> np.ndarray:
     """Threshold ("leader") pass: each pattern, in order, joins the nearest existing
     leader within tau, else leads a new class. Returns labels."""
     labels = np.empty(len(x), dtype=np.int64)
-    leaders: list[np.ndarray] = []
+    leaders = np.empty_like(x)
+    k = 0
     for i, row in enumerate(x):
-        if leaders:
-            d = np.sqrt(np.mean((np.asarray(leaders) - row) ** 2, axis=1))
+        if k:
+            d = leaders[:k] - row
+            d = np.sqrt(np.mean(d * d, axis=1))
             j = int(np.argmin(d))
             if d[j] <= tau:
                 labels[i] = j
                 continue
-        labels[i] = len(leaders)
-        leaders.append(row)
+        labels[i] = k
+        leaders[k] = row
+        k += 1
     return labels
 
 

@@ -36,6 +36,8 @@ typedef struct cs_comm {
     int rank, size;
     int enabled;                 /* a schedule set is configured and agreed */
     int single_file;             /* source is one file: mismatches are worth a line */
+    int loud_disabled;           /* a broken source (single file, cache index): worth a line */
+    cs_cache *cache;             /* a schedule cache (cache.c), NULL otherwise */
     char source[REASON_LEN];
     char disabled[REASON_LEN];   /* why no schedule can ever run here */
     cs_candidate *cand;
@@ -161,6 +163,8 @@ void cs_note_refused(cs_comm *st, const char *call, uint64_t lo, uint64_t hi)
 /* Releases what a state holds; MPI calls only while MPI is usable. */
 static void release_state(cs_comm *st, int mpi_usable)
 {
+    cs_cache_free(st->cache, mpi_usable); /* its exchange completes on the private communicator */
+    st->cache = NULL;
     for (int i = 0; i < st->ncand; i++) {
         free(st->cand[i].path);
         free(st->cand[i].reqs);
@@ -305,6 +309,46 @@ static void scan_directory(cs_comm *st, const char *dir)
         say("skipped %d file(s) of %s that are not valid schedules, first: %s", skipped, dir, first_err);
 }
 
+/* A schedule cache (DIR/index exists: docs/cache.md): the entries of the communicator's
+ * size become the candidates, in index order; an entry whose file is missing, not a
+ * schedule, or not what the index says is skipped with one line (rank 0). A bad index
+ * disables the communicator's schedules with one line (create_state). */
+static uint64_t scan_cache(cs_comm *st, const char *dir)
+{
+    char err[REASON_LEN], why[REASON_LEN];
+    uint64_t h;
+    if (cs_cache_open(dir, st->size, st->rank, &st->cache, &h, err, sizeof err) != 0) {
+        text(st->disabled, sizeof st->disabled, "%s", err);
+        st->loud_disabled = 1;
+        return h;
+    }
+    int n = cs_cache_entries(st->cache), skipped = 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        text(path, sizeof path, "%s/%s", dir, cs_cache_file(st->cache, i));
+        int k = st->ncand, ok = add_candidate(st, path, err, sizeof err) == 0;
+        if (ok && !cs_cache_header_fits(st->cache, i, &st->cand[k].hdr, why, sizeof why)) {
+            text(err, sizeof err, "%s: %s", path, why);
+            free(st->cand[k].path);
+            st->ncand--;
+            ok = 0;
+        }
+        if (!ok) {
+            skipped++;
+            if (st->rank == 0)
+                say("%s (index line %d): entry skipped: %s", cs_cache_file(st->cache, i),
+                    cs_cache_line(st->cache, i), err);
+            continue;
+        }
+        cs_cache_set_candidate(st->cache, i, k);
+        h = cs_hash64(h, &i, sizeof i);
+    }
+    if (st->ncand == 0)
+        text(st->disabled, sizeof st->disabled, "%s: cache: no %sentry for %d ranks", dir,
+             skipped ? "usable " : "", st->size);
+    return h;
+}
+
 /* Reads the configured headers; returns a hash of what was found (the ranks compare it). */
 static uint64_t scan_source(cs_comm *st)
 {
@@ -316,15 +360,22 @@ static uint64_t scan_source(cs_comm *st)
         return 1;
     }
     text(st->source, sizeof st->source, "%s", src);
-    if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    uint64_t h = cs_hash64(0, src, strlen(src));
+    char index[4096];
+    text(index, sizeof index, "%s/index", src);
+    if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode) && lstat(index, &sb) == 0) {
+        h = cs_hash64(h, "cache", 5);
+        uint64_t ih = scan_cache(st, src);
+        h = cs_hash64(h, &ih, sizeof ih);
+    } else if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         scan_directory(st, src);
         if (st->ncand == 0 && !st->disabled[0])
             text(st->disabled, sizeof st->disabled, "%s: directory holds no valid schedule file", src);
     } else {
         st->single_file = 1;
+        st->loud_disabled = 1;
         if (add_candidate(st, src, err, sizeof err) != 0) text(st->disabled, sizeof st->disabled, "%s", err);
     }
-    uint64_t h = cs_hash64(0, src, strlen(src));
     for (int i = 0; i < st->ncand; i++) {
         const collsched_header *c = &st->cand[i].hdr;
         uint64_t fields[7] = { c->collective, c->nranks, c->nseg, c->bytes_min, c->bytes_max,
@@ -343,6 +394,8 @@ static int all_equal(MPI_Comm comm, uint64_t v, int *same)
     *same = x[0] == v && x[1] == ~v;
     return rc;
 }
+
+static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0);
 
 static int create_state(MPI_Comm comm, cs_comm **out)
 {
@@ -363,9 +416,17 @@ static int create_state(MPI_Comm comm, cs_comm **out)
         text(st->disabled, sizeof st->disabled,
                  "ranks see different schedule files under %s", st->source[0] ? st->source : "(unset)");
         if (st->rank == 0) say("%s: falling back to the MPI library", st->disabled);
-    } else if (st->single_file && !st->enabled && st->rank == 0 && !cs_strict()) {
-        say("%s", st->disabled); /* a broken single file is always worth a line (strict: */
-        st->warned = 1;          /* the refusal's line says it) */
+    } else if (st->loud_disabled && !st->enabled && st->rank == 0 && !cs_strict()) {
+        say("%s", st->disabled); /* a broken single file or */
+        st->warned = 1;          /* cache index is always worth a line (strict: the refusal's */
+    }                            /* line says it) */
+    /* A cache's set-up: the clock offset for the arrival exchange, and the first
+     * CS_CACHE_EAGER entries loaded and proven now (the rest on first use, collectively:
+     * the rule chooses alike on every rank). */
+    if (rc == MPI_SUCCESS && st->cache && st->enabled) {
+        rc = cs_cache_setup(st->cache, st->priv);
+        for (int i = 0; rc == MPI_SUCCESS && i < st->ncand && i < CS_CACHE_EAGER; i++)
+            rc = load_candidate(st, &st->cand[i], 0);
     }
     STATES_LOCK();
     st->next = all_states;
@@ -581,15 +642,29 @@ static void no_match(cs_comm *st, const char *reason)
     }
 }
 
+/* A cache's candidate k, loaded and proven on its first use (collective). */
+int cs_candidate_use(cs_comm *st, int k, cs_selection *sel)
+{
+    cs_candidate *c = &st->cand[k];
+    sel->sched = NULL;
+    int rc = c->state == 0 ? load_candidate(st, c, 0) : MPI_SUCCESS;
+    if (rc != MPI_SUCCESS || c->state < 0) return rc;
+    sel->sched = c->sched;
+    sel->comm = st->priv;
+    sel->reqs = c->reqs;
+    set_last(st, c->path, NULL);
+    return MPI_SUCCESS;
+}
+
 int cs_select(cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi, cs_selection *sel)
 {
-    (void)ctx; /* the schedule cache keys by call site (cache.c) */
     char why[REASON_LEN], reason[REASON_LEN];
     sel->sched = NULL;
     if (!st->enabled) {
         no_match(st, st->disabled);
         return MPI_SUCCESS;
     }
+    if (st->cache) return cs_cache_select(st->cache, st, ctx, lo, hi, sel);
     for (int i = 0; i < st->ncand; i++) {
         cs_candidate *c = &st->cand[i];
         if (!serves(st, &c->hdr, lo, hi, why, sizeof why)) continue;

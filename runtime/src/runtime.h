@@ -105,6 +105,32 @@ int cs_arrivals_finalize(void);
 /* cache.c: a schedule cache as COLLSCHED_SCHEDULES (docs/cache.md): COLLSCHED_STATS at
  * finalize (collective over MPI_COMM_WORLD; idempotent). */
 int cs_cache_finalize(void);
+#define CS_TAG_ARRIVAL 3          /* the cache's arrival exchange, on the private communicator */
+#define CS_CACHE_EAGER 256        /* entries proven at set-up; the others on first use */
+#define CS_CACHE_EXCHANGE_MAX 256 /* largest communicator with the exchange (P - 1 messages a rank) */
+typedef struct cs_cache cs_cache;
+struct cs_comm;
+struct cs_selection;
+/* Reads and checks DIR/index (under a shared flock on DIR/.lock when it exists) for a
+ * communicator of `size` ranks and keeps its entries of that size, in index order.
+ * Returns 0, or -1 with one line in err (file, line, field, what was expected); *hash
+ * (the index's bytes) is set either way, for the ranks' agreement. */
+int cs_cache_open(const char *dir, int size, int rank, cs_cache **out, uint64_t *hash, char *err,
+                  size_t len);
+int cs_cache_entries(const cs_cache *c);
+const char *cs_cache_file(const cs_cache *c, int i);   /* entry i's FILE */
+int cs_cache_line(const cs_cache *c, int i);           /* its line in the index */
+/* 1 if a schedule's header agrees with entry i (collective, RANKS, byte range); else 0, why. */
+int cs_cache_header_fits(const cs_cache *c, int i, const collsched_header *h, char *why, size_t len);
+/* Entry i is candidate k of the communicator's schedule set (not called: skipped). */
+void cs_cache_set_candidate(cs_cache *c, int i, int k);
+/* The communicator's set-up (collective over priv): the clock offset. */
+int cs_cache_setup(cs_cache *c, MPI_Comm priv);
+/* docs/cache.md's rule for one call (the arrival exchange included); as cs_select. */
+int cs_cache_select(cs_cache *c, struct cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi,
+                    struct cs_selection *sel);
+/* Completes an outstanding exchange (if MPI is usable) and frees the cache. */
+void cs_cache_free(cs_cache *c, int mpi_usable);
 
 /* collectives.c: collsched_allgather(v) with the call site given (the preload library
  * passes its caller's). */
@@ -128,6 +154,9 @@ int cs_comm_state(MPI_Comm comm, cs_comm **st);
  * only on first use of a schedule (the ranks agree); returns an MPI error code;
  * sel->sched == NULL means "fall back", with the reason recorded for collsched_last_call. */
 int cs_select(cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi, cs_selection *sel);
+/* A cache's candidate k (cache.c), loaded and proven on first use (collective);
+ * sel->sched == NULL if it was refused. Returns an MPI error code. */
+int cs_candidate_use(cs_comm *st, int k, cs_selection *sel);
 /* Loads, agrees on and proves one schedule file outside selection (collective). */
 int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char *reason,
                    size_t len);

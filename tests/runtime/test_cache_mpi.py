@@ -1,0 +1,369 @@
+"""The schedule cache at run time (docs/cache.md, runtime/src/cache.c): COLLSCHED_SCHEDULES
+naming a directory with an index. A program cycling through 3 recurring imbalance classes
+(tests/runtime/apps/cache_app.c: the late ranks sleep before the allgather) must, after a
+warm-up of 2 cycles, run the entry of the right class in at least 90% of its calls, with
+every byte checked; under the preload library (an unmodified program) and through the API;
+COLLSCHED_STATS written at finalize; hostile indexes refused in one line with the data
+still right; strict mode; a writer's lock; and under SMPI (exact clocks) the exact choice
+sequence the rule predicts."""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from collsched.pipeline import compile_schedule
+from rt_helpers import APPS, BUILD, DATA, ROOT, TIMEOUT, build_mpi_app, mpirun_cmd
+
+pytestmark = pytest.mark.mpi
+
+PRELOAD = BUILD / "lib" / "libcollsched-preload.so"
+SMPI_LIB = Path(os.environ.get("COLLSCHED_SMPI_BUILD", ROOT / "build" / "smpi")) / "lib" / "libcollsched.a"
+BYTES = 1000
+SPREAD_S = 0.05
+WARMUP = 6  # two cycles of three classes
+ALGS = ["bslb", "min3", "bruck"]  # class 0, 1, 2 (regular: ring)
+
+
+def late(nranks: int, k: int, spread: float = SPREAD_S) -> list[float]:
+    """Class k's pattern as the app makes it: ranks r with r % 3 == k late by spread."""
+    return [spread if r % 3 == k else 0.0 for r in range(nranks)]
+
+
+def write_index(d: Path, lines: list[str]) -> Path:
+    (d / "index").write_text("collsched-cache 1\n# written by test_cache_mpi.py\n" + "".join(l + "\n" for l in lines))
+    return d / "index"
+
+
+def entry(file: str, nranks: int, klass, pattern=None, site: str = "*", radius: float | None = None,
+          bmin: int = 1, bmax: int = 100000, coll: str = "allgather") -> str:
+    if klass == "regular":
+        return f"entry {file} {coll} {nranks} {bmin} {bmax} {site} - regular - 5 -"
+    rad = SPREAD_S * 0.4 if radius is None else radius
+    pat = ",".join(repr(float(x)) for x in pattern)
+    return f"entry {file} {coll} {nranks} {bmin} {bmax} {site} 0123456789abcdef {klass} {rad!r} 5 {pat}"
+
+
+def build_cache(d: Path, nranks: int, site: str = "*", regular: bool = True) -> dict:
+    """Compiles the regular entry (ring) and one entry per class (its pattern as --pap) with
+    the Python compiler; returns {class: file name} (class 'regular' too)."""
+    d.mkdir(parents=True, exist_ok=True)
+    files, lines = {}, []
+    if regular:
+        compile_schedule("ring", nranks, (1, 100000), engine="none", output=d / "ring.sched")
+        files["regular"] = "ring.sched"
+        lines.append(entry("ring.sched", nranks, "regular", site=site))
+    for k, alg in enumerate(ALGS):
+        pap = d.parent / f"pap-{nranks}-{k}.yaml"
+        pap.write_text(yaml.safe_dump({"unit": "s", "arrivals": late(nranks, k)}))
+        name = f"{alg}-c{k}.sched"
+        compile_schedule(alg, nranks, (1, 100000), pap=str(pap), engine="none", output=d / name)
+        files[k] = name
+        lines.append(entry(name, nranks, k, late(nranks, k), site=site))
+    write_index(d, lines)
+    return files
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cache_apps")
+    return {"plain": build_mpi_app(out / "cache_app", "cache_app.c"),
+            "api": build_mpi_app(out / "cache_app_api", "cache_app.c", "-DCACHE_APP_API", linked=True)}
+
+
+ITER_RE = re.compile(r"^iter (\d+) class (\d+) used (-?\d+) schedule (\S+) reason (.*)$")
+DUP_RE = re.compile(r"^dup (\d+) used (-?\d+) schedule (\S+) reason (.*)$")
+
+
+class AppRun:
+    def __init__(self, proc):
+        self.proc = proc
+        self.iters = [m.groups() for m in map(ITER_RE.match, proc.stdout.splitlines()) if m]
+        self.dups = [m.groups() for m in map(DUP_RE.match, proc.stdout.splitlines()) if m]
+        self.data_ok = "data_ok 1" in proc.stdout
+
+    def __repr__(self):
+        seq = " ".join(f"{i}:{k}:{Path(s).name if u == '1' else '-'}" for i, k, u, s, _ in self.iters)
+        return (f"rc={self.proc.returncode}\nchoices (iteration:class:entry): {seq}\n"
+                f"stdout:\n{self.proc.stdout[-3000:]}\nstderr:\n{self.proc.stderr[-3000:]}")
+
+    def used_files(self) -> list[str]:
+        return [Path(s).name if u == "1" else "-" for _, _, u, s, _ in self.iters]
+
+    def hit_rate(self, files: dict) -> float:
+        after = [(int(k), Path(s).name) for i, k, u, s, _ in self.iters if int(i) >= WARMUP and u == "1"]
+        n = sum(1 for i, *_ in self.iters if int(i) >= WARMUP)
+        return sum(1 for k, f in after if files[k] == f) / max(n, 1)
+
+    def collsched_lines(self) -> list[str]:
+        return [l for l in self.proc.stderr.splitlines() if l.startswith("collsched:")]
+
+
+def run_app(exe: Path, nranks: int, cache, iters: int, *, spread: float = SPREAD_S, preload: bool = False,
+            env: dict | None = None, interleave: bool = False, timeout: int = TIMEOUT) -> AppRun:
+    full = dict(os.environ)
+    full.update({"COLLSCHED_SCHEDULES": str(cache)})
+    if preload:
+        if not PRELOAD.exists():
+            pytest.skip(f"{PRELOAD} not built")
+        full["LD_PRELOAD"] = str(PRELOAD)
+    full.update(env or {})
+    cmd = mpirun_cmd(nranks)
+    for k in full:
+        if k.startswith("COLLSCHED_") or k == "LD_PRELOAD":
+            cmd += ["-x", k]
+    cmd += [str(exe), str(iters), str(BYTES), str(int(spread * 1e6))] + (["--interleave"] if interleave else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full)
+    return AppRun(proc)
+
+
+def read_stats(path: Path) -> dict:
+    doc = yaml.safe_load(path.read_text())
+    assert doc["collsched-stats"] == 1
+    return doc
+
+
+@pytest.mark.parametrize("nranks", [5, 8])
+def test_preload_picks_the_class_entry(tmp_path, apps, nranks):
+    """An unmodified program under the preload library: after 2 cycles, the class's entry
+    in >= 90% of the calls; interleaved calls from another site on another communicator
+    (on time: no class) run the regular entry; the stats file says so."""
+    files = build_cache(tmp_path / "cache", nranks)
+    stats = tmp_path / "stats.yaml"
+    run = run_app(apps["plain"], nranks, tmp_path / "cache", 30, preload=True, interleave=True,
+                  env={"COLLSCHED_STATS": str(stats)})
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert len(run.iters) == 30 and len(run.dups) == 30, run
+    assert all(u == "1" for _, _, u, _, _ in run.iters), run  # regular during warm-up
+    assert run.iters[0][3].endswith(files["regular"]), run  # nothing predicted yet
+    rate = run.hit_rate(files)
+    print(f"P={nranks}: hit rate after warm-up {rate:.3f}")
+    assert rate >= 0.9, run
+    regular = sum(1 for _, u, s, _ in run.dups if u == "1" and Path(s).name == files["regular"])
+    assert regular >= 27, run  # on time: no class (the odd call may land in one by noise)
+    assert run.collsched_lines() == [], run
+    doc = read_stats(stats)
+    assert doc["source"] == str(tmp_path / "cache")
+    rows = doc["sites"]
+    assert len(rows) == 2 and all(r["ranks"] == nranks and r["collective"] == "allgather" for r in rows), doc
+    main = next(r for r in rows if r["hits"] > 0)
+    other = next(r for r in rows if r is not main)
+    assert main["calls"] == 30 and main["fallback"] == 0, doc
+    assert main["missed"]["warm-up"] == 1, doc
+    used = {u["file"]: (u["class"], u["calls"]) for u in main["used"]}
+    assert sum(c for _, c in used.values()) == 30, doc
+    assert main["hits"] == sum(c for k, c in used.values() if k != "regular"), doc
+    for k in range(3):
+        assert used[files[k]][0] == k, doc
+    # the last call is never labelled: its exchange is still out at finalize
+    assert main["right"] >= 0.9 * (30 - WARMUP) - 1, doc
+    assert other["calls"] == 30 and other["missed"]["warm-up"] == 1, doc
+    assert other["missed"]["unknown-pattern"] >= 25 and other["fallback"] == 0, doc
+    assert main["site"] != other["site"] and "*" not in (main["site"], other["site"]), doc
+
+
+@pytest.mark.parametrize("nranks,spread", [(6, SPREAD_S), (5, 0.0)])
+def test_api_with_labels(tmp_path, apps, nranks, spread):
+    """Through the API, collsched_label("step") names the site and the index keys every
+    entry by it (SITE step). With imbalance, >= 90% hits after the warm-up; balanced
+    (spread 0), every call's pattern is in no class and the regular entry runs."""
+    d = tmp_path / "cache"
+    files = build_cache(d, nranks, site="step", regular=False)
+    compile_schedule("ring", nranks, (1, 100000), engine="none", output=d / "ring.sched")
+    idx = (d / "index").read_text() + entry("ring.sched", nranks, "regular", site="step") + "\n"
+    (d / "index").write_text(idx)
+    files["regular"] = "ring.sched"
+    stats = tmp_path / "stats.yaml"
+    run = run_app(apps["api"], nranks, d, 24, spread=spread, env={"COLLSCHED_STATS": str(stats)})
+    assert run.proc.returncode == 0 and run.data_ok, run
+    doc = read_stats(stats)
+    (row,) = doc["sites"]
+    assert row["site"] == "step" and row["calls"] == 24, doc
+    if spread:
+        rate = run.hit_rate(files)
+        print(f"P={nranks} API: hit rate after warm-up {rate:.3f}")
+        assert rate >= 0.9, run
+    else:
+        assert [Path(s).name for _, _, u, s, _ in run.iters] == ["ring.sched"] * 24, run
+        assert row["hits"] == 0 and row["missed"]["unknown-pattern"] == 23, doc
+
+
+def test_exact_site_from_the_stats(tmp_path, apps):
+    """The site names the stats file reports are the ones the index keys by: a cache built
+    for the main call site serves it; the interleaved call (another site) has no entry
+    and runs the MPI library's collective; both stay byte-exact."""
+    nranks = 5
+    build_cache(tmp_path / "any", nranks)
+    stats = tmp_path / "stats.yaml"
+    first = run_app(apps["plain"], nranks, tmp_path / "any", 6, preload=True, interleave=True,
+                    env={"COLLSCHED_STATS": str(stats)})
+    assert first.proc.returncode == 0 and first.data_ok, first
+    rows = read_stats(stats)["sites"]
+    main = next(r["site"] for r in rows if r["hits"] > 0)
+    files = build_cache(tmp_path / "exact", nranks, site=main)
+    run = run_app(apps["plain"], nranks, tmp_path / "exact", 24, preload=True, interleave=True)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert run.hit_rate(files) >= 0.9, run
+    assert all(u == "0" and "no entry" in why for _, u, _, why in run.dups), run
+
+
+def test_strict_mode(tmp_path, apps):
+    """COLLSCHED_STRICT=1: a call the cache serves (a class entry or the regular one) runs;
+    a miss with nothing to run is refused as for a directory without a match: the refusal
+    line, and the default error handler aborts the job."""
+    nranks = 5
+    files = build_cache(tmp_path / "cache", nranks)
+    run = run_app(apps["plain"], nranks, tmp_path / "cache", 12, preload=True, env={"COLLSCHED_STRICT": "1"})
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert all(u == "1" for _, _, u, _, _ in run.iters), run
+    build_cache(tmp_path / "noreg", nranks, regular=False)
+    run = run_app(apps["plain"], nranks, tmp_path / "noreg", 12, preload=True, env={"COLLSCHED_STRICT": "1"},
+                  timeout=120)
+    assert run.proc.returncode != 0, run
+    assert "COLLSCHED_STRICT=1: MPI_Allgather refused on a communicator of 5 ranks" in run.proc.stderr, run
+    assert "nothing predicted yet" in run.proc.stderr, run
+    # without strict mode the same cache falls back during the warm-up, then hits
+    run = run_app(apps["plain"], nranks, tmp_path / "noreg", 12, preload=True)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert run.iters[0][2] == "0" and "nothing predicted yet" in run.iters[0][4], run
+    assert run.hit_rate(files) >= 0.9, run
+
+
+def _regular_and_classes(nranks: int) -> list[str]:
+    return [entry("ring.sched", nranks, "regular")] + [
+        entry(f"{a}-c{k}.sched", nranks, k, late(nranks, k)) for k, a in enumerate(ALGS)]
+
+
+HOSTILE = {
+    "bad header": (lambda n: ["collsched-cache 2"], "line 1: header: expected 'collsched-cache 1'"),
+    "field count": (lambda n: ["entry ring.sched allgather 5 1 100000 * - regular - 5"],
+                    "line 3: fields: expected 12"),
+    "pattern length": (lambda n: [entry("bslb-c0.sched", n, 0, late(n, 0)[:-1])],
+                       "line 3: PATTERN: expected 5 values (RANKS), found 4"),
+    "pattern inf": (lambda n: [entry("bslb-c0.sched", n, 0, late(n, 0)).replace(f"{SPREAD_S!r},", "inf,", 1)],
+                    "line 3: PATTERN: expected finite non-negative seconds"),
+    "pattern min": (lambda n: [entry("bslb-c0.sched", n, 0, [x + 0.001 for x in late(n, 0)])],
+                    "line 3: PATTERN: expected the smallest offset 0"),
+    "file with slash": (lambda n: [entry("../ring.sched", n, "regular")], "line 3: FILE: expected a file name"),
+    "dot file": (lambda n: [entry(".ring.sched", n, "regular")], "line 3: FILE: expected a file name"),
+    "ranks range": (lambda n: [entry("ring.sched", 0, "regular")], "line 3: RANKS: expected a whole number 1 to 65536"),
+    "bytes order": (lambda n: [entry("ring.sched", n, "regular", bmin=9, bmax=3)], "line 3: BYTES_MAX"),
+    "negative radius": (lambda n: [entry("bslb-c0.sched", n, 0, late(n, 0), radius=-1.0)], "line 3: RADIUS"),
+    "two regular": (lambda n: [entry("ring.sched", n, "regular"), entry("bruck-c2.sched", n, "regular", site="*")],
+                    "line 4: CLASS: expected one regular entry"),
+    "duplicate file": (lambda n: [entry("ring.sched", n, "regular"), entry("ring.sched", n, 0, late(n, 0))],
+                       "line 4: FILE: expected a file no other entry names (line 3 does)"),
+    "unknown record": (lambda n: ["entries ring.sched"], "line 3: record: expected 'entry'"),
+    "collective": (lambda n: [entry("ring.sched", n, "regular", coll="bcast")], "line 3: COLLECTIVE"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_index_is_refused_in_one_line(tmp_path, apps, case):
+    nranks = 5
+    d = tmp_path / "cache"
+    build_cache(d, nranks)
+    lines, expected = HOSTILE[case]
+    if case == "bad header":
+        (d / "index").write_text("collsched-cache 2\n" + "\n".join(_regular_and_classes(nranks)) + "\n")
+    else:
+        write_index(d, lines(nranks))
+    run = run_app(apps["plain"], nranks, d, 4, preload=True)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    said = run.collsched_lines()
+    assert len(said) == 1 and f"{d}/index: " in said[0] and expected in said[0], run
+    assert all(u == "0" for _, _, u, _, _ in run.iters), run  # the MPI library's collective
+
+
+def test_index_fifo_and_missing_or_corrupt_entries(tmp_path, apps):
+    """An index that is a FIFO: refused at once (no reader blocks in open); a missing
+    schedule file and a corrupt one: those entries are skipped with one line each, the
+    others serve."""
+    nranks = 5
+    d = tmp_path / "fifo"
+    build_cache(d, nranks)
+    (d / "index").unlink()
+    os.mkfifo(d / "index")
+    run = run_app(apps["plain"], nranks, d, 4, preload=True, timeout=120)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    said = run.collsched_lines()
+    assert said == [f"collsched: {d}/index: file: expected a regular file, found a FIFO"], run
+
+    d = tmp_path / "broken"
+    files = build_cache(d, nranks)
+    (d / files[1]).unlink()  # missing
+    raw = bytearray((d / files[2]).read_bytes())
+    raw[-20] ^= 0xFF  # a section's checksum fails
+    (d / files[2]).write_bytes(bytes(raw))
+    stats = tmp_path / "stats.yaml"
+    run = run_app(apps["plain"], nranks, d, 24, preload=True, env={"COLLSCHED_STATS": str(stats)})
+    assert run.proc.returncode == 0 and run.data_ok, run
+    said = run.collsched_lines()
+    assert len(said) == 2, run
+    assert f"{files[1]} (index line 5): entry skipped: {d}/{files[1]}: file: cannot read" in said[0], run
+    assert files[2] in said[1], run
+    used = run.used_files()
+    assert files[1] not in used and files[2] not in used, run
+    # class 0 still hits; classes 1 and 2 run the regular entry
+    after = [(int(k), f) for (i, k, *_), f in zip(run.iters, used) if int(i) >= WARMUP]
+    assert sum(1 for k, f in after if k == 0 and f == files[0]) >= 0.9 * sum(1 for k, _ in after if k == 0), run
+    assert all(f == files["regular"] for k, f in after if k != 0), run
+    row = read_stats(stats)["sites"][0]
+    assert row["missed"]["entry-refused"] >= 12, row
+
+
+def test_writer_lock_is_waited_for(tmp_path, apps):
+    """A writer holding DIR/.lock exclusively: the job's first call waits for it (shared
+    lock), then reads the new index; the lock file is never created by a reader."""
+    nranks = 5
+    d = tmp_path / "cache"
+    files = build_cache(d, nranks)
+    run = run_app(apps["plain"], nranks, d, 9, preload=True)
+    assert run.proc.returncode == 0 and run.data_ok and not (d / ".lock").exists(), run
+    fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    timer = threading.Timer(2.0, lambda: (fcntl.flock(fd, fcntl.LOCK_UN), os.close(fd)))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        run = run_app(apps["plain"], nranks, d, 12, preload=True)
+    finally:
+        timer.join()
+    assert time.monotonic() - t0 >= 2.0
+    assert run.proc.returncode == 0 and run.data_ok and run.hit_rate(files) >= 0.9, run
+
+
+@pytest.mark.smpi
+def test_smpi_choice_sequence(tmp_path):
+    """Under SMPI (exact clocks, simulated sleeps) the choice sequence is the rule's, call
+    for call: the regular entry first (no history), then the last label for calls 1-5
+    (no period yet: the class of the call before), then the period 3 for every call."""
+    if not shutil.which("smpirun") or not shutil.which("smpicc") or not SMPI_LIB.exists():
+        pytest.skip("smpirun, smpicc or the SMPI build of libcollsched missing")
+    nranks = 4
+    files = build_cache(tmp_path / "cache", nranks, site="step")
+    exe = tmp_path / "cache_app_smpi"
+    subprocess.run(["smpicc", "-DCACHE_APP_API", f"-I{ROOT / 'runtime' / 'include'}", str(APPS / "cache_app.c"),
+                    str(SMPI_LIB), "-lm", "-o", str(exe)], check=True, capture_output=True, timeout=TIMEOUT)
+    stats = tmp_path / "stats.yaml"
+    cmd = ["smpirun", "-np", str(nranks), "-platform", str(DATA / "platform-4.xml"), "-hostfile",
+           str(DATA / "hostfile-4.txt"), "--cfg=smpi/display-timing:no", "--log=root.thr:warning",
+           str(exe), "18", str(BYTES), str(int(SPREAD_S * 1e6))]
+    env = dict(os.environ, COLLSCHED_SCHEDULES=str(tmp_path / "cache"), COLLSCHED_STATS=str(stats))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    run = AppRun(proc)
+    assert proc.returncode == 0 and run.data_ok, run
+    expected = [files["regular"]] + [files[(i - 1) % 3] for i in range(1, WARMUP)] + \
+               [files[i % 3] for i in range(WARMUP, 18)]
+    assert run.used_files() == expected, run
+    row = read_stats(stats)["sites"][0]
+    # calls 1-17 ran a class entry; 6-16 are known right (17's exchange is out at finalize)
+    assert row["hits"] == 17 and row["right"] == 11, row

@@ -174,7 +174,7 @@ def test_bad_files_exit_2_with_one_line(tmp_path, capsys):
     os.mkfifo(tmp_path / "fifo")
     for f, what in (("bad.trace", "crc32"), ("junk.yaml", "iterations"), ("short.trace", "header"),
                     ("missing", "not found"), ("fifo", "FIFO")):
-        code, out, err = run(capsys, "trace", tmp_path / f, "--bytes", "1KiB")
+        code, out, err = run(capsys, "trace", tmp_path / f)
         assert code == 2 and out == "" and len(err.splitlines()) == 1, (f, err)
         assert what in err and str(tmp_path / f) in err
     assert not T.is_trace(tmp_path / "fifo")
@@ -182,6 +182,8 @@ def test_bad_files_exit_2_with_one_line(tmp_path, capsys):
     assert code == 2 and "--predict" in err
     code, _, err = run(capsys, "trace", tmp_path / "s.trace", "--predict", "--train", 60)
     assert code == 2 and "--train" in err and "60 calls" in err
+    code, _, err = run(capsys, "trace", tmp_path / "s.trace", "--bytes", "1MiB")
+    assert code == 2 and "--bytes" in err and "records its bytes" in err
     code, _, err = run(capsys, "trace", tmp_path / "s.trace", "--site", "nope")
     assert code == 2 and "no call site 'nope'" in err and "solver_step@0" in err
 
@@ -195,3 +197,20 @@ def test_library_calls_match_the_cli(tmp_path):
     assert s.ncalls == 60 and load_pap(tmp_path / "x.yaml").shape == (60, 28)
     src = load_source(tmp_path / "x.yaml", 4096)
     assert src.kind == "pap" and src.series[0].bytes.tolist() == [4096] * 60
+
+
+def test_runtime_trace_report_json_is_strict(capsys):
+    """The runtime's trace (3 ranks, a 2-rank and a 1-rank communicator): every number
+    finite, sites too short to score have no prediction."""
+    path = Path(__file__).parent / "data" / "arrivals-smpi-3ranks.trace"
+    code, out, _ = run(capsys, "trace", path, "--json", "--predict", "--train", 1)
+    assert code == 0
+    d = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-finite {c}"))
+    by = {(s["site"], s["comm"]): s for s in d["sites"]}
+    assert by[("first_world", 0)]["prediction"] is None          # one call
+    assert by[("world_v+0x16f", 0)]["collective"] == "allgatherv"
+    assert by[("halo", 2)]["ranks"] == 1 and by[("halo", 2)]["imbalance_factor"]["worst"] == 0
+    step = by[("world_step+0xe6", 0)]
+    assert sum(step["late"]["last"]) == 3 and step["late"]["last"][1] >= 2 and step["omega_s"]["max"] == pytest.approx(0.05, abs=1e-6)
+    code, out, _ = run(capsys, "trace", path)
+    assert code == 0 and "world_step+0xe6" in out

@@ -124,7 +124,7 @@ def export_pap(path, out, site: str | None = None, nbytes: int | None = None) ->
     """Writes one call site's arrival patterns (one iteration per call, in call order,
     seconds, each call's earliest rank at 0) as a PAP file with iterations; returns the
     Series written. InputError listing the sites when `site` is needed and missing."""
-    source = load_source(path, nbytes if nbytes is not None else 0)
+    source = load_source(path, nbytes, need_bytes=False)
     s = select(source, site)
     write_pap(out, s.arrivals, unit="s",
               comment=f"from {source.path}: call site {s.name}, communicator {s.comm} "

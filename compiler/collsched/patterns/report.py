@@ -68,19 +68,23 @@ def series_of(trace: Trace) -> list[Series]:
     return out
 
 
-def load_source(path, nbytes: int | None = None) -> Source:
+def load_source(path, nbytes: int | None = None, need_bytes: bool = True) -> Source:
     """A trace file (detected by its magic) or a PAP file with iterations (one Series
-    named 'pap', every call of `nbytes` bytes per rank; required then)."""
+    named 'pap', every call of `nbytes` bytes per rank: required then, unless
+    `need_bytes` is False; a trace records its own, so `nbytes` is refused there)."""
     if is_trace(path):
+        if nbytes is not None:
+            raise InputError("--bytes", str(nbytes), f"expected only with an arrival-pattern "
+                                                     f"file: the trace {path} records its bytes")
         trace = read_trace(path)
         return Source(str(path), "trace", series_of(trace), trace)
     a = load_pap(path)
-    if nbytes is None:
+    if nbytes is None and need_bytes:
         raise InputError("--bytes", "", f"{path} is an arrival-pattern file, which records no "
                                         f"message size: give the bytes per rank (e.g. --bytes 1MiB)")
     a = a - a.min(axis=1, keepdims=True)
-    return Source(str(path), "pap", [Series("pap", 0, 0, "allgather",
-                                            np.full(len(a), int(nbytes), dtype=np.int64), a, None)])
+    size = np.full(len(a), int(nbytes or 0), dtype=np.int64)
+    return Source(str(path), "pap", [Series("pap", 0, 0, "allgather", size, a, None)])
 
 
 def select(source: Source, site: str | None) -> Series:

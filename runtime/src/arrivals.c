@@ -41,6 +41,7 @@ static pthread_mutex_t arr_mu = PTHREAD_MUTEX_INITIALIZER;
 
 #define SITE_LEN 256       /* names: 1..255 bytes */
 #define PATH_LEN 4096
+#define SITE_CACHE 64      /* call sites named without formatting a string */
 
 typedef struct rec {
     uint32_t comm, site, seq;
@@ -72,8 +73,8 @@ static struct {
     double t_first;               /* local time tracing started */
     int have_start;
     double off_start, at_start;   /* the start estimate (local time it holds for) */
-} A = { -1, 0, "", MPI_KEYVAL_INVALID, MPI_KEYVAL_INVALID, NULL, 0, 0, 0, NULL, 0, 0,
-        NULL, 0, 0, NULL, 0, 0, 0.0, 0, 0.0, 0.0 };
+    struct { const void *addr; uint32_t site; } by_addr[SITE_CACHE]; /* return address -> site */
+} A = { .state = -1, .keyval = MPI_KEYVAL_INVALID, .self_keyval = MPI_KEYVAL_INVALID };
 
 static void say(const char *why)
 {
@@ -255,21 +256,41 @@ static uint32_t intern(const char *name)
     return A.nsites - 1;
 }
 
+/* The site index of a call: a label is interned as it is; an address is looked up in a
+ * small direct-mapped cache first (naming it formats a string). Under the lock;
+ * UINT32_MAX: not cached (name it outside the lock). */
+static uint32_t cached_site(const cs_call_ctx *ctx)
+{
+    if (ctx->label) return intern(ctx->label);
+    size_t k = ((uintptr_t)ctx->site >> 2) % SITE_CACHE;
+    return ctx->site && A.by_addr[k].addr == ctx->site ? A.by_addr[k].site : UINT32_MAX;
+}
+
 void cs_arrivals_call(MPI_Comm comm, const cs_call_ctx *ctx, double exit_time)
 {
     if (!cs_arrivals_enabled() || __atomic_load_n(&A.done, __ATOMIC_ACQUIRE)) return;
     int c = comm_index(comm);
     if (c < 0) return;
-    char name[SITE_LEN];
-    cs_call_site(ctx, name, sizeof name);
-    if (!name[0]) snprintf(name, sizeof name, "?");
     ARR_LOCK();
+    uint32_t site = cached_site(ctx);
+    if (site == UINT32_MAX && !ctx->label) {
+        char name[SITE_LEN];
+        ARR_UNLOCK(); /* dladdr takes the loader's lock: not under ours */
+        cs_call_site(ctx, name, sizeof name);
+        if (!name[0]) snprintf(name, sizeof name, "?");
+        ARR_LOCK();
+        site = intern(name);
+        size_t k = ((uintptr_t)ctx->site >> 2) % SITE_CACHE;
+        if (site != UINT32_MAX && ctx->site) {
+            A.by_addr[k].addr = ctx->site;
+            A.by_addr[k].site = site;
+        }
+    }
     if (!A.done) {
         if (!A.started) {
             A.t_first = ctx->arrival;
             A.started = 1;
         }
-        uint32_t site = intern(name);
         if (A.nrecs == A.cap && site != UINT32_MAX) {
             size_t n = A.cap ? 2 * A.cap : 1024;
             rec *r = realloc(A.recs, n * sizeof *r);

@@ -209,7 +209,8 @@ def text_lines(source: Source, reports: list[SiteReport], topology_name: str) ->
     if source.trace is not None:
         tr = source.trace
         est = "estimated" if tr.flags & 1 else "one clock"
-        head += (f", {tr.world_size} ranks, {tr.ncalls} calls, {len(reports)} call sites; "
+        sites = f"{len(reports)} call site" + ("s" if len(reports) != 1 else "")
+        head += (f", {tr.world_size} ranks, {tr.ncalls} calls, {sites}; "
                  f"clocks {est}, largest offset {float(np.abs(tr.offsets).max()) * 1e6:.1f} us")
     lines = [head, f"T: one message of the call's bytes on {topology_name}", ""]
     cols = ("site", "comm", "P", "calls", "bytes", "T ms", "worst w/T", "mean w/T",

@@ -9,12 +9,12 @@ import pytest
 
 from collsched.cli import main
 from collsched.errors import InputError
-from collsched.inputs.arrivals import load_pap, write_pap
+from collsched.inputs.arrivals import load_pap
+from collsched.inputs.topology import homogeneous
 from collsched.patterns import tracefile as T
 from collsched.patterns.analysis import analyse, export_pap
-from collsched.patterns.report import load_source, site_report, Series
+from collsched.patterns.report import Series, load_source, site_report
 from collsched.patterns.scenario import recurring
-from collsched.inputs.topology import homogeneous
 
 ROOT = Path(__file__).resolve().parents[2]
 TRYTON = ROOT / "topologies" / "tryton-48.yaml"

@@ -229,11 +229,11 @@ def _group_dict(r) -> dict:
     g = r.group
     return {"site": g.site, "ranks": g.ranks, "collective": g.collective, "bytes_min": g.bytes_min,
             "bytes_max": g.bytes_max, "calls": len(g.patterns), "t_message_s": r.t_message_s,
-            "regular": r.regular_algorithm,
+            "regular": r.regular_algorithm, "regular_tried": r.regular_tried,
             "classes": [{"class": c.klass, "calls": c.calls, "spread_s": c.spread_s,
                          "radius_s": c.radius_s, "entry": c.kept, "why": c.why,
                          "algorithm": c.algorithm, "predicted_avg_elapsed_s": c.predicted_s,
-                         "regular_avg_elapsed_s": c.regular_s} for c in r.classes]}
+                         "regular_avg_elapsed_s": c.regular_s, "tried": c.tried} for c in r.classes]}
 
 
 def cmd_ls(a) -> int:

@@ -5,12 +5,13 @@ import multiprocessing as mp
 import os
 import time
 
+import numpy as np
 import pytest
 
 from collsched import schedfile
 from collsched.cache.index import INDEX_NAME, Entry, parse_index
 from collsched.cache.lock import LOCK_NAME, locked
-from collsched.cache.store import commit, file_name, load_cache, merge, read_index, verify_cache
+from collsched.cache.store import commit, file_name, load_cache, merge, read_index, same_class, verify_cache
 from collsched.cli import main
 from collsched.errors import InputError
 from collsched.pipeline import compile_schedule
@@ -203,3 +204,72 @@ def test_directory_that_is_a_file(tmp_path, capsys):
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and "directory" in err, err
     assert f.read_text() == "x"
+
+
+# --- properties -------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from collsched.cache.index import format_index  # noqa: E402
+from collsched.cache.store import evict  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 50)), min_size=1, max_size=8),
+       st.integers(0, 400))
+def test_eviction_property(tmp_path, items, limit):
+    """Eviction drops a prefix of the (uses, age, name) order, and only as much as needed."""
+    d = tmp_path / f"e{len(items)}-{limit}-{abs(hash(tuple(items)))}"
+    d.mkdir()
+    entries = []
+    for i, (uses, size) in enumerate(items):
+        name = f"{i:016x}.sched"
+        (d / name).write_bytes(b"x" * size)
+        os.utime(d / name, (1000 + i, 1000 + i))
+        entries.append(Entry(name, "allgather", 2, i, i, "*", "-", None, None, uses, None))
+    kept, evicted, size = evict(entries, d, limit)
+    order = sorted(entries, key=lambda e: (e.uses, e.file))  # files are older in index order
+    assert evicted == order[:len(evicted)]
+    assert size == sum(items[int(e.file[:16], 16)][1] for e in kept) and (size <= limit or not kept)
+    if evicted:  # the last one evicted was needed
+        assert size + items[int(evicted[-1].file[:16], 16)][1] > limit
+    assert kept == [e for e in entries if e not in evicted]  # the index order is kept
+
+
+_pat = st.lists(st.sampled_from([0.0, 1e-3, 2e-3]), min_size=2, max_size=2)
+
+
+@st.composite
+def _entries(draw, n):
+    out = []
+    for _ in range(n):
+        site, lo = draw(st.sampled_from(["*", "a"])), draw(st.sampled_from([64, 128]))
+        pattern = None if draw(st.booleans()) else draw(_pat)
+        if pattern is not None:
+            pattern = tuple(float(x) for x in np.asarray(pattern) - min(pattern))
+        data = f"{lo}".encode()  # a schedule's bytes depend on its header's range
+        out.append(Entry(file_name(data, site, pattern), "allgather", 2, lo, lo, site, "-",
+                         None if pattern is None else 0, None if pattern is None else 5e-4, 1, pattern))
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(_entries(6), _entries(4))
+def test_merge_always_gives_a_valid_index(old, new):
+    """Whatever was there and whatever is added: the merged index passes every check, holds
+    every new entry, and each old entry is kept or replaced by one that serves the same."""
+    def dedup(es):  # each list as one build makes it: one entry per (group, class pattern)
+        out = []
+        for e in es:
+            if not any(o.file == e.file or (o.regular and e.regular and o.group == e.group) for o in out):
+                out.append(e)
+        return out
+
+    old, _ = merge([], dedup(old))
+    new = dedup(new)
+    merged, gone = merge(old, new)
+    parse_index(format_index(merged), "merged")  # raises on any broken rule
+    assert {e.file for e in new} <= {e.file for e in merged}
+    for o in gone:
+        assert any(same_class(o, n) for n in new)

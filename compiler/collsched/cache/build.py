@@ -158,6 +158,7 @@ class ClassReport:
     algorithm: str | None = None
     predicted_s: float | None = None
     regular_s: float | None = None
+    tried: dict | None = None  # every candidate's predicted time for the class pattern
 
 
 @dataclass
@@ -166,6 +167,7 @@ class GroupReport:
     t_message_s: float
     regular_algorithm: str
     classes: list[ClassReport]
+    regular_tried: dict | None = None  # every candidate's predicted time, flat pattern
 
 
 def plan_group(g: Group, opts: Options, workdir: Path, progress=None) -> tuple[list[tuple[Entry, bytes]], GroupReport]:
@@ -194,6 +196,7 @@ def plan_group(g: Group, opts: Options, workdir: Path, progress=None) -> tuple[l
         choice = best_schedule(opts, g.ranks, nbytes, str(pap))
         _, _, reg = simulate_pattern(regular.schedule, topo, g.bytes_max, c[None, :])
         rep.algorithm, rep.predicted_s, rep.regular_s = choice.algorithm, choice.predicted_s, reg.avg_elapsed_s
+        rep.tried = choice.tried
         _step(progress, f"{g.label()}: class {k} {choice.algorithm}")
         if not choice.predicted_s <= (1 - WORTH_IT) * reg.avg_elapsed_s:
             rep.why = (f"not worth it: {choice.algorithm} {choice.predicted_s * 1e3:.3f} ms, the regular "
@@ -201,7 +204,7 @@ def plan_group(g: Group, opts: Options, workdir: Path, progress=None) -> tuple[l
             continue
         rep.kept, rep.why = True, f"{choice.algorithm}, {(1 - choice.predicted_s / reg.avg_elapsed_s) * 100:.1f}% faster"
         out.append(_entry(g, choice.schedule, digest, len(out) - 1, float(clus.radius[k]), n, c))
-    return out, GroupReport(g, t_msg, regular.algorithm, reports)
+    return out, GroupReport(g, t_msg, regular.algorithm, reports, regular.tried)
 
 
 def _entry(g: Group, sched, digest: str, klass, radius, uses: int, pattern) -> tuple[Entry, bytes]:

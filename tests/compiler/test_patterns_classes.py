@@ -106,3 +106,17 @@ def test_radius_never_overlaps():
         for j in range(cl.k):
             if i != j:
                 assert cl.radius[i] + cl.radius[j] <= sep[i, j] + 1e-15
+
+
+def test_class_pattern_keeps_the_on_time_ranks_typical_offset():
+    assert C.zero_smallest([[2.0, 1.0, 3.0], [0.5, 0.5, 4.0]]).tolist() == [[2, 0, 3], [0, 0.5, 4]]
+    # observed patterns: the earliest rank at 0, the other on-time ranks above it; the
+    # class pattern keeps their mean offsets (only the smallest becomes 0)
+    members = np.array([[0.0, 0.2, 0.1, 5.0], [0.1, 0.0, 0.2, 5.1], [0.2, 0.1, 0.0, 4.9]])
+    c = C.class_pattern(members)
+    assert c == pytest.approx([0.0, 0.1, 0.1, 5.0])
+    assert C.distance(members[0], c) < C.distance(members[0], C.normalise(members.mean(axis=0)))
+    sc = recurring(28, 3, 60, seed=5)
+    cl = C.cluster(sc.patterns, 1e-3)
+    for j in range(cl.k):
+        assert cl.centroids[j] == pytest.approx(C.class_pattern(sc.patterns[cl.labels == j]))

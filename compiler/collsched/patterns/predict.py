@@ -9,6 +9,8 @@ trace of many calls is scored without a quadratic cost.
 - SimpleMovingAverage(k): the mean of the last k patterns.
 - ExponentialMovingAverage(alpha): e_i = alpha x_i + (1 - alpha) e_{i-1}, the EMA over
   iterations the BDR paper names as its future work.
+  (Averages of normalised patterns are made normalised again as class patterns are:
+  their smallest entry set to 0, classes.zero_smallest.)
 - LinearExtrapolation: the BDR paper's predictor (Proficz 2021, Listing 1) extrapolates
   *within* an iteration: at PAT_Edge(p%) after t seconds of computing, the end is
   expected at t / p. A trace holds no progress marks, only whole iterations, so it is
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .classes import Clustering, cluster, label_all, normalise
+from .classes import Clustering, cluster, label_all, normalise, zero_smallest
 
 # The longest cycle the recurrence rule looks for (docs/cache.md, step 5).
 MAX_PERIOD = 16
@@ -96,7 +98,7 @@ class SimpleMovingAverage(Predictor):
         i = np.arange(1, len(x))
         lo = np.maximum(i - self.k, 0)
         out = np.full_like(x, np.nan)
-        out[1:] = normalise((c[i] - c[lo]) / (i - lo)[:, None])
+        out[1:] = zero_smallest((c[i] - c[lo]) / (i - lo)[:, None])
         return out
 
 
@@ -115,7 +117,7 @@ class ExponentialMovingAverage(Predictor):
         out = np.full_like(x, np.nan)
         e = x[0].copy()
         for i in range(1, len(x)):
-            out[i] = normalise(e)
+            out[i] = zero_smallest(e)
             e = self.alpha * x[i] + (1 - self.alpha) * e
         return out
 

@@ -56,7 +56,7 @@ def _add_build(cs) -> None:
                       description="For every (call site, communicator size, collective) group of the "
                                   "inputs: cluster the arrival patterns, compile the fastest predicted "
                                   "schedule for each class seen at least --min-calls times whose "
-                                  "representative is imbalanced and predicted at least 2%% faster than the "
+                                  "representative is imbalanced and predicted at least 2% faster than the "
                                   "group's regular schedule, plus one regular entry; merge them into the "
                                   "cache. Inputs: traces (docs/trace-format.md), or arrival-pattern "
                                   "files with iterations and --ranks, --bytes. Examples: collsched cache "

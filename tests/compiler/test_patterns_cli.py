@@ -87,7 +87,7 @@ def test_report_json_and_predict(tmp_path, capsys):
     assert code == 0
     d = json.loads(out)
     assert d["kind"] == "trace" and d["world_size"] == 28 and d["calls"] == 240
-    assert d["clock_offsets_estimated"] is True
+    assert d["clock_offsets_applied"] is True
     main_site = d["sites"][0]
     assert main_site["site"] == "main+0x1f" and main_site["calls"] == 120
     assert main_site["t_message_s"] == pytest.approx(8.4386e-3, rel=1e-4)

@@ -193,7 +193,7 @@ def to_json(source: Source, reports: list[SiteReport], topology_name: str) -> di
     if source.trace is not None:
         tr = source.trace
         d.update(world_size=tr.world_size, t0_s=tr.t0, calls=tr.ncalls,
-                 clock_offsets_estimated=bool(tr.flags & 1),
+                 clock_offsets_applied=bool(tr.flags & 1),
                  clock_offset_max_s=float(np.abs(tr.offsets).max()) if tr.offsets.size else 0.0)
     return d
 
@@ -208,7 +208,7 @@ def text_lines(source: Source, reports: list[SiteReport], topology_name: str) ->
     head = f"{source.path}: {source.kind}"
     if source.trace is not None:
         tr = source.trace
-        est = "estimated" if tr.flags & 1 else "one clock"
+        est = "corrected by the estimated offsets" if tr.flags & 1 else "one clock"
         sites = f"{len(reports)} call site" + ("s" if len(reports) != 1 else "")
         head += (f", {tr.world_size} ranks, {tr.ncalls} calls, {sites}; "
                  f"clocks {est}, largest offset {float(np.abs(tr.offsets).max()) * 1e6:.1f} us")

@@ -172,3 +172,12 @@ def test_hostile_input_one_line_nothing_written(case, pap, tmp_path, capsys):
         assert d.read_text() == "a file"
     else:
         assert not d.exists()
+
+
+def test_a_site_name_the_index_cannot_hold_is_left_out(tmp_path):
+    calls = [call_from_times(s, 0, 2 * i + s, 256, np.zeros(2)) for i in range(3) for s in (0, 1)]
+    trace = tmp_path / "u.trace"
+    write_trace(trace, 2, ["caf\u00e9", "plain"], [Comm(3, (0, 1))], calls)
+    groups, notes = build.groups_from_traces([trace])
+    assert [g.site for g in groups] == ["plain"]
+    assert len(notes) == 1 and "caf\u00e9" in notes[0] and "ASCII" in notes[0]

@@ -34,7 +34,7 @@ def _bad(field_index, value):
     (2, "bcast", "COLLECTIVE"), (3, "0", "RANKS"), (3, str(MAX_RANKS + 1), "RANKS"), (3, "04", "RANKS"),
     (3, "+4", "RANKS"), (4, "-1", "BYTES_MIN"), (5, "1000", "BYTES_MAX"),
     (5, str(MAX_BYTES + 1), "BYTES_MAX"), (6, "", "SITE"), (6, "x" * 256, "SITE"),
-    (7, "0123456789ABCDEF", "TOPOLOGY"), (7, "0123", "TOPOLOGY"), (8, "-1", "CLASS"), (8, "x", "CLASS"),
+    (6, "caf\u00e9", "SITE"), (7, "0123456789ABCDEF", "TOPOLOGY"), (7, "0123", "TOPOLOGY"), (8, "-1", "CLASS"), (8, "x", "CLASS"),
     (9, "nan", "RADIUS"), (9, "inf", "RADIUS"), (9, "-0.1", "RADIUS"), (9, "-", "RADIUS"),
     (10, "1.5", "USES"), (10, "-3", "USES"),
     (11, "0,1,2", "PATTERN"), (11, "0,1,2,3,4", "PATTERN"), (11, "1,1,2,3", "PATTERN"),

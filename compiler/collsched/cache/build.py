@@ -79,6 +79,10 @@ def groups_from_traces(paths, site: str | None = None) -> tuple[list[Group], lis
         for g in tracefile.groups(trace):
             if site is not None and g.site_name != site:
                 continue
+            if check_site(g.site_name) is not None:
+                notes.append(f"{path}: {g.label()}: {g.ncalls} calls left out (a site name an index "
+                             f"cannot hold: {check_site(g.site_name)})")
+                continue
             block, m = tracefile.group_mask(trace, g)
             for code, name in tracefile.COLLECTIVES.items():
                 sel = m & (block.collective == code)

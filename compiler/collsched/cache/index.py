@@ -81,12 +81,13 @@ def _num(x: float) -> str:
 
 
 def check_site(site: str) -> str | None:
-    """Why `site` is not a call site the index can hold (docs/trace-format.md), or None."""
+    """Why `site` is not a call site the index can hold, or None: 1 to 255 printable
+    ASCII characters, no space (as runtime/src/cache.c reads it; a trace's site names may
+    also be other UTF-8, which no index entry can name), or *."""
     if site == ANY_SITE:
         return None
-    raw = site.encode("utf-8", "surrogatepass")
-    if not 1 <= len(raw) <= MAX_SITE_BYTES or not site.isprintable() or any(c.isspace() for c in site):
-        return f"expected a call site of 1 to {MAX_SITE_BYTES} bytes, printable, no spaces, or *"
+    if not _PRINTABLE.fullmatch(site) or len(site) > MAX_SITE_BYTES:
+        return f"expected a call site of 1 to {MAX_SITE_BYTES} printable ASCII characters, no spaces, or *"
     return None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__, schedfile
-from ..errors import InputError
+from ..errors import InputError, excerpt
 from ..files import read_input, write_atomic
 from ..ir import Schedule
 from ..verify import verify
@@ -207,7 +207,8 @@ def commit(directory, new: list[tuple[Entry, bytes]], *, max_size: int | None = 
         merged, replaced = merge(old, [e for e, _ in new], replaces)
         kept, evicted, size = evict(merged, d, max_size)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        head = f"built by collsched {__version__} on {stamp}" + (f" {comment}" if comment else "")
+        head = excerpt(f"built by collsched {__version__} on {stamp}" + (f" {comment}" if comment else ""), 400)
+        head = head.encode("ascii", "replace").decode("ascii")  # one plain comment line
         write_atomic(d / INDEX_NAME, format_index(kept, head))
         deleted = _delete_unnamed(d, {e.file for e in kept})
     named = {e.file for e in kept}

@@ -899,6 +899,10 @@ void cs_cache_free(cs_cache *c, int mpi_usable)
     if (!c) return;
     /* The peers sent and posted their receives when they entered the exchange's call. */
     if (c->pending && mpi_usable) complete_exchange(c);
+    if (c->pending && !mpi_usable) { /* SMPI's late delete: MPI may still write into them */
+        c->in = NULL;
+        c->reqs = NULL;
+    }
     free_cache(c);
 }
 

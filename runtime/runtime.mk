@@ -9,6 +9,7 @@
 #   make check-tsan              the threaded runtime tests against a TSan build (build/tsan/)
 #   make fuzz [FUZZ_SECONDS=N]   libFuzzer run of the schedule parser (build/fuzz/)
 #   make bench-runtime           executor overhead vs Open MPI's ring -> docs/benchmarks.md
+#   make bench-trace             arrival-trace overhead (real MPI and SMPI) -> docs/benchmarks.md
 
 RT        := runtime
 RT_BUILD  := build
@@ -34,7 +35,7 @@ RT_LIBSRC := $(filter-out preload collsched_run,$(basename $(notdir $(wildcard $
 RT_HDRS   := $(wildcard $(RT)/include/*.h $(RT)/src/*.h)
 FUZZ_SECONDS ?= 180
 
-.PHONY: runtime runtime-mpi runtime-smpi install uninstall check-asan check-tsan fuzz bench-runtime test-runtime
+.PHONY: runtime runtime-mpi runtime-smpi install uninstall check-asan check-tsan fuzz bench-runtime bench-trace test-runtime
 
 runtime: runtime-mpi runtime-smpi
 
@@ -212,6 +213,10 @@ fuzz: $(RT_BUILD)/fuzz/fuzz_schedfile
 # ---- benchmark: executor overhead against Open MPI's own ring ----
 bench-runtime: deps runtime
 	$(PY) $(RT)/bench/bench_runtime.py --doc docs/benchmarks.md
+
+# ---- benchmark: what the arrival trace (COLLSCHED_ARRIVALS) costs a call ----
+bench-trace: deps runtime
+	$(PY) $(RT)/bench/bench_trace.py --doc docs/benchmarks.md
 
 test-runtime: deps runtime
 	$(PY) -m pytest -q tests/runtime

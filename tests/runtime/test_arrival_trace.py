@@ -5,6 +5,7 @@ every call, the delays they injected, their call sites and communicators. Real M
 out below a microsecond and the arrivals equal the program's readings)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from collsched.patterns.tracefile import read_trace as collsched_read_trace
 from rt_helpers import APPS, BUILD, DATA, ROOT, TIMEOUT, build_mpi_app, mpirun_cmd
 
 SMPI_BUILD = Path(os.environ.get("COLLSCHED_SMPI_BUILD", ROOT / "build" / "smpi"))
@@ -176,6 +178,9 @@ def test_preload_trace_of_an_unmodified_program(apps, tmp_path, nranks):
     assert tr["flags"] & 1  # Open MPI's clocks are per process: offsets estimated and applied
     check_trace_app(tr, nranks, app_readings(proc.stdout), labels=False, clock_tol=2e-3)
     assert list(tmp_path.iterdir()) == [trace]  # no temporary file left
+    # the compiler's reader (every check of docs/trace-format.md) reads the same
+    theirs = collsched_read_trace(trace)
+    assert list(theirs.sites) == tr["sites"] and theirs.ncalls == len(tr["calls"])
 
 
 @pytest.mark.mpi
@@ -187,6 +192,14 @@ def test_api_trace_labels_without_collsched_finalize(apps, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "trace_app: ranks 4 data_ok 1" in proc.stdout
     check_trace_app(read_trace(trace), 4, app_readings(proc.stdout), labels=True, clock_tol=2e-3)
+    # and `collsched trace` reports it per call site
+    cli = ROOT / ".venv" / "bin" / "collsched"
+    if cli.exists():
+        rep = subprocess.run([str(cli), "trace", str(trace), "--json"], capture_output=True, text=True,
+                             timeout=TIMEOUT)
+        assert rep.returncode == 0, rep.stderr
+        sites = {s["site"] for s in json.loads(rep.stdout)["sites"]}
+        assert {"first_world", "halo"} <= sites and any(x.startswith("world_step+0x") for x in sites)
 
 
 @pytest.mark.mpi

@@ -108,7 +108,8 @@ class AppRun:
 
 
 def run_app(exe: Path, nranks: int, cache, iters: int, *, spread: float = SPREAD_S, preload: bool = False,
-            env: dict | None = None, interleave: bool = False, timeout: int = TIMEOUT) -> AppRun:
+            env: dict | None = None, interleave: bool = False, mixed: bool = False,
+            timeout: int = TIMEOUT) -> AppRun:
     full = dict(os.environ)
     full.update({"COLLSCHED_SCHEDULES": str(cache)})
     if preload:
@@ -122,7 +123,8 @@ def run_app(exe: Path, nranks: int, cache, iters: int, *, spread: float = SPREAD
     for k in full:
         if k.startswith("COLLSCHED_") or k == "LD_PRELOAD":
             cmd += ["-x", k]
-    cmd += [str(exe), str(iters), str(BYTES), str(int(spread * 1e6))] + (["--interleave"] if interleave else [])
+    cmd += [str(exe), str(iters), str(BYTES), str(int(spread * 1e6))] + (["--interleave"] if interleave else []) \
+        + (["--mixed-sites"] if mixed else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full)
     return AppRun(proc)
 
@@ -215,6 +217,21 @@ def test_exact_site_from_the_stats(tmp_path, apps):
     assert run.proc.returncode == 0 and run.data_ok, run
     assert run.hit_rate(files) >= 0.9, run
     assert all(u == "0" and "no entry" in why for _, u, _, why in run.dups), run
+
+
+@pytest.mark.parametrize("nranks", [4, 5])
+def test_ranks_naming_different_sites(tmp_path, apps, nranks):
+    """Legal MPI the cache cannot key alike: the odd ranks make the main call from another
+    source line. With '*' entries every rank still chooses the same, the exchange carries
+    the site hashes, and at the next call every rank sees the difference: the cache is
+    off for the communicator (one line), the MPI library's collective runs, data right."""
+    build_cache(tmp_path / "cache", nranks)
+    run = run_app(apps["plain"], nranks, tmp_path / "cache", 9, preload=True, mixed=True)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    said = run.collsched_lines()
+    assert len(said) == 1 and "ranks named different call sites" in said[0], run
+    assert run.iters[0][2] == "1" and all(u == "0" for _, _, u, _, _ in run.iters[1:]), run
+    assert all("ranks named different call sites" in why for *_, why in run.iters[1:]), run
 
 
 def test_strict_mode(tmp_path, apps):

@@ -11,7 +11,8 @@
  * collsched_last_call is found with dlsym, else "used -1") or with -DCACHE_APP_API,
  * linked with libcollsched.a (collsched_allgather, collsched_label, collsched_finalize).
  * With --interleave every iteration also calls an allgather on a duplicate of
- * MPI_COMM_WORLD from another call site (the same bytes, every rank on time).
+ * MPI_COMM_WORLD from another call site (the same bytes, every rank on time); with
+ * --mixed-sites the odd ranks make the main call from that other site (legal MPI). 
  * Exit status 0 iff every byte of every call was right. */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -50,7 +51,7 @@ static __attribute__((noinline)) int gather_b(const void *send, int bytes, void 
     return ALLGATHER(send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, comm);
 }
 
-static int gather_checked(MPI_Comm comm, int bytes, int iter, int tag)
+static int gather_checked(MPI_Comm comm, int bytes, int iter, int tag, int site_b)
 {
     int rank, P;
     MPI_Comm_rank(comm, &rank);
@@ -58,7 +59,7 @@ static int gather_checked(MPI_Comm comm, int bytes, int iter, int tag)
     unsigned char *send = malloc((size_t)bytes + 1), *recv = malloc((size_t)bytes * P + 16);
     for (int k = 0; k < bytes; k++) send[k] = value(rank, k, iter * 2 + tag);
     memset(recv, 0xA5, (size_t)bytes * P + 16);
-    int rc = (tag ? gather_b : gather_a)(send, bytes, recv, comm);
+    int rc = (site_b ? gather_b : gather_a)(send, bytes, recv, comm);
     int ok = rc == MPI_SUCCESS;
     for (int o = 0; o < P; o++)
         for (int k = 0; k < bytes; k++) ok &= recv[(size_t)o * bytes + k] == value(o, k, iter * 2 + tag);
@@ -97,11 +98,15 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     if (argc < 4) {
-        if (rank == 0) fprintf(stderr, "usage: cache_app ITERATIONS BYTES SPREAD_US [--interleave]\n");
+        if (rank == 0) fprintf(stderr, "usage: cache_app ITERATIONS BYTES SPREAD_US [--interleave] [--mixed-sites]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int iters = atoi(argv[1]), bytes = atoi(argv[2]), spread = atoi(argv[3]);
-    int interleave = argc > 4 && !strcmp(argv[4], "--interleave");
+    int interleave = 0, mixed = 0;
+    for (int i = 4; i < argc; i++) {
+        interleave |= !strcmp(argv[i], "--interleave");
+        mixed |= !strcmp(argv[i], "--mixed-sites");
+    }
     MPI_Comm dup = MPI_COMM_NULL;
     if (interleave) MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     int failures = 0;
@@ -112,13 +117,14 @@ int main(int argc, char **argv)
 #ifdef CACHE_APP_API
         collsched_label("step");
 #endif
-        failures += !gather_checked(MPI_COMM_WORLD, bytes, it, 0);
+        /* --mixed-sites: odd ranks call the main allgather from the other call site */
+        failures += !gather_checked(MPI_COMM_WORLD, bytes, it, 0, mixed && rank % 2);
         char sched[256], reason[256];
         int used;
         last_call(MPI_COMM_WORLD, &used, sched, reason);
         if (rank == 0) printf("iter %d class %d used %d schedule %s reason %s\n", it, k, used, sched, reason);
         if (interleave) {
-            failures += !gather_checked(dup, bytes, it, 1);
+            failures += !gather_checked(dup, bytes, it, 1, 1);
             last_call(dup, &used, sched, reason);
             if (rank == 0) printf("dup %d used %d schedule %s reason %s\n", it, used, sched, reason);
         }

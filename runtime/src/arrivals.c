@@ -137,9 +137,13 @@ static int at_mpi_finalize(MPI_Comm comm, int kv, void *value, void *extra)
 static int ensure_keyval(void)
 {
     int rc = MPI_SUCCESS;
+    if (__atomic_load_n(&A.keyval, __ATOMIC_ACQUIRE) != MPI_KEYVAL_INVALID) return rc;
     ARR_LOCK();
-    if (A.keyval == MPI_KEYVAL_INVALID)
-        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &A.keyval, NULL);
+    if (A.keyval == MPI_KEYVAL_INVALID) {
+        int kv = MPI_KEYVAL_INVALID;
+        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &kv, NULL);
+        if (rc == MPI_SUCCESS) __atomic_store_n(&A.keyval, kv, __ATOMIC_RELEASE);
+    }
     ARR_UNLOCK();
     return rc;
 }

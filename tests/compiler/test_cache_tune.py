@@ -79,3 +79,24 @@ def test_tune_bad_options(argv, flag, tmp_path, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and flag in err, err
     assert not (tmp_path / "t").exists()
+
+
+def test_tune_keeps_a_build_regular_entry_that_backs_classes(tmp_path):
+    """A build's * regular entry whose group has classes stays (their fallback); a plain
+    tuning-table entry of the same size is replaced."""
+    from collsched import schedfile
+    from collsched.cache.index import Entry
+    from collsched.cache.store import commit, file_name
+    from collsched.pipeline import compile_schedule
+
+    d = tmp_path / "t"
+    tune.tune([4], [64], d, algorithms=["ring"])
+    data = schedfile.encode(compile_schedule("ring", 4, 4096).schedule)
+    pat = (0.0, 1e-3, 0.0, 0.0)
+    reg = Entry(file_name(data), "allgather", 4, 4096, 4096, "*", "-", None, None, 9, None)
+    cls = Entry(file_name(data, "*", pat), "allgather", 4, 4096, 4096, "*", "-", 0, 1e-4, 3, pat)
+    commit(d, [(reg, data), (cls, data)])
+    res = tune.tune([4], [128], d, algorithms=["ring"])
+    kept = [(e.bytes_min, e.klass) for e in res.update.entries]
+    assert kept == [(4096, None), (4096, 0), (128, None)]
+    assert [e.bytes_min for e in res.update.replaced] == [64]

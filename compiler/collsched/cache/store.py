@@ -147,9 +147,9 @@ def same_class(a: Entry, b: Entry) -> bool:
 
 def merge(old: list[Entry], new: list[Entry], replaces=None) -> tuple[list[Entry], list[Entry]]:
     """(merged entries, old entries replaced): the new entries replace the old ones that
-    serve the same (same_class, or `replaces(old_entry)` when given); class numbers are
+    serve the same (same_class, or `replaces(old_entry, old)` when given); class numbers are
     then made 0, 1, ... per COLLECTIVE, SITE, RANKS and byte range, old entries first."""
-    gone = [o for o in old if (replaces(o) if replaces else any(same_class(o, n) for n in new))]
+    gone = [o for o in old if (replaces(o, old) if replaces else any(same_class(o, n) for n in new))]
     kept = [o for o in old if o not in gone] + list(new)
     count: dict = {}
     out = []

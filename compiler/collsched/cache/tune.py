@@ -105,8 +105,8 @@ def tune(ranks: list[int], sizes: list[int], directory, *, topology: str | None 
          algorithms=None, engine: str = "none", measure=None, progress=None,
          max_size: int | None = DEFAULT_MAX_SIZE) -> Tuned:
     """Tune every (ranks, bytes) cell and commit the winners as `regular` entries (site
-    *), replacing the cache's site-* regular entries of the tuned communicator sizes: a
-    tuning table is replaced whole per size."""
+    *), replacing the cache's site-* regular entries of the tuned communicator sizes (a
+    tuning table is replaced whole per size) except those whose group has class entries."""
     if not ranks or not sizes:
         raise InputError("--ranks" if not ranks else "--bytes", "", "expected at least one value")
     cells, new, names_of = [], [], {}
@@ -126,8 +126,14 @@ def tune(ranks: list[int], sizes: list[int], directory, *, topology: str | None 
                 new.append((Entry(cell.file, "allgather", p, cell.bytes_min, cell.bytes_max, ANY_SITE,
                                   topo_digest[p], None, None, 0, None), data))
     tuned = set(ranks)
-    update = commit(directory, new, max_size=max_size, comment="by collsched tune",
-                    replaces=lambda e: e.regular and e.site == ANY_SITE and e.ranks in tuned)
+
+    def replaces(e: Entry, old: list[Entry]) -> bool:
+        """A site-* regular entry of a tuned size, unless it backs class entries (a build's
+        regular entry is the fallback of its group's classes: kept)."""
+        return (e.regular and e.site == ANY_SITE and e.ranks in tuned
+                and not any(not o.regular and o.group == e.group for o in old))
+
+    update = commit(directory, new, max_size=max_size, comment="by collsched tune", replaces=replaces)
     return Tuned(cells, names_of, update)
 
 

@@ -9,7 +9,7 @@
  */
 #include "runtime.h"
 
-#define CLOCK_ROUNDS 8
+#define CLOCK_ROUNDS 16
 #define CLOCK_TAG 4
 
 int cs_clock_estimate(MPI_Comm comm, double *offset, double *at, double *rtt)

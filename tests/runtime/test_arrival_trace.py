@@ -61,6 +61,14 @@ def read_trace(path: Path) -> dict:
                 calls=calls)
 
 
+def true_offsets(stdout: str) -> dict:
+    """world rank -> seconds to add to its MPI_Wtime to get rank 0's, from the program's
+    reading of MPI_Wtime - CLOCK_MONOTONIC (one node: one monotonic clock)."""
+    origin = {int(x.split()[1]): float(x.split()[2]) for x in stdout.splitlines()
+              if x.startswith("origin ")}
+    return {r: origin[0] - o for r, o in origin.items()}
+
+
 def app_readings(stdout: str) -> dict:
     """(comm, seq, rank) -> (before, after): the program's MPI_Wtime around its calls."""
     out = {}
@@ -176,6 +184,10 @@ def test_preload_trace_of_an_unmodified_program(apps, tmp_path, nranks):
     assert "collsched" not in proc.stderr, proc.stderr
     tr = read_trace(trace)
     assert tr["flags"] & 1  # Open MPI's clocks are per process: offsets estimated and applied
+    # the estimates (start and end) against the true offsets (a wrong sign would double them)
+    truth = true_offsets(proc.stdout)
+    assert all(abs(tr["offsets"][r][k] - truth[r]) < 5e-5 for r in range(nranks) for k in (0, 1)), \
+        (tr["offsets"], truth)
     check_trace_app(tr, nranks, app_readings(proc.stdout), labels=False, clock_tol=2e-3)
     assert list(tmp_path.iterdir()) == [trace]  # no temporary file left
     # the compiler's reader (every check of docs/trace-format.md) reads the same
@@ -191,7 +203,12 @@ def test_api_trace_labels_without_collsched_finalize(apps, tmp_path):
     proc = run(mpirun_cmd(4) + [str(apps["api_nofin"])] + app_args(4), base_env(trace))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "trace_app: ranks 4 data_ok 1" in proc.stdout
-    check_trace_app(read_trace(trace), 4, app_readings(proc.stdout), labels=True, clock_tol=2e-3)
+    tr = read_trace(trace)
+    check_trace_app(tr, 4, app_readings(proc.stdout), labels=True, clock_tol=2e-3)
+    # no start estimate on this path: the finalize one serves for both, and is right
+    truth = true_offsets(proc.stdout)
+    assert all(s == e and abs(e - truth[r]) < 5e-5 for r, (s, e) in enumerate(tr["offsets"])), \
+        (tr["offsets"], truth)
     # and `collsched trace` reports it per call site
     cli = ROOT / ".venv" / "bin" / "collsched"
     if cli.exists():

@@ -12,7 +12,8 @@
  * collsched_finalize() before MPI_Finalize unless -DNO_FINALIZE).
  * Rank 0 prints one line per call of this rank's readings gathered from every rank:
  *   call COMM SEQ R T_BEFORE T_AFTER   (MPI_Wtime right before and after the call)
- * then "trace_app: ranks P data_ok 1". Exit 0 = every result correct. */
+ * one line per rank, "origin R SECONDS" (MPI_Wtime - CLOCK_MONOTONIC), then
+ * "trace_app: ranks P data_ok 1". Exit 0 = every result correct. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,13 @@ int main(int argc, char **argv)
     double mine[2 * MAX_CALLS];
     for (int c = 0; c < ncalls; c++) { mine[2 * c] = before[c]; mine[2 * c + 1] = after[c]; }
     MPI_Gather(mine, 2 * ncalls, MPI_DOUBLE, all, 2 * ncalls, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    /* MPI_Wtime's origin against the node's monotonic clock (Open MPI: per process): the
+     * true clock offsets between ranks on one node, for the test to check the estimates */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double origin = MPI_Wtime() - ((double)now.tv_sec + now.tv_nsec * 1e-9), *origins = NULL;
+    if (rank == 0) origins = malloc(sizeof(double) * P);
+    MPI_Gather(&origin, 1, MPI_DOUBLE, origins, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     int bad = failures;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
@@ -153,7 +161,9 @@ int main(int argc, char **argv)
             for (int c = 0; c < ncalls; c++)
                 printf("call %d %d %d %.9f %.9f\n", comm_of[c], seq_of[c], r,
                        all[(size_t)r * 2 * ncalls + 2 * c], all[(size_t)r * 2 * ncalls + 2 * c + 1]);
+        for (int r = 0; r < P; r++) printf("origin %d %.9f\n", r, origins[r]);
         printf("trace_app: ranks %d data_ok %d\n", P, bad == 0);
+        free(origins);
         fflush(stdout);
         free(all);
     }

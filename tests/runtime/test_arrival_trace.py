@@ -328,3 +328,24 @@ def test_threads_record_their_own_communicators(tmp_path):
     for k in range(3):
         assert [c["seq"] for c in tr["calls"] if c["comm"] == k] == list(range(40))
     assert all(c["bytes"] == 4 * (16 + c["seq"] % 3) for c in tr["calls"])
+
+
+@pytest.mark.mpi
+def test_pat_engine_calls_are_traced(tmp_path):
+    """The PAT path: collsched-minibench's allgathers, served by the engine's online BDR
+    schedules (flags bit 0: a schedule ran) after the first, learning call."""
+    exe = BUILD / "bin" / "collsched-minibench"
+    if not exe.exists():
+        pytest.skip(f"{exe} not built (make lab)")
+    trace = tmp_path / "pat.trace"
+    proc = run(mpirun_cmd(4) + [str(exe), "--bytes", "65536", "--iterations", "3", "--flat-iterations",
+                                "1", "--max-delay-ms", "5", "--seed", "1", "--pat", "bdr",
+                                "--pat-tau", "5e-4"], base_env(trace))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("{")))
+    assert out["data_ok"] and out["errors"] == 0
+    tr = read_trace(trace)
+    assert [c[1] for c in tr["comms"]] == [[0, 1, 2, 3]]
+    calls = tr["calls"]
+    assert len(calls) >= 4 and all(c["bytes"] == 65536 for c in calls)
+    assert sum(c["flags"] & 1 for c in calls) >= 3, calls

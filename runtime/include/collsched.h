@@ -69,6 +69,8 @@ COLLSCHED_API int collsched_finalize(void);
  *   PAT_Init()                 after MPI_Init (MPI_THREAD_MULTIPLE: a progress thread
  *                              drives the engine; otherwise PAT_Progress/PAT_Sleep do)
  *   PAT_UseAlg("bdr")          BDR schedules built online for each predicted pattern;
+ *              ("cache")       the schedule cache's entry (COLLSCHED_SCHEDULES=DIR, docs/
+ *                              cache.md) for the predicted pattern's class, else online BDR;
  *                              any other name: compiled schedules named per iteration
  *                              with PAT_UseSchedule (e.g. bslb, arrival-aware min3)
  *   per iteration:  PAT_ProcessingStart(); compute; PAT_Edge(50.0); compute;

@@ -894,6 +894,36 @@ int cs_cache_select(cs_cache *c, cs_comm *st, const cs_call_ctx *ctx, uint64_t l
     return MPI_SUCCESS;
 }
 
+const collsched_schedule *cs_cache_pick(cs_cache *c, cs_comm *st, const double *pattern, uint64_t bytes,
+                                        const char **path)
+{
+    int gi = find_group(c, CS_COLL_ALLGATHER, "*", bytes, bytes);
+    int hi_ = history_for(c, "PAT", CS_COLL_ALLGATHER, gi);
+    stat_row *row = hi_ >= 0 ? c->h[hi_].row : NULL;
+    const collsched_schedule *s = NULL;
+    int miss = -1, used = -1;
+    if (gi < 0) {
+        miss = MISS_NO_ENTRY;
+    } else {
+        const group *g = &c->g[gi];
+        if (g->nclasses) {
+            int label = label_of(c, g, pattern), k = -1;
+            for (int i = 0; i < g->nclasses && k < 0 && label >= 0; i++)
+                if (c->e[g->classes[i]].klass == label) k = g->classes[i];
+            if (label < 0) miss = MISS_UNKNOWN;
+            else if (c->e[k].cand >= 0 && (s = cs_candidate_proven(st, c->e[k].cand, path))) used = k;
+            else miss = MISS_REFUSED;
+        }
+        if (!s && g->regular >= 0 && c->e[g->regular].cand >= 0
+            && (s = cs_candidate_proven(st, c->e[g->regular].cand, path)))
+            used = g->regular;
+        else if (!s && g->regular >= 0 && miss < 0)
+            miss = MISS_REFUSED;
+    }
+    if (row) stat_count(row, used >= 0 ? c->e[used].file : NULL, used >= 0 ? c->e[used].klass : -1, miss);
+    return s;
+}
+
 void cs_cache_free(cs_cache *c, int mpi_usable)
 {
     if (!c) return;

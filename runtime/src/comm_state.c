@@ -704,6 +704,16 @@ int collsched_last_call(MPI_Comm comm, collsched_call_info *info)
     return MPI_SUCCESS;
 }
 
+cs_cache *cs_comm_cache(const cs_comm *st) { return st && st->enabled ? st->cache : NULL; }
+
+const collsched_schedule *cs_candidate_proven(const cs_comm *st, int k, const char **path)
+{
+    const cs_candidate *c = &st->cand[k];
+    if (c->state != 1) return NULL;
+    *path = c->path;
+    return c->sched;
+}
+
 int cs_comm_rank(const cs_comm *st) { return st->rank; }
 int cs_comm_size(const cs_comm *st) { return st->size; }
 MPI_Comm cs_comm_private(const cs_comm *st) { return st->priv; }

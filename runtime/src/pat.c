@@ -75,7 +75,7 @@ enum pat_state {
 
 /* Everything the engine knows, one instance per engine: every function below takes it. */
 typedef struct pat_engine {
-    int threaded, alg_bdr, check;
+    int threaded, alg_bdr, alg_cache, check; /* alg_cache: PAT_UseAlg("cache") */
     char alg[32];
     MPI_Comm comm;                 /* dup of MPI_COMM_WORLD: estimates and schedule traffic */
     cs_comm *st;                   /* its collsched state (proofs of compiled schedules) */
@@ -316,18 +316,18 @@ out:
     return verdict == CS_WHOLE_OK;
 }
 
-static int build_online(pat_engine *e)
+/* The predicted pattern from every rank's estimate (the same on every rank), the earliest
+ * at 0, and the largest tau. Nobody can start before the pattern is known, i.e. before
+ * the last prediction was sent: a rank predicted to arrive earlier counts as arriving
+ * then (with a long computation and a late last edge, BDR planned for the raw
+ * predictions sends in pre-steps that cannot happen and comes out slower than the ring). */
+static void predicted_pattern(const pat_engine *e, double *arrivals, double *tau)
 {
     uint32_t P = (uint32_t)e->size;
-    double *arrivals = malloc(P * sizeof *arrivals), first = INFINITY, tau = 0, known = -INFINITY;
-    char err[PAT_REASON] = "";
-    if (!arrivals) { fail_iteration(e, "%s", "no memory for the arrival pattern"); return 0; }
-    /* Nobody can start before the pattern is known, i.e. before the last prediction was
-     * sent: a rank predicted to arrive earlier counts as arriving then (with a long
-     * computation and a late last edge, BDR planned for the raw predictions sends in
-     * pre-steps that cannot happen and comes out slower than the ring). */
+    double first = INFINITY, known = -INFINITY;
+    *tau = 0;
     for (uint32_t r = 0; r < P; r++) {
-        if (e->theirs[3 * r + 1] > tau) tau = e->theirs[3 * r + 1];
+        if (e->theirs[3 * r + 1] > *tau) *tau = e->theirs[3 * r + 1];
         if (e->theirs[3 * r + 2] > known) known = e->theirs[3 * r + 2];
     }
     for (uint32_t r = 0; r < P; r++) {
@@ -335,6 +335,34 @@ static int build_online(pat_engine *e)
         if (arrivals[r] < first) first = arrivals[r];
     }
     for (uint32_t r = 0; r < P; r++) arrivals[r] -= first;
+}
+
+/* PAT_UseAlg("cache"): the schedule cache's entry for the predicted pattern (cache.c:
+ * the nearest class of the '*' group within its radius, else its regular entry; entries
+ * proven at the set-up only, so no collective here). 0: none, build BDR online. */
+static int pick_cached(pat_engine *e)
+{
+    cs_cache *c = cs_comm_cache(e->st);
+    double *arrivals = c ? malloc((size_t)e->size * sizeof *arrivals) : NULL, tau;
+    const char *path = NULL;
+    if (!arrivals) return 0;
+    predicted_pattern(e, arrivals, &tau);
+    const collsched_schedule *s = cs_cache_pick(c, e->st, arrivals, e->iter_bytes, &path);
+    free(arrivals);
+    if (!s) return 0;
+    e->sched = (collsched_schedule *)s; /* the communicator state's: never changed, never freed here */
+    e->sched_owned = 0;
+    snprintf(e->sched_name, sizeof e->sched_name, "%s", path);
+    return 1;
+}
+
+static int build_online(pat_engine *e)
+{
+    uint32_t P = (uint32_t)e->size;
+    double *arrivals = malloc(P * sizeof *arrivals), tau = 0;
+    char err[PAT_REASON] = "";
+    if (!arrivals) { fail_iteration(e, "%s", "no memory for the arrival pattern"); return 0; }
+    predicted_pattern(e, arrivals, &tau);
     if (!(tau > 0)) {
         free(arrivals);
         fail_iteration(e, "%s", "tau unknown (PAT_Declare, COLLSCHED_PAT_TAU, or a first call to learn it)");
@@ -424,7 +452,7 @@ static int advance(pat_engine *e, int blocking, int posted_will_do)
 {
     finish_exchange(e, 0);
     if (e->state == PAT_EXCHANGING) {
-        if (e->alg_bdr) { /* the online schedule is built from everybody's estimate */
+        if (e->alg_bdr || e->alg_cache) { /* the schedule depends on everybody's estimate */
             if (!exchange_complete(e, blocking)) return 1;
         } else {
             e->x_pending = 1; /* a compiled schedule goes ahead; finish_exchange completes it */
@@ -433,7 +461,9 @@ static int advance(pat_engine *e, int blocking, int posted_will_do)
             fail_iteration(e, "%s", "message size unknown: PAT_Declare, or a first call teaches it");
             return 0;
         }
-        if (e->alg_bdr) {
+        if (e->alg_cache && pick_cached(e)) {
+            /* the cache's entry; else online BDR as for "bdr" */
+        } else if (e->alg_bdr || e->alg_cache) {
             if (!build_online(e)) return 0;
         } else if (e->next_file) {
             e->sched = e->next_file;
@@ -704,6 +734,7 @@ int PAT_UseAlg(const char *algorithm)
     quiesce(e);
     snprintf(e->alg, sizeof e->alg, "%s", algorithm);
     e->alg_bdr = !strcmp(algorithm, "bdr");
+    e->alg_cache = !strcmp(algorithm, "cache");
     return MPI_SUCCESS;
 }
 

@@ -131,6 +131,12 @@ int cs_cache_select(cs_cache *c, struct cs_comm *st, const cs_call_ctx *ctx, uin
                     struct cs_selection *sel);
 /* Completes an outstanding exchange (if MPI is usable) and frees the cache. */
 void cs_cache_free(cs_cache *c, int mpi_usable);
+/* PAT_UseAlg("cache") (pat.c): the entry for a predicted pattern (P offsets, the PAT
+ * engine's estimates, the same on every rank): the nearest class of the allgather '*'
+ * group holding `bytes` if within its radius, else that group's regular entry; only
+ * entries proven at the set-up (no collective). NULL: none (*path unset). */
+const collsched_schedule *cs_cache_pick(cs_cache *c, struct cs_comm *st, const double *pattern,
+                                        uint64_t bytes, const char **path);
 
 /* collectives.c: collsched_allgather(v) with the call site given (the preload library
  * passes its caller's). */
@@ -157,6 +163,10 @@ int cs_select(cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi, cs_
 /* A cache's candidate k (cache.c), loaded and proven on first use (collective);
  * sel->sched == NULL if it was refused. Returns an MPI error code. */
 int cs_candidate_use(cs_comm *st, int k, cs_selection *sel);
+/* Candidate k's schedule if it was proven (no loading; NULL otherwise), and its path. */
+const collsched_schedule *cs_candidate_proven(const cs_comm *st, int k, const char **path);
+/* The communicator's schedule cache, NULL if its source is none or disabled. */
+cs_cache *cs_comm_cache(const cs_comm *st);
 /* Loads, agrees on and proves one schedule file outside selection (collective). */
 int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char *reason,
                    size_t len);

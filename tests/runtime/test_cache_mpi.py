@@ -216,7 +216,7 @@ def test_exact_site_from_the_stats(tmp_path, apps):
     run = run_app(apps["plain"], nranks, tmp_path / "exact", 24, preload=True, interleave=True)
     assert run.proc.returncode == 0 and run.data_ok, run
     assert run.hit_rate(files) >= 0.9, run
-    assert all(u == "0" and "no entry" in why for _, u, _, why in run.dups), run
+    assert len(run.dups) == 24 and all(u == "0" and "no entry" in why for _, u, _, why in run.dups), run
 
 
 @pytest.mark.parametrize("nranks", [4, 5])
@@ -230,7 +230,8 @@ def test_ranks_naming_different_sites(tmp_path, apps, nranks):
     assert run.proc.returncode == 0 and run.data_ok, run
     said = run.collsched_lines()
     assert len(said) == 1 and "ranks named different call sites" in said[0], run
-    assert run.iters[0][2] == "1" and all(u == "0" for _, _, u, _, _ in run.iters[1:]), run
+    assert len(run.iters) == 9 and run.iters[0][2] == "1", run
+    assert all(u == "0" for _, _, u, _, _ in run.iters[1:]), run
     assert all("ranks named different call sites" in why for *_, why in run.iters[1:]), run
 
 
@@ -242,7 +243,7 @@ def test_strict_mode(tmp_path, apps):
     files = build_cache(tmp_path / "cache", nranks)
     run = run_app(apps["plain"], nranks, tmp_path / "cache", 12, preload=True, env={"COLLSCHED_STRICT": "1"})
     assert run.proc.returncode == 0 and run.data_ok, run
-    assert all(u == "1" for _, _, u, _, _ in run.iters), run
+    assert len(run.iters) == 12 and all(u == "1" for _, _, u, _, _ in run.iters), run
     build_cache(tmp_path / "noreg", nranks, regular=False)
     run = run_app(apps["plain"], nranks, tmp_path / "noreg", 12, preload=True, env={"COLLSCHED_STRICT": "1"},
                   timeout=120)
@@ -299,7 +300,7 @@ def test_hostile_index_is_refused_in_one_line(tmp_path, apps, case):
     assert run.proc.returncode == 0 and run.data_ok, run
     said = run.collsched_lines()
     assert len(said) == 1 and f"{d}/index: " in said[0] and expected in said[0], run
-    assert all(u == "0" for _, _, u, _, _ in run.iters), run  # the MPI library's collective
+    assert len(run.iters) == 4 and all(u == "0" for _, _, u, _, _ in run.iters), run  # the MPI library's
 
 
 def test_index_fifo_and_missing_or_corrupt_entries(tmp_path, apps):
@@ -334,7 +335,7 @@ def test_index_fifo_and_missing_or_corrupt_entries(tmp_path, apps):
     # class 0 still hits; classes 1 and 2 run the regular entry
     after = [(int(k), f) for (i, k, *_), f in zip(run.iters, used) if int(i) >= WARMUP]
     assert sum(1 for k, f in after if k == 0 and f == files[0]) >= 0.9 * sum(1 for k, _ in after if k == 0), run
-    assert all(f == files["regular"] for k, f in after if k != 0), run
+    assert len(after) == 24 - WARMUP and all(f == files["regular"] for k, f in after if k != 0), run
     row = read_stats(stats)["sites"][0]
     assert row["missed"]["entry-refused"] >= 12, row
 
@@ -426,3 +427,70 @@ def test_cache_built_by_collsched_cache_build(tmp_path, apps):
     assert rate >= 0.9, run
     row = read_stats(stats)["sites"][0]
     assert row["calls"] == 30 and row["missed"]["warm-up"] == 1 and row["fallback"] == 0, row
+
+
+@pytest.fixture(scope="module")
+def pat_app(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pat_cache_app")
+    return build_mpi_app(out / "pat_cache_app", "pat_cache_app.c", linked=True)
+
+
+def run_pat(exe: Path, nranks: int, cache: Path, iters: int, spread: float, env: dict | None = None) -> AppRun:
+    full = dict(os.environ, COLLSCHED_SCHEDULES=str(cache), **(env or {}))
+    cmd = mpirun_cmd(nranks) + ["--mca", "mpi_yield_when_idle", "1"]
+    for k in full:
+        if k.startswith("COLLSCHED_"):
+            cmd += ["-x", k]
+    cmd += [str(exe), str(iters), str(BYTES), "100000", str(int(spread * 1e6))]
+    return AppRun(subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=full))
+
+
+@pytest.mark.parametrize("nranks", [4, 5])
+def test_pat_cache_mode(tmp_path, pat_app, nranks):
+    """PAT_UseAlg("cache"): the engine predicts every rank's arrival from PAT_Edge (all
+    ranks hold every estimate once the exchange completes) and picks the entry of the
+    nearest class in the same iteration: no warm-up; the schedule's background part runs
+    in the engine as with PAT_UseSchedule; every byte right."""
+    files = build_cache(tmp_path / "cache", nranks)
+    stats = tmp_path / "stats.yaml"
+    run = run_pat(pat_app, nranks, tmp_path / "cache", 9, SPREAD_S, env={"COLLSCHED_STATS": str(stats)})
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert len(run.iters) == 9 and all(u == "1" for _, _, u, _, _ in run.iters), run
+    hits = sum(1 for (_, k, *_), f in zip(run.iters, run.used_files()) if f == files[int(k)])
+    print(f"PAT cache mode P={nranks}: {hits} of 9 iterations ran their class's entry")
+    assert hits >= 8, run
+    row = next(r for r in read_stats(stats)["sites"] if r["site"] == "PAT")
+    assert row["calls"] == 9 and row["hits"] == hits and row["fallback"] == 0, row
+
+
+def test_pat_cache_mode_falls_back_to_regular_then_online_bdr(tmp_path, pat_app):
+    """A predicted pattern in no class (everybody on time): the regular entry; a cache
+    without one: BDR built online, as PAT_UseAlg("bdr") does; data right either way."""
+    nranks = 5
+    files = build_cache(tmp_path / "cache", nranks)
+    run = run_pat(pat_app, nranks, tmp_path / "cache", 4, 0.0)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert len(run.iters) == 4 and run.used_files() == [files["regular"]] * 4, run
+    build_cache(tmp_path / "noreg", nranks, regular=False)
+    run = run_pat(pat_app, nranks, tmp_path / "noreg", 4, 0.0)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert len(run.iters) == 4 and all(u == "1" and s.startswith("PAT_bdr_(online") for _, _, u, s, _ in run.iters), run
+
+
+@pytest.mark.smpi
+def test_smpi_pat_cache_mode(tmp_path):
+    """The PAT cache mode under SMPI (exact estimates): every iteration its class's entry."""
+    if not shutil.which("smpirun") or not shutil.which("smpicc") or not SMPI_LIB.exists():
+        pytest.skip("smpirun, smpicc or the SMPI build of libcollsched missing")
+    nranks = 4
+    files = build_cache(tmp_path / "cache", nranks)
+    exe = tmp_path / "pat_cache_app_smpi"
+    subprocess.run(["smpicc", f"-I{ROOT / 'runtime' / 'include'}", str(APPS / "pat_cache_app.c"),
+                    str(SMPI_LIB), "-lm", "-o", str(exe)], check=True, capture_output=True, timeout=TIMEOUT)
+    cmd = ["smpirun", "-np", str(nranks), "-platform", str(DATA / "platform-4.xml"), "-hostfile",
+           str(DATA / "hostfile-4.txt"), "--cfg=smpi/display-timing:no", "--log=root.thr:warning",
+           str(exe), "9", str(BYTES), "100000", str(int(SPREAD_S * 1e6))]
+    env = dict(os.environ, COLLSCHED_SCHEDULES=str(tmp_path / "cache"))
+    run = AppRun(subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env))
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert run.used_files() == [files[i % 3] for i in range(9)], run

@@ -49,7 +49,7 @@ COLLSCHED_API int collsched_last_call(MPI_Comm comm, collsched_call_info *info);
 
 /* The call site's name for this thread's next collsched call only (the arrival trace and
  * the schedule cache key calls by it; without one, the caller's function+offset as dladdr
- * resolves it, or module+offset). 1 to 63 printable characters without spaces; NULL or ""
+ * resolves it, or module+offset). 1 to 63 printable ASCII characters, no spaces; NULL or ""
  * clears it. Returns MPI_SUCCESS or MPI_ERR_ARG (the label is then unchanged). */
 COLLSCHED_API int collsched_label(const char *label);
 

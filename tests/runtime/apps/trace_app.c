@@ -112,6 +112,28 @@ __attribute__((noinline)) void world_v(MPI_Comm comm, long bytes, int iter, int 
     free(send); free(recv); free(counts); free(displs);
 }
 
+#ifdef USE_API
+/* The label rules: 1..63 printable characters, no spaces; a refused label changes nothing;
+ * NULL and "" clear. */
+static void check_labels(void)
+{
+    char ok63[64], long64[65];
+    memset(ok63, 'a', 63);
+    ok63[63] = '\0';
+    memset(long64, 'b', 64);
+    long64[64] = '\0';
+    int bad = collsched_label("two words") != MPI_ERR_ARG || collsched_label("tab\there") != MPI_ERR_ARG
+              || collsched_label(long64) != MPI_ERR_ARG || PAT_Label("\x7f") != MPI_ERR_ARG
+              || PAT_Label("caf\xc3\xa9") != MPI_ERR_ARG || collsched_label(ok63) != MPI_SUCCESS
+              || collsched_label(NULL) != MPI_SUCCESS || PAT_Label(ok63) != MPI_SUCCESS
+              || PAT_Label("") != MPI_SUCCESS;
+    if (bad) {
+        failures++;
+        fprintf(stderr, "trace_app: a label was not accepted or refused as it should be\n");
+    }
+}
+#endif
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -127,10 +149,15 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     MPI_Comm split;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &split);
+#ifdef USE_API
+    check_labels(); /* (then no label is set: the calls below are named as they say) */
+#endif
     for (int i = 0; i < iters; i++) {
         if (i % 2 == 1 && rank == delay_rank) pause_for(delay);
 #ifdef USE_API
         if (i == 0) collsched_label("first_world");
+        if (i == 1 && (collsched_label("cleared") != MPI_SUCCESS || collsched_label("") != MPI_SUCCESS))
+            failures++;
 #endif
         world_step(MPI_COMM_WORLD, bytes, i, i);
 #ifdef USE_API

@@ -356,3 +356,16 @@ def test_pat_engine_calls_are_traced(tmp_path):
     calls = tr["calls"]
     assert len(calls) >= 4 and all(c["bytes"] == 65536 for c in calls)
     assert sum(c["flags"] & 1 for c in calls) >= 3, calls
+
+
+@pytest.mark.mpi
+def test_a_freed_communicator_whose_handle_returns_is_a_new_one(tmp_path):
+    exe = build_mpi_app(tmp_path / "reuse_app", "reuse_app.c")
+    trace = tmp_path / "reuse.trace"
+    proc = run(mpirun_cmd(3) + [str(exe)], preload(base_env(trace)))
+    assert proc.returncode == 0 and "reuse_app: OK" in proc.stdout, proc.stdout + proc.stderr
+    tr = read_trace(trace)
+    assert [c[1] for c in tr["comms"]] == [[0, 1, 2]] * 4
+    assert len({c[0] for c in tr["comms"]}) == 4
+    assert [(c["comm"], c["seq"]) for c in tr["calls"]] == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    assert len(set(c["site"] for c in tr["calls"])) == 1  # one call site (no -rdynamic: main's module)

@@ -612,9 +612,42 @@ int cs_cache_header_fits(const cs_cache *c, int i, const collsched_header *h, ch
     return 1;
 }
 
+/* COLLSCHED_STATS for programs that never call collsched_finalize (linked against
+ * libcollsched, no preload): under Open MPI, MPI_Finalize deletes MPI_COMM_SELF's
+ * attributes first, while MPI still works, and ours calls collsched_finalize (as
+ * arrivals.c's does for the trace; whichever runs first writes both, the other finds them
+ * done). Set only by the set-up of a cache on a communicator of every world rank, which
+ * every rank makes, so all of them finalize together. SMPI refuses MPI calls there: SMPI
+ * programs call collsched_finalize. */
+#ifndef SMPI_HELPERS_H
+static int finalize_keyval = MPI_KEYVAL_INVALID;
+
+static int at_mpi_finalize(MPI_Comm comm, int kv, void *value, void *extra)
+{
+    (void)comm; (void)kv; (void)value; (void)extra;
+    collsched_finalize();
+    return MPI_SUCCESS;
+}
+#endif
+
+static void hook_finalize(void)
+{
+#ifndef SMPI_HELPERS_H
+    int set = 0;
+    STATS_LOCK();
+    if (finalize_keyval == MPI_KEYVAL_INVALID
+        && PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_mpi_finalize, &finalize_keyval, NULL) == MPI_SUCCESS)
+        set = 1;
+    STATS_UNLOCK();
+    if (set) PMPI_Comm_set_attr(MPI_COMM_SELF, finalize_keyval, NULL);
+#endif
+}
+
 int cs_cache_setup(cs_cache *c, MPI_Comm priv)
 {
+    int world = 0;
     c->priv = priv;
+    if (PMPI_Comm_size(MPI_COMM_WORLD, &world) == MPI_SUCCESS && world == c->size) hook_finalize();
     return cs_clock_offset(priv, &c->offset);
 }
 

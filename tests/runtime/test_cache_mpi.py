@@ -115,7 +115,11 @@ def run_app(exe: Path, nranks: int, cache, iters: int, *, spread: float = SPREAD
     if preload:
         if not PRELOAD.exists():
             pytest.skip(f"{PRELOAD} not built")
-        full["LD_PRELOAD"] = str(PRELOAD)
+        libs = [str(PRELOAD)]
+        if os.environ.get("COLLSCHED_ASAN"):  # an ASan-built library needs the runtime first
+            libs.insert(0, subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                                          text=True, check=True).stdout.strip())
+        full["LD_PRELOAD"] = ":".join(libs)
     full.update(env or {})
     # Ranks that wait yield the CPU: on an oversubscribed machine the late ranks then wake
     # on time instead of queueing behind busy-polling ones (arrival noise of tens of ms).
@@ -494,3 +498,29 @@ def test_smpi_pat_cache_mode(tmp_path):
     run = AppRun(subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env))
     assert run.proc.returncode == 0 and run.data_ok, run
     assert run.used_files() == [files[i % 3] for i in range(9)], run
+
+
+@pytest.mark.parametrize("nranks,nthreads", [(3, 3), (4, 2)])
+def test_threads_on_their_own_communicators(tmp_path, nranks, nthreads):
+    """MPI_THREAD_MULTIPLE: threads call collsched_allgather at the same time, each on its
+    own duplicate of MPI_COMM_WORLD, with a cache that has classes for the calls' bytes
+    (every call carries the arrival exchange, on every thread's communicator at once) and
+    COLLSCHED_STATS (rows shared by the threads); every result compared byte for byte with
+    PMPI_Allgather (tests/runtime/apps/threads_app.c)."""
+    exe = build_mpi_app(tmp_path / "threads_app", "threads_app.c", "-std=c11", "-D_POSIX_C_SOURCE=200809L",
+                        "-pthread", linked=True)
+    build_cache(tmp_path / "cache", nranks)
+    stats = tmp_path / "stats.yaml"
+    iterations = 40
+    env = dict(os.environ, COLLSCHED_SCHEDULES=str(tmp_path / "cache"), COLLSCHED_STATS=str(stats))
+    cmd = mpirun_cmd(nranks) + ["-x", "COLLSCHED_SCHEDULES", "-x", "COLLSCHED_STATS",
+                                str(exe), str(nthreads), str(iterations), "16"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    if "threads_app: SKIP:" in proc.stdout:
+        pytest.skip(proc.stdout.strip())
+    calls = nranks * nthreads * iterations  # the app counts every rank's
+    assert proc.returncode == 0, proc
+    assert f"threads_app: OK calls={calls} scheduled={calls} wrong=0 errors=0" in proc.stdout, proc
+    # threads_app never calls collsched_finalize: MPI_Finalize's MPI_COMM_SELF hook does
+    (row,) = read_stats(stats)["sites"]
+    assert row["calls"] == nthreads * iterations and row["fallback"] == 0, row  # rank 0 of each

@@ -101,6 +101,18 @@ void cs_arrivals_call(MPI_Comm comm, const cs_call_ctx *ctx, double exit_time);
 /* Gathers every rank's records and writes the trace (rank 0); collective over
  * MPI_COMM_WORLD; idempotent. */
 int cs_arrivals_finalize(void);
+/* arrivals_file.c: rank 0's part of finalize: every process's records (len[r] bytes at
+ * all + at[r], as arrivals.c serialises them) matched and written to path (flags bit 0:
+ * `applied`); failures are one line. */
+void cs_arrivals_write(const char *path, const uint8_t *all, const int *len, const int *at, int wsize,
+                       int applied);
+/* The one line: "collsched: COLLSCHED_ARRIVALS=PATH: why". */
+void cs_arrivals_say(const char *path, const char *why);
+/* A growing little-endian byte buffer (bad: out of memory, the rest ignored). */
+typedef struct cs_wbuf { uint8_t *p; size_t n, cap; int bad; } cs_wbuf;
+void cs_put(cs_wbuf *b, const void *x, size_t n);
+void cs_put_le(cs_wbuf *b, uint64_t v, int n);
+void cs_put_f64(cs_wbuf *b, double d);
 
 /* cache.c: a schedule cache as COLLSCHED_SCHEDULES (docs/cache.md): COLLSCHED_STATS at
  * finalize (collective over MPI_COMM_WORLD; idempotent). */

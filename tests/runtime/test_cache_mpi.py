@@ -52,7 +52,7 @@ def entry(file: str, nranks: int, klass, pattern=None, site: str = "*", radius: 
     return f"entry {file} {coll} {nranks} {bmin} {bmax} {site} 0123456789abcdef {klass} {rad!r} 5 {pat}"
 
 
-def build_cache(d: Path, nranks: int, site: str = "*", regular: bool = True) -> dict:
+def build_cache(d: Path, nranks: int, site: str = "*", regular: bool = True, engine: str = "none") -> dict:
     """Compiles the regular entry (ring) and one entry per class (its pattern as --pap) with
     the Python compiler; returns {class: file name} (class 'regular' too)."""
     d.mkdir(parents=True, exist_ok=True)
@@ -65,7 +65,7 @@ def build_cache(d: Path, nranks: int, site: str = "*", regular: bool = True) -> 
         pap = d.parent / f"pap-{nranks}-{k}.yaml"
         pap.write_text(yaml.safe_dump({"unit": "s", "arrivals": late(nranks, k)}))
         name = f"{alg}-c{k}.sched"
-        compile_schedule(alg, nranks, (1, 100000), pap=str(pap), engine="none", output=d / name)
+        compile_schedule(alg, nranks, (1, 100000), pap=str(pap), engine=engine, output=d / name)
         files[k] = name
         lines.append(entry(name, nranks, k, late(nranks, k), site=site))
     write_index(d, lines)
@@ -436,32 +436,36 @@ def test_cache_built_by_collsched_cache_build(tmp_path, apps):
 @pytest.fixture(scope="module")
 def pat_app(tmp_path_factory):
     out = tmp_path_factory.mktemp("pat_cache_app")
-    return build_mpi_app(out / "pat_cache_app", "pat_cache_app.c", linked=True)
+    return build_mpi_app(out / "pat_cache_app", "pat_cache_app.c", "-pthread", linked=True)
 
 
-def run_pat(exe: Path, nranks: int, cache: Path, iters: int, spread: float, env: dict | None = None) -> AppRun:
+def run_pat(exe: Path, nranks: int, cache: Path, iters: int, spread: float, env: dict | None = None,
+            driver: str = "explicit") -> AppRun:
     full = dict(os.environ, COLLSCHED_SCHEDULES=str(cache), **(env or {}))
     cmd = mpirun_cmd(nranks) + ["--mca", "mpi_yield_when_idle", "1"]
     for k in full:
         if k.startswith("COLLSCHED_"):
             cmd += ["-x", k]
-    cmd += [str(exe), str(iters), str(BYTES), "100000", str(int(spread * 1e6))]
+    cmd += [str(exe), str(iters), str(BYTES), "100000", str(int(spread * 1e6))] + (["thread"] if driver == "thread" else [])
     return AppRun(subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=full))
 
 
-@pytest.mark.parametrize("nranks", [4, 5])
-def test_pat_cache_mode(tmp_path, pat_app, nranks):
+@pytest.mark.parametrize("nranks,driver", [(4, "explicit"), (5, "explicit"), (5, "thread")])
+def test_pat_cache_mode(tmp_path, pat_app, nranks, driver):
     """PAT_UseAlg("cache"): the engine predicts every rank's arrival from PAT_Edge (all
     ranks hold every estimate once the exchange completes) and picks the entry of the
     nearest class in the same iteration: no warm-up; the schedule's background part runs
-    in the engine as with PAT_UseSchedule; every byte right."""
-    files = build_cache(tmp_path / "cache", nranks)
+    in the engine as with PAT_UseSchedule; every byte right. With MPI_THREAD_MULTIPLE the
+    engine's progress thread picks it."""
+    # compiled for the PAT engine: their background operations run in the engine
+    files = build_cache(tmp_path / "cache", nranks, engine="pat")
     stats = tmp_path / "stats.yaml"
-    run = run_pat(pat_app, nranks, tmp_path / "cache", 9, SPREAD_S, env={"COLLSCHED_STATS": str(stats)})
+    run = run_pat(pat_app, nranks, tmp_path / "cache", 9, SPREAD_S, env={"COLLSCHED_STATS": str(stats)},
+                  driver=driver)
     assert run.proc.returncode == 0 and run.data_ok, run
     assert len(run.iters) == 9 and all(u == "1" for _, _, u, _, _ in run.iters), run
     hits = sum(1 for (_, k, *_), f in zip(run.iters, run.used_files()) if f == files[int(k)])
-    print(f"PAT cache mode P={nranks}: {hits} of 9 iterations ran their class's entry")
+    print(f"PAT cache mode P={nranks} ({driver}): {hits} of 9 iterations ran their class's entry")
     assert hits >= 8, run
     row = next(r for r in read_stats(stats)["sites"] if r["site"] == "PAT")
     assert row["calls"] == 9 and row["hits"] == hits and row["fallback"] == 0, row

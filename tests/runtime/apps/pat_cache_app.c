@@ -7,7 +7,9 @@
  *
  *     iter I class K used U schedule NAME reason WHY
  *
- * Explicit progress (PAT_Sleep). Exit status 0 iff every byte was right. */
+ * Explicit progress (PAT_Sleep), or with a 5th argument "thread" MPI_THREAD_MULTIPLE and
+ * the engine's progress thread (which then picks the entry). Exit status 0 iff every
+ * byte was right. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,12 +27,14 @@ static unsigned char value(int origin, int k, int iter)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided = 0;
+    if (argc > 5 && !strcmp(argv[5], "thread")) MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else MPI_Init(&argc, &argv);
     int rank, P;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     if (argc < 5) {
-        if (rank == 0) fprintf(stderr, "usage: pat_cache_app ITERATIONS BYTES BASE_US SPREAD_US\n");
+        if (rank == 0) fprintf(stderr, "usage: pat_cache_app ITERATIONS BYTES BASE_US SPREAD_US [thread]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int iters = atoi(argv[1]), bytes = atoi(argv[2]);

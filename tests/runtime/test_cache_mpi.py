@@ -528,3 +528,39 @@ def test_threads_on_their_own_communicators(tmp_path, nranks, nthreads):
     # threads_app never calls collsched_finalize: MPI_Finalize's MPI_COMM_SELF hook does
     (row,) = read_stats(stats)["sites"]
     assert row["calls"] == nthreads * iterations and row["fallback"] == 0, row  # rank 0 of each
+
+
+def test_allgatherv_entries_serve_allgatherv_only(tmp_path):
+    """COLLECTIVE allgatherv: the entry serves MPI_Allgatherv calls whose every block is in
+    its byte range (collsched-run's --all-modes: blocks of different sizes, in place and
+    not); allgather calls find no group and run the MPI library's collective."""
+    from rt_helpers import make_schedule, run_driver
+    nranks = 5
+    d = tmp_path / "cache"
+    d.mkdir()
+    make_schedule(d / "ring.sched", "ring", nranks, nseg=2)
+    write_index(d, [entry("ring.sched", nranks, "regular", coll="allgatherv", bmin=0, bmax=100000)])
+    run = run_driver(nranks, [d], "--bytes", "0,1,777,4096", "--all-modes", "--iterations", "2")
+    assert run.returncode == 0 and len(run.rows) == 16 and all(r["data_ok"] for r in run.rows), run
+    for r in run.rows:
+        assert r["used_schedule"] == (r["collective"] == "allgatherv"), r
+        assert r["used_schedule"] or "no entry for allgather, 5 ranks" in r["reason"], r
+
+
+def test_entries_beyond_the_eager_bound_are_proven_on_first_use(tmp_path, apps):
+    """More than 256 entries of the communicator's size: the set-up proves the first 256
+    (here regular entries of other call sites), the '*' group at the end of the index is
+    proven on its first choice, collectively, on every rank alike: it still serves."""
+    nranks = 5
+    d = tmp_path / "cache"
+    files = build_cache(d, nranks)
+    lines = []
+    for i in range(260):
+        shutil.copy(d / files["regular"], d / f"other-{i}.sched")
+        lines.append(entry(f"other-{i}.sched", nranks, "regular", site=f"elsewhere{i}"))
+    (d / "index").write_text((d / "index").read_text().replace(
+        "# written by test_cache_mpi.py\n", "# written by test_cache_mpi.py\n" + "".join(l + "\n" for l in lines)))
+    run = run_app(apps["plain"], nranks, d, 18, preload=True)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert run.collsched_lines() == [], run
+    assert run.iters[0][3].endswith(files["regular"]) and run.hit_rate(files) >= 0.9, run

@@ -290,7 +290,24 @@ HOSTILE = {
                        "line 4: FILE: expected a file no other entry names (line 3 does)"),
     "unknown record": (lambda n: ["entries ring.sched"], "line 3: record: expected 'entry'"),
     "collective": (lambda n: [entry("ring.sched", n, "regular", coll="bcast")], "line 3: COLLECTIVE"),
+    "topology": (lambda n: [entry("bslb-c0.sched", n, 0, late(n, 0)).replace("0123456789abcdef", "xyz")],
+                 "line 3: TOPOLOGY: expected 16 hex digits or -"),
+    "class range": (lambda n: [entry("bslb-c0.sched", n, 70000, late(n, 0))], "line 3: CLASS: expected regular or a class"),
+    "duplicate class": (lambda n: [entry("bslb-c0.sched", n, 1, late(n, 0)), entry("min3-c1.sched", n, 1, late(n, 1))],
+                        "line 4: CLASS: expected one entry per class"),
+    "uses": (lambda n: [entry("ring.sched", n, "regular").replace(" 5 -", " -5 -")], "line 3: USES"),
+    "regular with a pattern": (lambda n: [entry("ring.sched", n, "regular")[:-1] + "0,0,0,0,0"],
+                               "line 3: PATTERN: expected - (a regular entry has no pattern)"),
+    "crlf": (lambda n: [entry("ring.sched", n, "regular") + "\r"], "line 3: PATTERN"),
+    "double space": (lambda n: [entry("ring.sched", n, "regular").replace(" ", "  ", 1)], "line 3: fields: expected 12"),
 }
+
+
+HOSTILE.update({
+    "no final newline": (None, "line 5: expected a newline at the end of the file"),
+    "nul byte": (None, "file: expected text, found a NUL byte"),
+    "empty": (None, "line 1: header: expected 'collsched-cache 1', found an empty file"),
+})
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -301,6 +318,12 @@ def test_hostile_index_is_refused_in_one_line(tmp_path, apps, case):
     lines, expected = HOSTILE[case]
     if case == "bad header":
         (d / "index").write_text("collsched-cache 2\n" + "\n".join(_regular_and_classes(nranks)) + "\n")
+    elif case == "no final newline":
+        (d / "index").write_text("collsched-cache 1\n" + "\n".join(_regular_and_classes(nranks)))
+    elif case == "nul byte":
+        (d / "index").write_bytes(b"collsched-cache 1\n\0" + "\n".join(_regular_and_classes(nranks)).encode() + b"\n")
+    elif case == "empty":
+        (d / "index").write_bytes(b"")
     else:
         write_index(d, lines(nranks))
     run = run_app(apps["plain"], nranks, d, 4, preload=True)

@@ -84,6 +84,27 @@ static void clean(char *s)
         if (*s <= ' ' || *s > '~') *s = '_';
 }
 
+/* SimGrid SMPI runs every rank from its own copy of the program, TMPDIR/NAME_PID_RANK.so
+ * (smpi/privatization:dlopen): the copy's suffix goes, so that all ranks name one site
+ * alike ("NAME+0xOFF", as a real MPI job names it). */
+static void smpi_module_name(char *mod)
+{
+#ifdef SMPI_HELPERS_H
+    size_t n = strlen(mod);
+    if (n < 7 || strcmp(mod + n - 3, ".so") != 0) return;
+    size_t i = n - 3, underscores = 0;
+    while (i > 0 && underscores < 2) {
+        char c = mod[i - 1];
+        if (c == '_') underscores++;
+        else if (c < '0' || c > '9') return;
+        i--;
+    }
+    if (underscores == 2 && i > 0 && mod[i + 1] != '_') mod[i] = 0;
+#else
+    (void)mod;
+#endif
+}
+
 static void resolve(const void *addr, char *out, size_t len)
 {
     Dl_info info;
@@ -98,7 +119,10 @@ static void resolve(const void *addr, char *out, size_t len)
     } else {
         const char *mod = info.dli_fname && *info.dli_fname ? info.dli_fname : "?";
         const char *slash = strrchr(mod, '/');
-        snprintf(out, len, "%s+0x%lx", slash ? slash + 1 : mod,
+        char base[SITE_NAME - 24]; /* room for "+0x" and 16 hex digits */
+        snprintf(base, sizeof base, "%s", slash ? slash + 1 : mod);
+        smpi_module_name(base);
+        snprintf(out, len, "%s+0x%lx", base,
                  (unsigned long)((const char *)addr - (const char *)info.dli_fbase));
     }
     clean(out);

@@ -317,6 +317,60 @@ def test_smpi_trace_is_exact(tmp_path, nranks):
             assert DELAY - 1e-7 <= late < DELAY + 1e-3, c  # (f32 offsets)
 
 
+NOSYM_APP = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include "collsched.h"
+/* hidden: not in the dynamic symbol table, so dladdr names it by module+offset */
+__attribute__((visibility("hidden"), noinline)) static int gather(int *in, int *out)
+{
+    return collsched_allgather(in, 1, MPI_INT, out, 1, MPI_INT, MPI_COMM_WORLD);
+}
+int main(int argc, char **argv)
+{
+    int rank, size, in, out[64], ok = 1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int k = 0; k < 3; k++) {
+        in = 100 * k + rank;
+        gather(&in, out);
+        for (int p = 0; p < size; p++) ok &= out[p] == 100 * k + p;
+    }
+    collsched_finalize();
+    if (rank == 0) printf("nosym: data_ok %d\n", ok);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.smpi
+def test_smpi_sites_agree_without_symbols(tmp_path):
+    """SMPI runs each rank from its own copy of the program (NAME_PID_RANK.so): a site
+    named by module+offset (a function not in the dynamic symbol table) must not take the
+    copy's suffix, or the ranks name one call site differently (the cache switches off)."""
+    lib = SMPI_BUILD / "lib" / "libcollsched.a"
+    if not shutil.which("smpicc") or not shutil.which("smpirun") or not lib.exists():
+        pytest.skip("smpicc/smpirun or the SMPI build of libcollsched missing")
+    src = tmp_path / "nosym.c"
+    src.write_text(NOSYM_APP)
+    exe = tmp_path / "nosym"
+    subprocess.run(["smpicc", "-O1", f"-I{ROOT / 'runtime' / 'include'}", str(src), str(lib), "-o", str(exe)],
+                   check=True, capture_output=True, timeout=TIMEOUT)
+    trace = tmp_path / "nosym.trace"
+    cmd = ["smpirun", "-np", "3", "-platform", str(DATA / "platform-4.xml"),
+           "-hostfile", str(DATA / "hostfile-4.txt"), "--cfg=smpi/display-timing:no",
+           "--log=root.thr:warning", str(exe)]
+    proc = run(cmd, base_env(trace))
+    assert proc.returncode == 0 and "nosym: data_ok 1" in proc.stdout, proc.stdout + proc.stderr
+    tr = read_trace(trace)
+    assert len(tr["calls"]) == 3
+    assert all(c["site"].startswith("nosym+0x") for c in tr["calls"]), [c["site"] for c in tr["calls"]]
+    assert all(c["flags"] & 2 == 0 for c in tr["calls"]), [c["site"] for c in tr["calls"]]
+
+
 @pytest.mark.mpi
 def test_threads_record_their_own_communicators(tmp_path):
     """MPI_THREAD_MULTIPLE: 3 threads per rank, each on its own MPI_Comm_dup, append to the

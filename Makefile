@@ -9,7 +9,7 @@ MPIRUN_ROOT := $(shell [ "$$(id -u)" -eq 0 ] && echo --allow-run-as-root)
 # The one version string is the package's __version__ (pyproject reads it too).
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' compiler/collsched/__init__.py)
 
-.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-bound bench-sweep clean
+.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-bound bench-sweep bench-recurring clean
 all: runtime lab
 
 deps:
@@ -72,7 +72,7 @@ demo: deps runtime lab
 	    --plot $(OUT)/demo-lab.png
 	@echo "demo: Gantt chart in $(OUT)/demo-ring.png, lab comparison in $(OUT)/demo-lab.png"
 
-bench: deps bench-compiler bench-runtime bench-lab bench-bound bench-sweep
+bench: deps bench-compiler bench-runtime bench-lab bench-bound bench-sweep bench-recurring
 
 bench-compiler: deps
 	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png
@@ -158,6 +158,16 @@ bench-sweep: deps runtime lab
 	$(CLI) sweep --network-model SMPI --iterations 4 --cache out/sweep-smpi-cache.json \
 	    --json out/sweep-smpi.json --plot docs/img/sweep-smpi.png --doc docs/benchmarks.md \
 	    --section lab-sweep-smpi
+
+# Recurring load patterns (issue 17, docs/lab.md "The recurring suite"): trace -> cache build ->
+# the runtime's selection on tryton-48, P = 28, 1 MiB per rank, 120 iterations of 3 classes,
+# under SMPI with CM02; then the real-MPI check (P = 8, the unmodified minibench under the
+# preload library). Run directories and JSON reports in out/recurring-*.
+bench-recurring: deps runtime lab
+	$(CLI) bench --suite recurring --backend smpi --network-model CM02 --keep $(OUT)/recurring-smpi \
+	    --doc docs/benchmarks.md --section lab-recurring-smpi --plot docs/img/lab-recurring-smpi.png
+	$(CLI) bench --suite recurring --backend mpi --keep $(OUT)/recurring-mpi \
+	    --doc docs/benchmarks.md --section lab-recurring-mpi --plot docs/img/lab-recurring-mpi.png
 
 clean:
 	rm -rf build $(OUT)

@@ -353,9 +353,13 @@ def cmd_bench(a) -> int:
         return EXIT_OK if all(r["data_ok"] for r in rows) else EXIT_INVALID
     if a.measured is not None:
         raise InputError("--measured", _show(a.measured), "expected only with --suite model")
+    if a.pap is not None and a.suite != "lab":
+        raise InputError("--pap", _show(a.pap), "expected only with --suite lab")
     from .lab.netmodel import check_model
 
     a.network_model = check_model(a.network_model or "CM02")
+    if a.suite == "recurring":
+        return _bench_recurring(a)
     if a.suite == "scale":
         from .lab.scale import markdown, run_scale
 
@@ -373,7 +377,15 @@ def cmd_bench(a) -> int:
     ranks = _int_list("8" if a.ranks is None else a.ranks, "--ranks", lo=2)
     if len(ranks) != 1:
         raise InputError("--ranks", _show(a.ranks), "expected one rank count of at least 2")
-    a.iterations = 4 if a.iterations is None else a.iterations
+    delays = None
+    if a.pap is not None:  # replayed arrivals: every iteration's offsets from its earliest rank
+        from .inputs.arrivals import load_pap
+
+        pap = load_pap(a.pap, ranks[0])
+        if a.iterations is not None and a.iterations > len(pap):
+            raise InputError("--iterations", str(a.iterations), f"expected at most {len(pap)} (the iterations of {a.pap})")
+        delays = pap - pap.min(axis=1, keepdims=True)
+    a.iterations = (4 if delays is None else len(delays)) if a.iterations is None else a.iterations
     nbytes = _size_arg("64KiB" if a.bytes is None else a.bytes)
     algorithms = _algorithm_list(a.algorithms)
     from .model import budget
@@ -386,7 +398,8 @@ def cmd_bench(a) -> int:
                     nbytes=nbytes, iterations=a.iterations,
                     max_delay_ms=a.max_delay_ms, seed=a.seed, flat_iterations=a.flat_iterations,
                     network_model=a.network_model, tcp_gamma=a.tcp_gamma,
-                    shared_data=a.shared_data, workdir=a.keep)
+                    shared_data=a.shared_data, workdir=a.keep, delays=delays,
+                    delays_source=None if a.pap is None else f"replayed from {a.pap}")
     from rich.progress import Progress
 
     with Progress(transient=True, disable=a.json) as prog:
@@ -408,6 +421,20 @@ def cmd_bench(a) -> int:
         rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
         replace_section(a.doc, a.section or "lab-run", markdown(report, rel))
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
+
+
+def _bench_recurring(a) -> int:
+    """`collsched bench --suite recurring` (lab/recurring.py)."""
+    if a.collective != "allgather":
+        raise InputError("--collective", _show(a.collective), "expected allgather")
+    ranks = None if a.ranks is None else _int_list(a.ranks, "--ranks", lo=2)
+    if ranks is not None and len(ranks) != 1:
+        raise InputError("--ranks", _show(a.ranks), "expected one rank count of at least 2")
+    from .lab.recurring import bench_command
+
+    report, text = bench_command(a, ranks and ranks[0], None if a.bytes is None else _size_arg(a.bytes))
+    print(_json(report) if a.json else text)
+    return EXIT_OK if report["summary"]["data_ok"] else EXIT_INVALID
 
 
 def _add_measure_parser(sub) -> None:

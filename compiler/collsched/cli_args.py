@@ -214,12 +214,15 @@ def _add_bench(sub) -> None:
                                    "--algorithms, on SimGrid SMPI or real MPI, with measured and predicted "
                                    "times. compiler: compile+verify+simulate+write time and memory. Example: "
                                    "collsched bench --ranks 8 --bytes 64KiB --algorithms ring,bruck,native")
-    b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale"), default="lab",
+    b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale", "recurring"),
+                   default="lab",
                    help=h("lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
                           "compile time on the bundled grids, fresh processes, C kernels and "
                           "Python (records --doc); model: every baseline on every bundled topology, "
                           "predicted vs SMPI (records --doc); scale: P=256 x 1 MiB under SMPI, wall "
-                          "time and memory (records --doc)", "lab", "--suite compiler"))
+                          "time and memory (records --doc); recurring: recurring load patterns, trace -> "
+                          "cache build -> the runtime's selection, against native, regular, bdr and the "
+                          "oracle (docs/lab.md; records --doc)", "lab", "--suite compiler"))
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi",
                    help=h("SimGrid SMPI or real MPI (mpirun)", "smpi", "--backend mpi"))
     b.add_argument("--topology", help=_TOPOLOGY)
@@ -232,11 +235,16 @@ def _add_bench(sub) -> None:
                           "--algorithms bdr,ring,native:ompi"))
     b.add_argument("--algorithm", default="ring", help=h("compiler suite: the algorithm to compile", "ring",
                                                          "--algorithm min3"))
+    b.add_argument("--pap", help=h("lab: replay the iterations of this arrival-pattern file or arrival "
+                                   "trace, in order, instead of seeded delays (its rank count must be "
+                                   "--ranks; --iterations defaults to its iteration count)",
+                                   "seeded delays (--max-delay-ms, --seed)", "--pap run.trace"))
     b.add_argument("--max-delay-ms", type=_float_opt("--max-delay-ms", 0, 3.6e6), default=0.0,
                    help=h("maxDelay of the arrival pattern, ms", "0", "--max-delay-ms 5"))
     b.add_argument("--iterations", type=_int_opt("--iterations", 1, 1_000_000), default=None,
                    help=h("lab: iterations; compile-grid: fresh-process runs per case (a third of it at "
-                          "1024 ranks)", "lab 4; compile-grid 15", "--iterations 8"))
+                          "1024 ranks); recurring: evaluation iterations", "lab 4 (with --pap: the file's); "
+                          "compile-grid 15; recurring 120 (mpi 30)", "--iterations 8"))
     b.add_argument("--flat-iterations", type=_int_opt("--flat-iterations", 0, 1_000_000), default=2,
                    help=h("extra iterations without delay, for the absorption time", "2", "--flat-iterations 0"))
     b.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1,

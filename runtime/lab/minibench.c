@@ -11,9 +11,10 @@
  * page of every piece private so the check still covers every piece).
  *
  *   collsched-minibench --bytes B --iterations N --max-delay-ms D --seed S
- *                       [--schedule FILE | --native | --pat ALG] [--flat-iterations K]
- *                       [--shared-data] [--pat-tau S] [--pat-schedules PATTERN]
- *                       [--late-ms MS]
+ *                       [--schedule FILE_OR_DIR | --native | --library | --pat ALG |
+ *                        --schedules PATTERN] [--flat-iterations K] [--shared-data]
+ *                       [--pat-tau S] [--pat-schedules PATTERN] [--late-ms MS]
+ *                       [--delays FILE] [--allow-fallback]
  *
  * --pat ALG runs the allgather through the PAT engine (collsched.h): PAT_ProcessingStart,
  * half the computation, PAT_Edge(50), the other half, PAT_ProcessingEnd, then the call.
@@ -21,6 +22,32 @@
  * from PATTERN (a printf pattern with one %d: the iteration index). --late-ms makes the
  * rank predicted to arrive first in each iteration arrive MS later than predicted (an
  * unpredicted delay after its edge): the safety tests of wrong predictions.
+ *
+ * --delays FILE replays recorded computation delays instead of the seeded u * maxDelay
+ * (the lab's --pap: recurring load patterns, docs/lab.md). The file is text:
+ *
+ *     ranks N iterations K
+ *     d(0,0) d(0,1) ... d(0,N-1)        <- K lines, one per iteration, N delays each
+ *     ...
+ *
+ * one space between fields, delays in seconds (decimal, finite, 0 to 3600), N the
+ * number of ranks of the run, K at least --iterations (the first --iterations lines are
+ * used). Anything else is refused with one line naming the line and what was expected.
+ *
+ * --schedule DIR with a schedule cache (docs/cache.md) runs the runtime's whole selection
+ * path; --allow-fallback then counts an iteration the MPI library served (the cache's
+ * warm-up, a miss) as a fallback without failing data_ok. --library calls
+ * collsched_allgather without any schedule: the MPI library's collective through the
+ * runtime (the arrival trace, COLLSCHED_ARRIVALS, records it; implies --allow-fallback).
+ * --schedules PATTERN (the oracle): per iteration its own schedule file (printf pattern
+ * with one %d, the iteration); before the iteration's barriers it selects that file,
+ * duplicates a fresh communicator, makes one untimed warm-up call on it (loading and
+ * proving are a one-off cost), then the timed call, then frees it.
+ *
+ * The JSON line's "used" lists, per iteration, the schedule file rank 0's call ran
+ * (collsched_last_call), "" where the MPI library's collective ran. collsched_finalize()
+ * (the arrival trace and cache statistics) is called before MPI_Finalize, except with
+ * --native: an unmodified program's MPI_Finalize does that under the preload library.
  */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* usleep, which SMPI turns into simulated time */
@@ -96,14 +123,31 @@ struct opts {
     const char *pat;  /* PAT engine algorithm, or NULL */
     const char *pat_schedules;
     double pat_tau, late_s;
+    const char *delays_file; /* --delays: replayed delays instead of the seeded ones */
+    const char *oracle;      /* --schedules PATTERN: a fresh communicator per iteration */
+    int library, allow_fallback;
 };
 
 static int usage(int rank, const char *msg) {
     if (rank == 0)
         fprintf(stderr, "collsched-minibench: %s\nusage: collsched-minibench --bytes B --iterations N "
-                        "--max-delay-ms D --seed S [--schedule FILE | --native | --pat ALG] [--flat-iterations K] "
-                        "[--shared-data]\n", msg);
+                        "--max-delay-ms D --seed S [--schedule FILE_OR_DIR | --native | --library | --pat ALG | "
+                        "--schedules PATTERN] [--flat-iterations K] [--shared-data] [--delays FILE] "
+                        "[--allow-fallback]\n", msg);
     return 2;
+}
+
+/* A printf pattern with exactly one %d and no other conversion (%% allowed). */
+static int one_int_conversion(const char *p) {
+    int n = 0;
+    for (; *p; p++) {
+        if (*p != '%') continue;
+        if (p[1] == '%') { p++; continue; }
+        if (p[1] != 'd') return 0;
+        n++;
+        p++;
+    }
+    return n == 1;
 }
 
 static int parse(int argc, char **argv, struct opts *o, int rank) {
@@ -115,6 +159,8 @@ static int parse(int argc, char **argv, struct opts *o, int rank) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (!strcmp(a, "--native")) { o->schedule = NULL; continue; }
+        if (!strcmp(a, "--library")) { o->library = o->allow_fallback = 1; continue; }
+        if (!strcmp(a, "--allow-fallback")) { o->allow_fallback = 1; continue; }
         if (!strcmp(a, "--shared-data")) { o->shared = 1; continue; }
         if (!strcmp(a, "--print-u")) { o->print_u = 1; continue; }
         if (!strcmp(a, "--inject-error")) { o->inject_error = 1; continue; }
@@ -130,6 +176,8 @@ static int parse(int argc, char **argv, struct opts *o, int rank) {
         else if (!strcmp(a, "--pat-schedules")) { o->pat_schedules = v; end = (char *)v + strlen(v); }
         else if (!strcmp(a, "--pat-tau")) o->pat_tau = strtod(v, &end);
         else if (!strcmp(a, "--late-ms")) o->late_s = strtod(v, &end) / 1e3;
+        else if (!strcmp(a, "--delays")) { o->delays_file = v; end = (char *)v + strlen(v); }
+        else if (!strcmp(a, "--schedules")) { o->oracle = v; end = (char *)v + strlen(v); }
         else return usage(rank, "unknown option");
         if (!end || *end) return usage(rank, "a value is not a number");
     }
@@ -139,7 +187,115 @@ static int parse(int argc, char **argv, struct opts *o, int rank) {
         return usage(rank, "--pat ALG other than bdr needs --pat-schedules PATTERN");
     if (o->pat_schedules && !strstr(o->pat_schedules, "%d"))
         return usage(rank, "--pat-schedules expects a pattern with %d (the iteration)");
+    if (o->oracle && !one_int_conversion(o->oracle))
+        return usage(rank, "--schedules expects a pattern with one %d (the iteration) and no other %");
+    if (!!o->oracle + !!o->pat + !!o->schedule + o->library > 1)
+        return usage(rank, "give one of --schedule, --schedules, --library and --pat");
     return 0;
+}
+
+#define DELAY_MAX_S 3600.0
+#define DELAY_LINE_MAX (1u << 24)
+
+/* One line of f (without its newline) into a growing buffer; 0 at end of file, -1 when
+ * the line is longer than DELAY_LINE_MAX or has a NUL byte. */
+static int read_line(FILE *f, char **buf, size_t *cap) {
+    size_t n = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF && c != '\n') {
+        if (c == 0 || n + 2 > DELAY_LINE_MAX) return -1;
+        if (n + 2 > *cap) {
+            size_t cap2 = *cap ? 2 * *cap : 256;
+            char *b = realloc(*buf, cap2);
+            if (!b) return -1;
+            *buf = b;
+            *cap = cap2;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (c == EOF && n == 0) return 0;
+    if (!*buf) { *buf = malloc(1); *cap = 1; if (!*buf) return -1; }
+    (*buf)[n] = 0;
+    return 1;
+}
+
+/* A whole decimal number in [lo, hi] at *p, followed by one space or the end; advances *p. */
+static int field(const char **p, double lo, double hi, double *out) {
+    const char *s = *p;
+    if (!(*s == '.' || (*s >= '0' && *s <= '9'))) return 0; /* no sign, no space, no inf/nan */
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= lo && v <= hi)) return 0;
+    if (*end == ' ' && end[1] != 0) end++;
+    else if (*end != 0) return 0;
+    *p = end;
+    *out = v;
+    return 1;
+}
+
+/* ASCII digits (no sign, at most 7) as a whole number; returns the end, or NULL. */
+static const char *whole(const char *s, int *out) {
+    int n = 0, v = 0;
+    for (; *s >= '0' && *s <= '9'; s++, n++) {
+        if (n == 7) return NULL;
+        v = 10 * v + (*s - '0');
+    }
+    if (!n) return NULL;
+    *out = v;
+    return s;
+}
+
+/* --delays FILE (format: the header comment) for `size` ranks and at least `iterations`
+ * iterations: a malloc'ed iterations x size matrix, or NULL with *why set. */
+static double *load_delays(const char *path, int size, int iterations, char *why, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) { snprintf(why, cap, "%s: cannot be read", path); return NULL; }
+    char *line = NULL;
+    size_t lcap = 0;
+    double *d = NULL;
+    int ranks = 0, its = 0, got = 0, ok = 0;
+    const char *h = NULL;
+    if (read_line(f, &line, &lcap) != 1 || strncmp(line, "ranks ", 6) || !(h = whole(line + 6, &ranks))
+        || strncmp(h, " iterations ", 12) || !(h = whole(h + 12, &its)) || *h || ranks < 1 || its < 1) {
+        snprintf(why, cap, "%s: line 1: expected `ranks N iterations K`", path);
+        goto out;
+    }
+    if (ranks != size) { snprintf(why, cap, "%s: line 1: ranks %d, expected %d (the run's ranks)", path, ranks, size); goto out; }
+    if (its < iterations) {
+        snprintf(why, cap, "%s: line 1: iterations %d, expected at least %d (--iterations)", path, its, iterations);
+        goto out;
+    }
+    d = malloc((size_t)iterations * (size_t)size * sizeof *d);
+    if (!d) { snprintf(why, cap, "%s: out of memory", path); goto out; }
+    for (int k = 0; k < its; k++) {
+        int r = read_line(f, &line, &lcap);
+        if (r != 1) {
+            snprintf(why, cap, "%s: line %d: expected %d delays (seconds, 0 to %g, one space between)", path,
+                     k + 2, size, DELAY_MAX_S);
+            goto out;
+        }
+        const char *p = line;
+        for (int q = 0; q < size; q++) {
+            double v;
+            if (!field(&p, 0.0, DELAY_MAX_S, &v) || (q + 1 < size) == (*p == 0)) {
+                snprintf(why, cap, "%s: line %d, delay %d: expected %d delays (seconds, 0 to %g, one space "
+                         "between)", path, k + 2, q + 1, size, DELAY_MAX_S);
+                goto out;
+            }
+            if (k < iterations) d[(size_t)k * size + q] = v;
+        }
+        got++;
+    }
+    if (read_line(f, &line, &lcap) != 0) {
+        snprintf(why, cap, "%s: line %d: expected the end of the file (%d iterations)", path, its + 2, its);
+        goto out;
+    }
+    ok = got == its;
+out:
+    free(line);
+    fclose(f);
+    if (!ok) { free(d); return NULL; }
+    return d;
 }
 
 /* Buffers: plain malloc, or (SMPI, --shared-data) one physical copy for all ranks except
@@ -175,11 +331,21 @@ static int checked_ranges(size_t piece, int shared, size_t r[2][2]) {
     return 1;
 }
 
-/* The rank whose arrival is predicted first in iteration k (smallest share). */
-static int predicted_first(const struct opts *o, int k, int size) {
+/* Rank p's computation delay (beyond the base) in imbalanced iteration k: replayed, or
+ * the seeded u * maxDelay. */
+static double delay_of(const struct opts *o, const double *delays, int k, int p, int size) {
+    if (delays) return delays[(size_t)k * size + p];
+    return uniform(o->seed, (uint64_t)k, (uint64_t)p) * o->max_delay_s;
+}
+
+/* The rank whose arrival is predicted first in iteration k (smallest share; the lowest
+ * rank among equals). */
+static int predicted_first(const struct opts *o, const double *delays, int k, int size) {
     int best = 0;
     for (int p = 1; p < size; p++)
-        if (uniform(o->seed, (uint64_t)k, (uint64_t)p) < uniform(o->seed, (uint64_t)k, (uint64_t)best)) best = p;
+        if (delays ? delays[(size_t)k * size + p] < delays[(size_t)k * size + best]
+                   : uniform(o->seed, (uint64_t)k, (uint64_t)p) < uniform(o->seed, (uint64_t)k, (uint64_t)best))
+            best = p;
     return best;
 }
 
@@ -217,8 +383,19 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 0;
     }
+    double *delays = NULL;
+    if (o.delays_file) {
+        char why[512];
+        delays = load_delays(o.delays_file, size, o.iterations, why, sizeof why);
+        if (!delays) {  /* every rank read the same file: all stop here */
+            if (rank == 0) fprintf(stderr, "collsched-minibench: --delays %s\n", why);
+            MPI_Finalize();
+            return 2;
+        }
+    }
     if (o.schedule) collsched_set_schedules(o.schedule);
-    int use_lib = o.schedule || o.pat; /* collsched_allgather, else MPI_Allgather */
+    /* collsched_allgather, else MPI_Allgather */
+    int use_lib = o.schedule || o.pat || o.library || o.oracle;
     /* The collective runs on a communicator of its own, as libraries do, freed before
      * MPI_Finalize so that the runtime's per-communicator state goes with it. */
     MPI_Comm comm;
@@ -237,11 +414,14 @@ int main(int argc, char **argv) {
     long long errors = 0;
     int fallbacks = 0;
     char reason[256] = "";
+    char (*used)[256] = calloc((size_t)all, sizeof *used); /* the schedule each iteration ran */
 
     /* One untimed call first: loading and agreeing on the schedule (or the MPI library's
      * own set-up) is a one-off cost, not part of any iteration. */
     memset(send, 0, piece ? piece : 1);
-    if (use_lib)
+    if (o.oracle)
+        ; /* a warm-up call per iteration, on its own communicator */
+    else if (use_lib)
         collsched_allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, comm);
     else
         MPI_Allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, comm);
@@ -253,6 +433,15 @@ int main(int argc, char **argv) {
     }
     for (int k = 0; k < all; k++) {
         int flat = k >= o.iterations;
+        MPI_Comm c = comm;
+        if (o.oracle) {  /* this iteration's schedule, loaded and proven before the barriers */
+            char path[4096];
+            snprintf(path, sizeof path, o.oracle, k);
+            collsched_set_schedules(path);
+            MPI_Comm_dup(MPI_COMM_WORLD, &c);
+            memset(send, 0, piece ? piece : 1);
+            collsched_allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, c);
+        }
         if (o.pat_schedules) {
             char path[4096];
             snprintf(path, sizeof path, o.pat_schedules, k);
@@ -264,7 +453,7 @@ int main(int argc, char **argv) {
         for (int p = 0; p < size; p++)
             for (int g = 0; g < nranges; g++)
                 memset(recv + (size_t)p * piece + ranges[g][0], 0, ranges[g][1] - ranges[g][0]);
-        double share = flat ? 0.0 : uniform(o.seed, (uint64_t)k, (uint64_t)rank) * o.max_delay_s;
+        double share = flat ? 0.0 : delay_of(&o, delays, k, rank, size);
         double half = (BASE_COMPUTE_S + share) / 2;
         MPI_Barrier(MPI_COMM_WORLD);
         MPI_Barrier(MPI_COMM_WORLD);
@@ -273,18 +462,19 @@ int main(int argc, char **argv) {
         compute(half, o.pat != NULL);
         if (o.pat) PAT_Edge(50.0);
         compute(half, o.pat != NULL);
-        if (o.late_s > 0 && !flat && rank == predicted_first(&o, k, size)) compute(o.late_s, o.pat != NULL);
+        if (o.late_s > 0 && !flat && rank == predicted_first(&o, delays, k, size)) compute(o.late_s, o.pat != NULL);
         if (o.pat) PAT_ProcessingEnd();
         double a = MPI_Wtime();
         if (use_lib)
-            collsched_allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, comm);
+            collsched_allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, c);
         else
-            MPI_Allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, comm);
+            MPI_Allgather(send, (int)piece, MPI_BYTE, recv, (int)piece, MPI_BYTE, c);
         double f = MPI_Wtime();
         if (use_lib) {
             collsched_call_info info;
-            collsched_last_call(comm, &info);
-            if (!info.used_schedule) {
+            collsched_last_call(c, &info);
+            if (info.used_schedule) json_text(used[k], sizeof used[k], info.schedule);
+            else {
                 fallbacks++;
                 json_text(reason, sizeof reason, info.reason);
             }
@@ -297,6 +487,7 @@ int main(int argc, char **argv) {
             for (int g = 0; g < nranges; g++)
                 for (size_t j = ranges[g][0]; j < ranges[g][1]; j++)
                     if (recv[(size_t)p * piece + j] != pattern((uint64_t)p, j, (uint64_t)k)) errors++;
+        if (o.oracle) MPI_Comm_free(&c);
     }
 
     long long all_errors = 0;
@@ -324,20 +515,28 @@ int main(int argc, char **argv) {
                shared_data ? "true" : "false",
                shared_data ? (size_t)PAGE : piece, all_errors, all_fallbacks,
                reason,
-               all_errors == 0 && all_fallbacks == 0 ? "true" : "false");
+               all_errors == 0 && (all_fallbacks == 0 || o.allow_fallback) ? "true" : "false");
         print_times(every, origin, size, all, 1);
         printf("], \"exits\": [");
         print_times(every, origin, size, all, 2);
+        printf("], \"used\": [");
+        for (int k = 0; k < all; k++) printf(k ? ", \"%s\"" : "\"%s\"", used[k]);
         printf("]}\n");
         fflush(stdout);
         free(every);
         free(origin);
     }
     free(times);
+    free(used);
+    free(delays);
     if (o.pat) PAT_Finalize();
     MPI_Comm_free(&comm);
     free(send); /* under SMPI, free() also releases shared blocks */
     free(recv);
+    /* The arrival trace and the cache statistics (COLLSCHED_ARRIVALS, COLLSCHED_STATS). Not
+     * with --native: that is the unmodified program, whose MPI_Finalize does it under the
+     * preload library (this binary's own copy of the runtime served no call). */
+    if (use_lib) collsched_finalize();
     MPI_Finalize();
     return 0;
 }

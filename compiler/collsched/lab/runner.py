@@ -11,6 +11,15 @@ emulated computation, docs/pat.md): `bdr` builds its schedule online from the ra
 predictions; the compiled ones (`bslb`, `min3`) are compiled ahead for every iteration,
 because the mini-benchmark's arrival pattern of each iteration is known from the seed and
 equals what PAT_Edge predicts there. Their predictions are made per iteration too.
+
+Recurring load patterns (docs/lab.md, "Replayed arrivals and schedule caches"):
+LabConfig.delays replays recorded delays (iterations x ranks) instead of the seeded ones,
+everywhere (the minibench's --delays, the pattern of every prediction and per-iteration
+compile). `cache:DIR` runs the runtime's whole selection path from a schedule cache (the
+minibench's --schedule DIR); `oracle` compiles, for every iteration, --algorithm auto with
+engine none for that iteration's true pattern (the candidates a cache build considers) and
+runs each on a fresh communicator (--schedules). Every row lists, per iteration, the
+schedule file rank 0 ran ("used", file names; "" where the MPI library's collective ran).
 """
 from __future__ import annotations
 
@@ -28,9 +37,10 @@ import numpy as np
 
 from ..algorithms import REGISTRY
 from ..errors import InputError
+from ..files import write_atomic
 from ..pipeline import FLUID_CHECK_OPS, compile_schedule, resolve_topology
 from ..model.simulate import piece_time, simulate_pattern, tau
-from .arrivals import arrival_pattern
+from .arrivals import BASE_COMPUTE_S, arrival_pattern
 from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_prediction_topology
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 
@@ -50,6 +60,8 @@ RUN_TIMEOUT_S = 1800
 # the others are compiled per iteration from the seeded pattern.
 PAP_AWARE = ("bdr", "bslb", "min3")
 ONLINE = ("bdr",)
+CACHE_PREFIX = "cache:"  # cache:DIR: the runtime selects from the schedule cache DIR
+ORACLE = "oracle"  # per iteration, auto (engine none) compiled for its true pattern
 
 
 class LabRunError(RuntimeError):
@@ -64,6 +76,7 @@ class _RunEnv:
     platform_files: tuple | None  # SMPI: (platform.xml, hosts)
     network: tuple[str, ...]  # SMPI: the network model's --cfg options (netmodel.py)
     topology_file: str | None  # what the compiler compiles with (the run's network's costs)
+    delays_file: Path | None = None  # the minibench's --delays (LabConfig.delays)
 
 
 @dataclass
@@ -88,16 +101,43 @@ class LabConfig:
     # The topology the compiler and the cost models use instead of `topology` (e.g. one that
     # `collsched measure` wrote); SimGrid still runs `topology`'s platform (_predict_with).
     predict_topology: str | None = None
+    # Replayed computation delays, seconds, shape (>= iterations, ranks), instead of the
+    # seeded u * maxDelay (None: seeded); delays_source says where they came from.
+    delays: np.ndarray | None = None
+    delays_source: str | None = None
+    # Environment variables of every launch (COLLSCHED_ARRIVALS, COLLSCHED_STATS, ...).
+    environ: dict = field(default_factory=dict)
+    # `native` through collsched_allgather without a schedule (SMPI cannot preload): the
+    # MPI library's collective, seen by the runtime (the arrival trace records it).
+    library_native: bool = False
 
     def inputs(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()
-             if k not in ("workdir", "extra", "fluid", "bounds", "segments", "predict_topology")}
+             if k not in ("workdir", "extra", "fluid", "bounds", "segments", "predict_topology",
+                          "delays", "delays_source", "environ", "library_native")}
         if self.segments != "auto":
             d["segments"] = self.segments
         if self.predict_topology is not None:
             d["predict_topology"] = self.predict_topology
+        if self.delays is not None:
+            d["delays"] = self.delays_source or "replayed"
+            d["max_delay_ms"] = float(np.max(self.delays[:self.iterations]) * 1e3)
         d["collective"] = "allgather"
         return d
+
+    def pattern(self) -> np.ndarray:
+        """Every imbalanced iteration's arrival pattern (iterations x ranks, seconds after
+        the double barrier), as the minibench produces it."""
+        if self.delays is None:
+            return arrival_pattern(self.seed, self.iterations, self.ranks, self.max_delay_ms / 1e3)
+        d = np.asarray(self.delays, dtype=float)
+        if d.ndim != 2 or d.shape[1] != self.ranks or d.shape[0] < self.iterations:
+            raise InputError("--pap", f"{d.shape[0] if d.ndim == 2 else '?'} iterations x "
+                             f"{d.shape[-1] if d.ndim else '?'} ranks",
+                             f"expected at least {self.iterations} iterations of {self.ranks} ranks")
+        if not np.all(np.isfinite(d)) or d.min() < 0 or d.max() > 3600:
+            raise InputError("--pap", "delays", "expected finite delays of 0 to 3600 s")
+        return BASE_COMPUTE_S + d[:self.iterations]
 
 
 def _wants_fluid(cfg: LabConfig, sched) -> bool:
@@ -108,7 +148,12 @@ def _wants_fluid(cfg: LabConfig, sched) -> bool:
 
 
 def check_algorithm(name: str, backend: str) -> None:
-    if name == "native":
+    if name in ("native", ORACLE):
+        return
+    if name.startswith(CACHE_PREFIX):
+        d = Path(name[len(CACHE_PREFIX):])
+        if not (d / "index").is_file():
+            raise InputError("--algorithms", name, "expected cache:DIR with DIR a schedule cache (DIR/index)")
         return
     if name.startswith("native:"):
         algo = name.split(":", 1)[1]
@@ -153,22 +198,29 @@ def _check_map_count(cfg: LabConfig) -> None:
 
 
 def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, env: _RunEnv,
-             pat: list[str] | None = None) -> dict:
+            pat: list[str] | None = None) -> dict:
+    """One minibench launch. pat: the arguments that say what runs (PAT engine, cache,
+    oracle); else the schedule file, else the MPI library's collective."""
     bench = [str(_binary(cfg.backend)), "--bytes", str(cfg.nbytes), "--iterations", str(cfg.iterations),
              "--flat-iterations", str(cfg.flat_iterations), "--max-delay-ms", repr(cfg.max_delay_ms),
              "--seed", str(cfg.seed)]
     if cfg.late_ms:
         bench += ["--late-ms", repr(cfg.late_ms)]
+    if env.delays_file is not None:
+        bench += ["--delays", str(env.delays_file)]
     if pat:
         bench += pat
+    elif schedule:
+        bench += ["--schedule", str(schedule)]
     else:
-        bench += ["--schedule", str(schedule)] if schedule else ["--native"]
+        bench.append("--library" if cfg.library_native and algorithm == "native" else "--native")
     if _use_shared(cfg):
         _check_map_count(cfg)
         bench.append("--shared-data")
     tmp = env.tmp
     network = env.network
     environ = dict(os.environ)
+    environ.update({k: str(v) for k, v in cfg.environ.items()})
     if cfg.backend == "smpi":
         xml, hosts = env.platform_files
         cmd = ["smpirun", "-np", str(cfg.ranks), "-platform", str(xml), "-hostfile", str(hosts),
@@ -317,10 +369,10 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
         # (netmodel.py); real MPI runs on the network the topology describes.
         net = network_setup(cfg.network_model, topo)
         topo = net.topology
-    pattern = arrival_pattern(cfg.seed, cfg.iterations, cfg.ranks, cfg.max_delay_ms / 1e3)
+    pattern = cfg.pattern()
     results = []
     keep = cfg.workdir is not None
-    tmp = Path(cfg.workdir or tempfile.mkdtemp(prefix="collsched-lab-"))
+    tmp = Path(cfg.workdir or tempfile.mkdtemp(prefix="collsched-lab-")).resolve()  # smpirun runs in it
     tmp.mkdir(parents=True, exist_ok=True)
     try:
         env = _RunEnv(tmp, None, (), cfg.topology)
@@ -331,10 +383,13 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
                                                     window))
         if cfg.predict_topology is not None:
             topo, env = _predict_with(cfg, env)
+        if cfg.delays is not None:
+            env = dataclasses.replace(env, delays_file=write_delays(tmp / "delays.txt", pattern - BASE_COMPUTE_S))
         pap = tmp / "pattern.yaml"
         from ..inputs.arrivals import write_pap
         write_pap(pap, pattern - pattern.min(1, keepdims=True), unit="s",
-                  comment=f"mini-benchmark arrivals: seed {cfg.seed}, maxDelay {cfg.max_delay_ms} ms")
+                  comment=f"mini-benchmark arrivals: {cfg.delays_source or 'replayed'}" if cfg.delays is not None
+                  else f"mini-benchmark arrivals: seed {cfg.seed}, maxDelay {cfg.max_delay_ms} ms")
         t_piece = [None]
         for name in algorithms:
             if progress:
@@ -386,15 +441,19 @@ def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, 
     if name in PAP_AWARE:
         run, pred = _pap_aware_run(cfg, name, topo, pattern, env)
         row.update(pred)
-        if t_piece[0] is None:
-            t_piece[0] = piece_time(topo, cfg.nbytes)
+    elif name == ORACLE:
+        run, pred = _oracle_run(cfg, topo, pattern, env)
+        row.update(pred)
+    elif name.startswith(CACHE_PREFIX):
+        cache = Path(name[len(CACHE_PREFIX):]).resolve()
+        run = _launch(cfg, name, None, env, pat=["--schedule", str(cache), "--allow-fallback"])
     elif not name.startswith("native"):
         schedule = env.tmp / f"{name}.sched"
         res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=env.topology_file, pap=str(pap),
                                output=schedule, segments=cfg.segments)
         if t_piece[0] is None:
             t_piece[0] = tau(topo, res.schedule, cfg.nbytes)
-    if name not in PAP_AWARE:
+    if schedule is not None or name.startswith("native"):
         run = _launch(cfg, name, schedule, env)
     if schedule is not None:
         # Predict for the arrivals that really happened: ranks leave the double
@@ -416,13 +475,59 @@ def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, 
     row["data_ok"] = bool(run["data_ok"])
     row["checked_bytes_per_piece"] = run["checked_bytes_per_piece"]
     if run.get("fallbacks"):
+        row["fallbacks"] = run["fallbacks"]
         row["fallback_reason"] = run.get("fallback_reason", "")
     row["wall_s"] = run["wall_s"]
+    a, f = np.array(run["arrivals"])[:cfg.iterations], np.array(run["exits"])[:cfg.iterations]
+    row["elapsed_per_iteration_s"] = [float(x) for x in np.mean(f - a, axis=1)]
+    row["used"] = [Path(u).name if u else "" for u in run.get("used", [])[:cfg.iterations]]
     if "predicted_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
         row["model_ratio"] = row["predicted_avg_elapsed_s"] / row["avg_elapsed_s"]
     if "fluid_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
         row["fluid_ratio"] = row["fluid_avg_elapsed_s"] / row["avg_elapsed_s"]
     return row
+
+
+def _oracle_run(cfg: LabConfig, topo, pattern: np.ndarray, env: _RunEnv):
+    """The oracle: per iteration, --algorithm auto with engine none compiled for that
+    iteration's true pattern (flat iterations: for a flat one), each run on a fresh
+    communicator; returns (run, prediction for the measured arrivals)."""
+    from ..inputs.arrivals import write_pap
+
+    tmp = env.tmp
+    scheds, picked, flat_file = [], {}, None
+    for k in range(cfg.iterations + cfg.flat_iterations):
+        out = tmp / f"oracle-it{k}.sched"
+        if k >= cfg.iterations and flat_file is not None:
+            shutil.copyfile(flat_file, out)
+            scheds.append(scheds[-1])
+            continue
+        a = pattern[k] - pattern[k].min() if k < cfg.iterations else np.zeros(cfg.ranks)
+        pap = tmp / f"oracle-it{k}.yaml"
+        write_pap(pap, a[None, :], unit="s", comment=f"iteration {k}'s true arrival pattern (the oracle)")
+        res = compile_schedule("auto", cfg.ranks, cfg.nbytes, topology=env.topology_file, pap=str(pap),
+                               output=out, engine="none")
+        scheds.append(res.schedule)
+        if k < cfg.iterations:
+            picked[res.schedule.algorithm] = picked.get(res.schedule.algorithm, 0) + 1
+        else:
+            flat_file = out
+    files = str(tmp).replace("%", "%%") + "/oracle-it%d.sched"
+    run = _launch(cfg, ORACLE, None, env, pat=["--schedules", files])
+    measured = np.array(run["arrivals"])[:cfg.iterations]
+    elapsed = [simulate_pattern(scheds[k], topo, cfg.nbytes, a[None, :])[2].avg_elapsed_s
+               for k, a in enumerate(measured)]
+    return run, {"predicted_avg_elapsed_s": float(np.mean(elapsed)), "oracle_picked": picked}
+
+
+def write_delays(path: Path, delays: np.ndarray) -> Path:
+    """The minibench's --delays file (runtime/lab/minibench.c): `ranks N iterations K`,
+    then K lines of N delays in seconds."""
+    d = np.asarray(delays, dtype=float) + 0.0  # no -0.0
+    lines = [f"ranks {d.shape[1]} iterations {d.shape[0]}"]
+    lines += [" ".join(f"{float(x):.17g}" for x in row) for row in d]
+    write_atomic(path, "\n".join(lines) + "\n")
+    return path
 
 
 def pattern_bounds(topo, nbytes: int, pattern: np.ndarray) -> dict:

@@ -298,14 +298,14 @@ pmpi:
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
-/* Without a schedule source the runtime stays out of the way (no communicator state),
- * but a traced call is still recorded. */
+/* Without a schedule source or the PAT engine the runtime stays out of the way (no
+ * communicator state), but a traced call is still recorded. */
 int cs_allgather_at(const void *site, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                     void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     int timed = 0, rc;
     cs_call_ctx ctx = { site, CS_COLL_ALLGATHER, 0, PMPI_Wtime(), 0, cs_call_label_take() };
-    if (cs_source_configured()) {
+    if (cs_source_configured() || cs_pat_active()) {
         rc = allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &ctx, &timed);
     } else {
         uint64_t esize;

@@ -937,6 +937,10 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
     return CS_PAT_RUN;
 }
 
+/* 1 while PAT_Init's engine runs: the allgather path must then reach cs_pat_claim even
+ * without a schedule source (bdr builds its schedules online). */
+int cs_pat_active(void) { return engine() != NULL; }
+
 int cs_pat_learning_tau(void)
 {
     const pat_engine *e = engine();

@@ -210,6 +210,7 @@ enum { CS_PAT_NOT_MINE = 0, CS_PAT_RUN = 1, CS_PAT_FALL_BACK = 2 };
 int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job);
 void cs_pat_done(const cs_pat_job *job);
 int cs_pat_learning_tau(void);
+int cs_pat_active(void);
 void cs_pat_learned(double elapsed_s);
 
 #endif

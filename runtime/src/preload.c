@@ -1,14 +1,15 @@
 /* preload.c - PMPI wrappers: LD_PRELOAD=libcollsched-preload.so makes an unmodified
  * program's MPI_Allgather and MPI_Allgatherv run a matching schedule from
- * COLLSCHED_SCHEDULES, and records them in the arrival trace with COLLSCHED_ARRIVALS.
- * Without either variable every call goes straight to the MPI library, so preloading
- * alone changes nothing. */
+ * COLLSCHED_SCHEDULES, and records them in the arrival trace with COLLSCHED_ARRIVALS
+ * (a program that runs the PAT engine gets its served allgather from it, as through
+ * collsched_allgather). Without any of these every call goes straight to the MPI
+ * library, so preloading alone changes nothing. */
 #include "runtime.h"
 
 COLLSCHED_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!cs_source_configured() && !cs_arrivals_enabled())
+    if (!cs_source_configured() && !cs_arrivals_enabled() && !cs_pat_active())
         return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     return cs_allgather_at(__builtin_return_address(0), sendbuf, sendcount, sendtype, recvbuf,
                            recvcount, recvtype, comm);
@@ -17,7 +18,7 @@ COLLSCHED_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype
 COLLSCHED_API int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!cs_source_configured() && !cs_arrivals_enabled())
+    if (!cs_source_configured() && !cs_arrivals_enabled() && !cs_pat_active())
         return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                recvtype, comm);
     return cs_allgatherv_at(__builtin_return_address(0), sendbuf, sendcount, sendtype, recvbuf,

@@ -133,11 +133,13 @@ def _add_compile(sub) -> None:
     c.add_argument("--model", choices=("dag", "fluid"), default="dag",
                    help=h("cost model of the prediction: dag, or fluid (flows sharing ports and "
                           "links as SimGrid does; slower)", "dag", "--model fluid"))
-    c.add_argument("--engine", choices=("pat", "none"), default="pat",
+    c.add_argument("--engine", choices=("pat", "none", "ahead"), default="pat",
                    help=h("who runs the background operations (BDR pre-steps, arrival-aware min3's "
                           "early receives): pat, the PAT engine before the rank arrives; none, "
                           "every operation inside the call, as the preload library and a schedule "
-                          "cache run it (the model times that)", "pat", "--engine none"))
+                          "cache run it (the model times that); ahead, a cache's receive-ahead: "
+                          "only each rank's leading background receives early (docs/cache.md)",
+                          "pat", "--engine none"))
     c.add_argument("--lower-bound", action="store_true",
                    help=h("also compute the LP lower bound on the run time under the cost model, "
                           "and the gap of the prediction to it (docs/grid-baselines.md)", "off", "--lower-bound"))

@@ -20,6 +20,11 @@ _ALGORITHMS = h("auto (every algorithm --algorithm auto compiles), or a comma-se
 _ENGINE = h("who runs background operations: none (the whole list inside the call, as the preload "
             "library and collsched_allgather run a cached schedule) or pat (the PAT engine)",
             "none", "--engine pat")
+_ENGINE_BUILD = h("who runs background operations: none (the whole list inside the call, as the preload "
+                  "library and collsched_allgather run a cached schedule), ahead (the runtime's "
+                  "receive-ahead: each rank's leading background receives posted at the end of the "
+                  "call before, the rest in the call; docs/cache.md) or pat (the PAT engine)",
+                  "none", "--engine ahead")
 _MAX_SIZE = h("bytes of schedule files the cache keeps: beyond, the least-used entries (fewest USES, "
               "then oldest) are evicted; units such as MiB, GiB", "1GiB", "--max-size 256MiB")
 _JSON = h("print JSON", "off: text", "--json")
@@ -68,7 +73,7 @@ def _add_build(cs) -> None:
     b.add_argument("-o", "--output", dest="directory", required=True, help=_OUT_DIR)
     b.add_argument("--topology", help=_TOPOLOGY)
     b.add_argument("--algorithms", default="auto", help=_ALGORITHMS)
-    b.add_argument("--engine", choices=("none", "pat"), default="none", help=_ENGINE)
+    b.add_argument("--engine", choices=("none", "pat", "ahead"), default="none", help=_ENGINE_BUILD)
     b.add_argument("--min-calls", type=_int_opt("--min-calls", 1, 1 << 40), default=3,
                    help=h("calls a class needs to get an entry", "3", "--min-calls 5"))
     b.add_argument("--max-size", default="1GiB", help=_MAX_SIZE)

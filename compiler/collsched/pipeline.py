@@ -22,7 +22,7 @@ from .algorithms import Request, generate
 from .inputs.arrivals import load_pap
 from .inputs.topology import homogeneous, load_topology
 from .errors import InputError
-from .ir import FOREGROUND, SEND, Schedule
+from .ir import BACKGROUND, FOREGROUND, RECV, SEND, Schedule
 from .model.policy import DIRECT_MAX_PAIRS, execution_candidates, segment_candidates
 from .model.simulate import Metrics, simulate_pattern
 from .inputs.units import MAX_BYTES
@@ -226,7 +226,10 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     arrives: docs/semantics.md, "Phases") or "none" (every operation runs inside the call,
     as the preload library and collsched_allgather run a schedule): every candidate's
     operations become foreground after generation, before the passes, the verifier and
-    the model, so the predictions time what the runtime does.
+    the model, so the predictions time what the runtime does; or "ahead" (a cache's
+    receive-ahead, docs/cache.md): per rank only the leading background receives stay
+    background (the runtime posts them at the end of the call before), every other
+    operation is foreground; serial schedules and byte ranges run wholly in the call.
     lower_bound: also compute the LP lower bound (lowerbound.py) for the predicted size and
     pattern; its time is reported apart (lower_bound_time_s), not in compile_time_s.
     Skipped above MAX_BOUND_RANKS ranks (lower_bound_note says so).
@@ -293,7 +296,9 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
 AUTO = "auto"
 # Who runs a schedule's background operations: the PAT engine, before the rank arrives
 # (pat), or nobody: the whole list inside the call (none; the preload library, a cache).
-ENGINES = ("pat", "none")
+# (ahead: only each rank's leading background receives stay background: what the
+# runtime's receive-ahead posts at the end of the call before, docs/cache.md).
+ENGINES = ("pat", "none", "ahead")
 # --algorithm auto's candidates, in this order (the first of equal predictions wins): the
 # regular baselines, the grid baselines, then the planners; bslb and bdr only with
 # imbalanced arrivals (they wait for the pattern's order). Refused ones are skipped.
@@ -358,6 +363,10 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
     nranks = topo.nranks
     counts = segment_candidates(name, topo, nranks, hi) if segments == "auto" else [segments]
     executions = execution_candidates(name, topo, pattern[0] - pattern[0].min())
+    if engine == "ahead" and name == "min3" and executions == [{}] and np.ptp(pattern[0]) > 0:
+        # a serial plan runs wholly in the call there: the dataflow plans (relayed and
+        # direct) get their leading receives early, so all three are timed
+        executions = [{"serial": True}, {"serial": False}, {"serial": False, "relays": False}]
     budget.check(nranks, max(counts))
     options = {"bytes": [lo, hi], "segments": counts[0] if len(counts) == 1 else segments,
                "tau": tau, "duplex": topo.full_duplex}
@@ -398,9 +407,13 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
                   topology=topo, arrivals=pattern[0] - pattern[0].min(), tau=tau, serial=serial,
                   relays=relays)
     sched = generate(algorithm, req)
-    if engine == "none":
-        _all_foreground(sched)
+    if engine == "none" or (engine == "ahead" and (sched.serial or lo != hi)):
+        _all_foreground(sched)  # (ahead: the runtime pre-posts only dataflow single-size entries)
+    elif engine == "ahead":
+        _leading_receives_only(sched)
     sched = passes.apply(sched, topo, hi)  # receive gating, FIFO marks
+    if engine == "ahead":
+        _leading_receives_only(sched)  # the gated lists may have moved some
     sched.bytes_min, sched.bytes_max = lo, hi
     sched.compiler_version = __version__
     sched.input_hash = digest
@@ -435,6 +448,31 @@ def _all_foreground(sched: Schedule) -> None:
     if t is not None:
         t.send_phase = np.full_like(t.send_phase, FOREGROUND)
         t.recv_phase = np.full_like(t.recv_phase, FOREGROUND)
+
+
+def _leading_receives_only(sched: Schedule) -> None:
+    """Engine ahead: per rank, only the leading background receives (those before the
+    rank's first other operation, docs/semantics.md) stay background; every other
+    operation becomes foreground. The runtime's receive-ahead (docs/cache.md) posts exactly
+    those at the end of the call before, so the model times what it runs."""
+    lead = np.zeros(len(sched.kind), dtype=bool)
+    bg_recv = (sched.phase == BACKGROUND) & (sched.kind == RECV)
+    for r in range(sched.nranks):
+        lo, hi = int(sched.offsets[r]), int(sched.offsets[r + 1])
+        n = int(np.argmin(bg_recv[lo:hi])) if hi > lo and not bg_recv[lo:hi].all() else hi - lo
+        lead[lo:lo + n] = True
+    sched.phase = np.where(lead, BACKGROUND, FOREGROUND).astype(sched.phase.dtype)
+    t = sched.transfers
+    if t is not None:  # a transfer stays background only where its receive is a leading one
+        ops = {}
+        for r in range(sched.nranks):
+            for i in range(int(sched.offsets[r]), int(sched.offsets[r + 1])):
+                if lead[i]:
+                    ops[(int(sched.peer[i]), r, int(sched.origin[i]), int(sched.segment[i]))] = True
+        keep = np.array([(int(a), int(b), int(o), int(g)) in ops
+                         for a, b, o, g in zip(t.src, t.dst, t.origin, t.segment)], dtype=bool)
+        t.recv_phase = np.where(keep, BACKGROUND, FOREGROUND).astype(t.recv_phase.dtype)
+        t.send_phase = np.full_like(t.send_phase, FOREGROUND)
 
 
 def check_finite(metrics: Metrics, topo, source: str, nbytes: int) -> None:

@@ -91,6 +91,8 @@ typedef struct history {
     int coll, group;     /* group -1: nothing in the cache for its calls */
     int labels[HIST];    /* h[i] at labels[i % HIST] */
     uint64_t n;
+    uint64_t pred_at;    /* n + 1 when `pred` was predicted at the exit of the site's call */
+    int pred, pred_ok;   /* that prediction (pred_ok 0: nothing predicted) */
     stat_row *row;       /* rank 0 of the communicator only */
 } history;
 
@@ -727,6 +729,15 @@ static int predict(const history *h, int *label)
     return 1;
 }
 
+/* The prediction for the site's next call: the one made at the exit of its last call if
+ * the history has not moved since (cs_cache_after), else made now (the same rule). */
+static int predicted(const history *h, int *label)
+{
+    if (h->pred_at != h->n + 1) return predict(h, label);
+    *label = h->pred;
+    return h->pred_ok;
+}
+
 static uint32_t site_hash(const char *site)
 {
     uint64_t x = cs_hash64(0, site, strlen(site));
@@ -894,7 +905,7 @@ int cs_cache_select(cs_cache *c, cs_comm *st, const cs_call_ctx *ctx, uint64_t l
         const group *g = &c->g[gi];
         if (g->nclasses) {
             if (!exch) miss = MISS_NO_PREDICTION;
-            else if (!predict(h, &label)) miss = MISS_WARMUP;
+            else if (!predicted(h, &label)) miss = MISS_WARMUP;
             else if (label < 0) miss = MISS_UNKNOWN;
             else {
                 int k = -1;
@@ -955,6 +966,35 @@ const collsched_schedule *cs_cache_pick(cs_cache *c, cs_comm *st, const double *
     }
     if (row) stat_count(row, used >= 0 ? c->e[used].file : NULL, used >= 0 ? c->e[used].klass : -1, miss);
     return s;
+}
+
+/* Step 6's entry for a predicted label of group g, among the proven entries only (no
+ * collective here): the class's entry, else the regular one; -1 none. (A class entry not
+ * proven yet gets the regular entry's receives: they wait for that entry's next use.) */
+static int entry_ahead(const cs_cache *c, cs_comm *st, const group *g, int ok, int label)
+{
+    const char *path;
+    for (int i = 0; ok && label >= 0 && i < g->nclasses; i++) {
+        const entry *e = &c->e[g->classes[i]];
+        if (e->klass != label) continue;
+        if (e->cand >= 0 && cs_candidate_proven(st, e->cand, &path)) return e->cand;
+        break; /* absent or refused: the regular entry serves */
+    }
+    if (g->regular < 0 || c->e[g->regular].cand < 0) return -1;
+    return cs_candidate_proven(st, c->e[g->regular].cand, &path) ? c->e[g->regular].cand : -1;
+}
+
+int cs_cache_after(cs_cache *c, cs_comm *st)
+{
+    if (!c || !c->pending || c->off) return MPI_SUCCESS;
+    int hist = c->pending_hist;
+    int rc = complete_exchange(c); /* every rank entered the call: its message is here */
+    if (rc != MPI_SUCCESS || c->off || hist < 0) return rc;
+    history *h = &c->h[hist];
+    h->pred_ok = predict(h, &h->pred);
+    h->pred_at = h->n + 1;
+    int k = entry_ahead(c, st, &c->g[h->group], h->pred_ok, h->pred);
+    return k >= 0 ? cs_candidate_ahead(st, k) : MPI_SUCCESS;
 }
 
 void cs_cache_free(cs_cache *c, int mpi_usable)

@@ -293,7 +293,9 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
         goto pmpi;
     }
     ctx->used = 1;
-    return raise_error(comm, run(&c, sel.sched, sel.comm, sel.reqs, NULL));
+    rc = run(&c, sel.sched, sel.comm, sel.reqs, sel.started);
+    if (rc == MPI_SUCCESS) rc = cs_cache_after(cs_comm_cache(st), st); /* receive-ahead */
+    return raise_error(comm, rc);
 pmpi:
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -370,7 +372,9 @@ static int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     if (how < 0) return rc;
     if (how == 0) goto pmpi;
     ctx->used = 1;
-    return raise_error(comm, run(&c, sel.sched, sel.comm, sel.reqs, NULL));
+    rc = run(&c, sel.sched, sel.comm, sel.reqs, sel.started);
+    if (rc == MPI_SUCCESS) rc = cs_cache_after(cs_comm_cache(st), st); /* receive-ahead */
+    return raise_error(comm, rc);
 pmpi:
     return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
 }

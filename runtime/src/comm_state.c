@@ -27,6 +27,7 @@ typedef struct cs_candidate {
     collsched_header hdr;
     collsched_schedule *sched;   /* own section, once loaded and agreed */
     MPI_Request *reqs;           /* one per op, reused by every call */
+    cs_ahead *ahead;             /* a cache entry's receive-ahead (cache_ahead.c), NULL none */
     int state;                   /* 0 not tried, 1 agreed, -1 refused */
     char reason[REASON_LEN];     /* why refused */
 } cs_candidate;
@@ -166,6 +167,7 @@ static void release_state(cs_comm *st, int mpi_usable)
     cs_cache_free(st->cache, mpi_usable); /* its exchange completes on the private communicator */
     st->cache = NULL;
     for (int i = 0; i < st->ncand; i++) {
+        cs_ahead_close(st->cand[i].ahead, mpi_usable); /* before its requests go */
         free(st->cand[i].path);
         free(st->cand[i].reqs);
         collsched_schedule_free(st->cand[i].sched);
@@ -397,6 +399,14 @@ static int all_equal(MPI_Comm comm, uint64_t v, int *same)
 
 static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0);
 
+/* A cache entry's first use: proven, then its receive-ahead set up (collective). */
+static int load_entry(cs_comm *st, cs_candidate *c)
+{
+    int rc = load_candidate(st, c, 0);
+    if (rc == MPI_SUCCESS && c->state == 1) rc = cs_ahead_open(st->priv, c->sched, c->reqs, &c->ahead);
+    return rc;
+}
+
 static int create_state(MPI_Comm comm, cs_comm **out)
 {
     cs_comm *st = calloc(1, sizeof *st);
@@ -426,7 +436,7 @@ static int create_state(MPI_Comm comm, cs_comm **out)
     if (rc == MPI_SUCCESS && st->cache && st->enabled) {
         rc = cs_cache_setup(st->cache, st->priv);
         for (int i = 0; rc == MPI_SUCCESS && i < st->ncand && i < CS_CACHE_EAGER; i++)
-            rc = load_candidate(st, &st->cand[i], 0);
+            rc = load_entry(st, &st->cand[i]);
     }
     STATES_LOCK();
     st->next = all_states;
@@ -647,19 +657,28 @@ int cs_candidate_use(cs_comm *st, int k, cs_selection *sel)
 {
     cs_candidate *c = &st->cand[k];
     sel->sched = NULL;
-    int rc = c->state == 0 ? load_candidate(st, c, 0) : MPI_SUCCESS;
+    sel->started = NULL;
+    int rc = c->state == 0 ? load_entry(st, c) : MPI_SUCCESS;
     if (rc != MPI_SUCCESS || c->state < 0) return rc;
     sel->sched = c->sched;
-    sel->comm = st->priv;
+    sel->comm = c->ahead ? cs_ahead_comm(c->ahead) : st->priv;
     sel->reqs = c->reqs;
+    sel->started = cs_ahead_take(c->ahead);
     set_last(st, c->path, NULL);
     return MPI_SUCCESS;
+}
+
+int cs_candidate_ahead(cs_comm *st, int k)
+{
+    const cs_candidate *c = &st->cand[k];
+    return c->state == 1 ? cs_ahead_post(c->ahead) : MPI_SUCCESS;
 }
 
 int cs_select(cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi, cs_selection *sel)
 {
     char why[REASON_LEN], reason[REASON_LEN];
     sel->sched = NULL;
+    sel->started = NULL;
     if (!st->enabled) {
         no_match(st, st->disabled);
         return MPI_SUCCESS;

@@ -141,6 +141,10 @@ int cs_cache_setup(cs_cache *c, MPI_Comm priv);
 /* docs/cache.md's rule for one call (the arrival exchange included); as cs_select. */
 int cs_cache_select(cs_cache *c, struct cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi,
                     struct cs_selection *sel);
+/* At the exit of a call that ran a schedule (every rank entered it): completes the
+ * exchange, labels the history, predicts the call site's next entry (kept for its next
+ * call) and posts that entry's leading background receives (cache_ahead.c). */
+int cs_cache_after(cs_cache *c, struct cs_comm *st);
 /* Completes an outstanding exchange (if MPI is usable) and frees the cache. */
 void cs_cache_free(cs_cache *c, int mpi_usable);
 /* PAT_UseAlg("cache") (pat.c): the entry for a predicted pattern (P offsets, the PAT
@@ -164,6 +168,7 @@ typedef struct cs_selection {
     const collsched_schedule *sched;  /* NULL: fall back */
     MPI_Comm comm;                    /* private communicator to run it on */
     MPI_Request *reqs;
+    const cs_started *started;        /* receives posted ahead (cache_ahead.c), NULL none */
 } cs_selection;
 
 /* The communicator's state, created on first use (collective over comm). */
@@ -175,6 +180,9 @@ int cs_select(cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi, cs_
 /* A cache's candidate k (cache.c), loaded and proven on first use (collective);
  * sel->sched == NULL if it was refused. Returns an MPI error code. */
 int cs_candidate_use(cs_comm *st, int k, cs_selection *sel);
+/* Posts candidate k's leading background receives if it is proven and can take them
+ * (cache_ahead.c); nothing otherwise. */
+int cs_candidate_ahead(cs_comm *st, int k);
 /* Candidate k's schedule if it was proven (no loading; NULL otherwise), and its path. */
 const collsched_schedule *cs_candidate_proven(const cs_comm *st, int k, const char **path);
 /* The communicator's schedule cache, NULL if its source is none or disabled. */
@@ -195,6 +203,22 @@ MPI_Comm cs_comm_private(const cs_comm *st);
 int cs_strict(void);
 int cs_verbose(void);
 int cs_source_configured(void);
+
+/* cache_ahead.c: receive-ahead for a cache entry (docs/cache.md). */
+typedef struct cs_ahead cs_ahead;
+int cs_ahead_enabled(void);   /* COLLSCHED_AHEAD, on unless "0" */
+/* After the entry's proof (collective over priv): an entry of one byte size run dataflow
+ * gets its own communicator (a duplicate of priv) and this rank's staging; *out NULL for
+ * any other entry (it runs on priv, nothing ahead). reqs: the entry's, one per op. */
+int cs_ahead_open(MPI_Comm priv, const collsched_schedule *s, MPI_Request *reqs, cs_ahead **out);
+MPI_Comm cs_ahead_comm(const cs_ahead *a);
+/* Posts the leading background receives into staging (nothing if already out, none,
+ * or COLLSCHED_AHEAD=0). */
+int cs_ahead_post(cs_ahead *a);
+/* The posted receives for the executor (then no longer this module's); NULL if none. */
+const cs_started *cs_ahead_take(cs_ahead *a);
+/* Withdraws what is posted (cancel and complete), frees the communicator and staging. */
+void cs_ahead_close(cs_ahead *a, int mpi_usable);
 
 /* pat.c: the PAT background engine's side of an allgather call. */
 typedef struct cs_pat_job {

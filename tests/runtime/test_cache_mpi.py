@@ -174,7 +174,7 @@ def test_preload_picks_the_class_entry(tmp_path, apps, nranks):
     assert main["hits"] == sum(c for k, c in used.values() if k != "regular"), doc
     for k in range(3):
         assert used[files[k]][0] == k, doc
-    # the last call is never labelled: its exchange is still out at finalize
+    # (the last call is labelled at its exit too, docs/cache.md step 3; the bound allows one less)
     assert main["right"] >= 0.9 * (30 - WARMUP) - 1, doc
     assert other["calls"] == 30 and other["missed"]["warm-up"] == 1, doc
     assert other["missed"]["unknown-pattern"] >= 25 and other["fallback"] == 0, doc
@@ -416,8 +416,9 @@ def test_smpi_choice_sequence(tmp_path):
                [files[i % 3] for i in range(WARMUP, 18)]
     assert run.used_files() == expected, run
     row = read_stats(stats)["sites"][0]
-    # calls 1-17 ran a class entry; 6-16 are known right (17's exchange is out at finalize)
-    assert row["hits"] == 17 and row["right"] == 11, row
+    # calls 1-17 ran a class entry; 6-17 are known right (a call a schedule ran completes
+    # its exchange at its exit, docs/cache.md step 3: the last one too)
+    assert row["hits"] == 17 and row["right"] == 12, row
 
 
 def test_cache_built_by_collsched_cache_build(tmp_path, apps):

@@ -162,7 +162,11 @@ bench-sweep: deps runtime lab
 # Recurring load patterns (issue 17, docs/lab.md "The recurring suite"): trace -> cache build ->
 # the runtime's selection on tryton-48, P = 28, 1 MiB per rank, 120 iterations of 3 classes,
 # under SMPI with CM02; then the real-MPI check (P = 8, the unmodified minibench under the
-# preload library). Run directories and JSON reports in out/recurring-*.
+# preload library). Run directories and JSON reports in out/recurring-*. About 20-30 minutes
+# on 2 cores (2026-11-26: 30 min with other jobs running, the real-MPI check 30 s). The same
+# scenario under SimGrid's SMPI network model (section lab-recurring-smpi-model, another
+# 20-30 min): $(CLI) bench --suite recurring --network-model SMPI --keep $(OUT)/recurring-smpi-model
+# --doc docs/benchmarks.md --section lab-recurring-smpi-model --plot docs/img/lab-recurring-smpi-model.png
 bench-recurring: deps runtime lab
 	$(CLI) bench --suite recurring --backend smpi --network-model CM02 --keep $(OUT)/recurring-smpi \
 	    --doc docs/benchmarks.md --section lab-recurring-smpi --plot docs/img/lab-recurring-smpi.png

@@ -449,7 +449,9 @@ def markdown(report: dict, plot_rel: str | None = None, strip_rel: str | None = 
     warm, ev = i["warmup_iterations"], report["evaluation"]
     model = f", network model {report['network_model']}" if report["network_model"] else ""
     lines = [f"### Recurring load patterns: trace -> cache -> selection ({report['backend'].upper()}{model})", "",
-             f"`collsched bench --suite recurring --backend {report['backend']}`, {report['date']}. "
+             f"`collsched bench --suite recurring --backend {report['backend']}"
+             f"{' --network-model ' + report['network_model'] if report['network_model'] else ''}`, "
+             f"{report['date']}. "
              f"Topology {Path(i['topology']).name if i['topology'] else 'the default'}, P = {i['ranks']}, "
              f"{i['bytes']} B per rank (T = {_ms(i['t_message_s'])} ms per message), {i['iterations']} "
              f"iterations cycling through {i['classes']} classes (late groups of {i['late_group']} ranks, "

@@ -172,3 +172,44 @@ def test_preload_other_sizes_other_sites_and_a_freed_communicator(tmp_path, plai
     run = run_preload(plain_app, nranks, tmp_path / "cache", 10, spread, "--dup", "--break", "7")
     assert run.proc.returncode == 0 and run.data_ok, run
     assert not run.failures(), run
+
+
+@pytest.mark.parametrize("nranks,nthreads", [(3, 3), (4, 2)])
+def test_threads_receive_ahead_on_their_own_communicators(tmp_path, nranks, nthreads):
+    """MPI_THREAD_MULTIPLE (tests/runtime/apps/threads_app.c): threads call
+    collsched_allgather at once, each on its own duplicate of MPI_COMM_WORLD, cycling
+    through 3 sizes, every result compared with PMPI_Allgather. Each size has a class whose
+    PATTERN is flat with a radius of 1 s (every call is in it) served by min3 compiled for
+    a late pattern with engine ahead: from the second call of a size on, its entry runs,
+    posted ahead at the exit of the size's previous call, with the other sizes' calls in
+    between (their entries' receives outstanding on other communicators)."""
+    exe = build_mpi_app(tmp_path / "threads_app", "threads_app.c", "-std=c11", "-D_POSIX_C_SOURCE=200809L",
+                        "-pthread", linked=True)
+    d = tmp_path / "cache"
+    d.mkdir()
+    ints, lines = 1024, []
+    pap = tmp_path / "late.yaml"
+    pap.write_text(yaml.safe_dump({"unit": "s", "arrivals": late(nranks, 0, 0.005)}))
+    for i in range(3):
+        b = 4 * (ints + i)
+        compile_schedule("ring", nranks, b, engine="none", output=d / f"ring-{b}.sched")
+        r = compile_schedule("min3", nranks, b, pap=str(pap), engine="ahead", output=d / f"min3-{b}.sched")
+        assert not r.schedule.serial and r.schedule.has_background, r.summary()
+        lines += [f"entry ring-{b}.sched allgather {nranks} {b} {b} * - regular - 5 -",
+                  f"entry min3-{b}.sched allgather {nranks} {b} {b} * - 0 1.0 5 " + ",".join(["0"] * nranks)]
+    (d / "index").write_text("collsched-cache 1\n" + "".join(l + "\n" for l in lines))
+    iterations = 30
+    env = dict(os.environ, COLLSCHED_SCHEDULES=str(d), COLLSCHED_VERBOSE="1")
+    cmd = mpirun_cmd(nranks) + ["-x", "COLLSCHED_SCHEDULES", "-x", "COLLSCHED_VERBOSE",
+                                str(exe), str(nthreads), str(iterations), str(ints)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    if "threads_app: SKIP:" in proc.stdout:
+        pytest.skip(proc.stdout.strip())
+    calls = nranks * nthreads * iterations
+    assert proc.returncode == 0, proc
+    assert f"threads_app: OK calls={calls} scheduled={calls} wrong=0 errors=0" in proc.stdout, proc
+    # every call's exit posts the next call's on the late ranks (those with early receives)
+    posted = [l for l in proc.stderr.splitlines() if l.startswith(POSTED)]
+    late_ranks = sum(1 for r in range(nranks) if r % 3 == 0)
+    assert len(posted) == late_ranks * nthreads * iterations, proc.stderr[-2000:]
+    assert not any("withdrawn" in l for l in posted), proc.stderr[-2000:]

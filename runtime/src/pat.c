@@ -756,6 +756,12 @@ int PAT_Declare(MPI_Comm comm, int bytes_per_rank, double tau_s)
         say(e, "PAT_Declare: the communicator must hold the ranks of MPI_COMM_WORLD in the same order");
         return MPI_ERR_COMM;
     }
+    /* The served communicator's collsched state (a private duplicate, the ranks' agreement
+     * on the schedule source) is set up now, collectively like every PAT call: inside the
+     * first served call it would hold every rank until the last arrived. */
+    cs_comm *st = NULL;
+    int rc = cs_comm_state(comm, &st);
+    if (rc != MPI_SUCCESS) return rc;
     quiesce(e);
     e->user = comm;
     e->bytes = (uint64_t)bytes_per_rank;

@@ -18,8 +18,10 @@
  *
  * --pat ALG runs the allgather through the PAT engine (collsched.h): PAT_ProcessingStart,
  * half the computation, PAT_Edge(50), the other half, PAT_ProcessingEnd, then the call.
- * ALG bdr builds BDR online; any other ALG takes compiled schedules, one per iteration,
- * from PATTERN (a printf pattern with one %d: the iteration index). --late-ms makes the
+ * ALG bdr builds BDR online; ALG cache picks each iteration's schedule from the schedule
+ * cache COLLSCHED_SCHEDULES names, by the ranks' PAT_Edge predictions (docs/cache.md); any
+ * other ALG takes compiled schedules, one per iteration, from PATTERN (a printf pattern
+ * with one %d: the iteration index). --late-ms makes the
  * rank predicted to arrive first in each iteration arrive MS later than predicted (an
  * unpredicted delay after its edge): the safety tests of wrong predictions.
  *
@@ -183,8 +185,8 @@ static int parse(int argc, char **argv, struct opts *o, int rank) {
     }
     if (o->iterations < 1 || o->flat_iterations < 0 || o->max_delay_s < 0 || o->late_s < 0)
         return usage(rank, "iterations >= 1, flat iterations >= 0, max delay and late >= 0 expected");
-    if (o->pat && strcmp(o->pat, "bdr") && !o->pat_schedules)
-        return usage(rank, "--pat ALG other than bdr needs --pat-schedules PATTERN");
+    if (o->pat && strcmp(o->pat, "bdr") && strcmp(o->pat, "cache") && !o->pat_schedules)
+        return usage(rank, "--pat ALG other than bdr and cache needs --pat-schedules PATTERN");
     if (o->pat_schedules && !strstr(o->pat_schedules, "%d"))
         return usage(rank, "--pat-schedules expects a pattern with %d (the iteration)");
     if (o->oracle && !one_int_conversion(o->oracle))

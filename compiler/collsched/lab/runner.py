@@ -62,6 +62,11 @@ PAP_AWARE = ("bdr", "bslb", "min3")
 ONLINE = ("bdr",)
 CACHE_PREFIX = "cache:"  # cache:DIR: the runtime selects from the schedule cache DIR
 ORACLE = "oracle"  # per iteration, auto (engine none) compiled for its true pattern
+# The same through the PAT engine: cache-pat:DIR picks by the PAT_Edge predictions
+# (PAT_UseAlg("cache")) and runs the entry's background part in the engine; oracle-pat
+# compiles auto (engine pat) per iteration for its true pattern, run as PAT_UseSchedule's.
+CACHE_PAT_PREFIX = "cache-pat:"
+ORACLE_PAT = "oracle-pat"
 
 
 class LabRunError(RuntimeError):
@@ -148,13 +153,15 @@ def _wants_fluid(cfg: LabConfig, sched) -> bool:
 
 
 def check_algorithm(name: str, backend: str) -> None:
-    if name in ("native", ORACLE):
+    if name in ("native", ORACLE, ORACLE_PAT):
         return
-    if name.startswith(CACHE_PREFIX):
-        d = Path(name[len(CACHE_PREFIX):])
-        if not (d / "index").is_file():
-            raise InputError("--algorithms", name, "expected cache:DIR with DIR a schedule cache (DIR/index)")
-        return
+    for prefix in (CACHE_PREFIX, CACHE_PAT_PREFIX):
+        if name.startswith(prefix):
+            d = Path(name[len(prefix):])
+            if not (d / "index").is_file():
+                raise InputError("--algorithms", name,
+                                 f"expected {prefix}DIR with DIR a schedule cache (DIR/index)")
+            return
     if name.startswith("native:"):
         algo = name.split(":", 1)[1]
         known = SMPI_ALLGATHERS | SMPI_SELECTORS if backend == "smpi" else set(OMPI_ALLGATHERS)
@@ -293,6 +300,7 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, env: _R
     iterations = cfg.iterations + cfg.flat_iterations
     seeded = np.vstack([pattern, np.full((cfg.flat_iterations, cfg.ranks), pattern.min())])
     compiled = {}
+    algorithm = "auto" if name == ORACLE_PAT else name  # oracle-pat: the model's pick per iteration
     if name in ONLINE:
         pat = ["--pat", name, "--pat-tau", repr(t_block)]
     else:
@@ -300,12 +308,12 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, env: _R
             pap = tmp / f"{name}-it{k}.yaml"
             write_pap(pap, seeded[k:k + 1] - seeded[k].min(), unit="s",
                       comment=f"iteration {k} of the mini-benchmark (seed {cfg.seed})")
-            res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=env.topology_file,
+            res = compile_schedule(algorithm, cfg.ranks, cfg.nbytes, topology=env.topology_file,
                                    pap=str(pap), output=tmp / f"{name}-it{k}.sched")
             compiled[k] = res.schedule
         # tau too: the explicit driver naps tau/32 between steps of a serial schedule's
         # background receives (200 us without it: each receive then waited up to that long).
-        pat = ["--pat", name, "--pat-schedules", str(tmp / f"{name}-it%d.sched"), "--pat-tau", repr(t_block)]
+        pat = ["--pat", algorithm, "--pat-schedules", str(tmp / f"{name}-it%d.sched"), "--pat-tau", repr(t_block)]
     run = _launch(cfg, name, None, env, pat=pat)
     # Prediction per iteration, for the arrivals that really happened. The engine learns
     # the pattern at the last rank's edge (half its computation), so no rank starts before
@@ -342,6 +350,9 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, env: _R
             fluid.append(float(np.mean(tl[0].exits + start.min() - a)))
     pred = {"predicted_avg_elapsed_s": float(np.mean(elapsed)),
             "predicted_run_time_s": float(np.mean(runs)), "pat": True}
+    if name == ORACLE_PAT:
+        picked = [compiled[k].algorithm for k in range(cfg.iterations)]
+        pred["oracle_picked"] = {a: picked.count(a) for a in sorted(set(picked))}
     if fluid:
         pred["fluid_avg_elapsed_s"] = float(np.mean(fluid))
     return run, pred
@@ -438,9 +449,14 @@ def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, 
     the rows (the first compiled schedule's, else one piece's transfer time)."""
     row = {"algorithm": name}
     schedule = None
-    if name in PAP_AWARE:
+    if name in PAP_AWARE or name == ORACLE_PAT:
         run, pred = _pap_aware_run(cfg, name, topo, pattern, env)
         row.update(pred)
+    elif name.startswith(CACHE_PAT_PREFIX):
+        cache = Path(name[len(CACHE_PAT_PREFIX):]).resolve()
+        run_cfg = dataclasses.replace(cfg, environ={**cfg.environ, "COLLSCHED_SCHEDULES": str(cache)})
+        run = _launch(run_cfg, name, None, env, pat=["--pat", "cache", "--pat-tau",
+                                                     repr(piece_time(topo, cfg.nbytes))])
     elif name == ORACLE:
         run, pred = _oracle_run(cfg, topo, pattern, env)
         row.update(pred)

@@ -31,6 +31,11 @@ _API = {
     "write_schedule": ("schedfile", "write"),
     "list_directory": ("catalog", "list_directory"),
     "read_header": ("catalog", "read_header"),
+    "read_trace": ("patterns.tracefile", "read_trace"),
+    "analyse_trace": ("patterns.analysis", "analyse"),
+    "build_cache": ("cache.build", "build_from_traces"),
+    "load_cache": ("cache.store", "load_cache"),
+    "tune": ("cache.tune", "tune"),
     "InputError": ("errors", "InputError"),
     "ScheduleFileError": ("errors", "ScheduleFileError"),
 }

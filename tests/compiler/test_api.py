@@ -60,3 +60,17 @@ def test_simulate_accepts_units(tmp_path):
     assert a.avg_elapsed_s == b.avg_elapsed_s
     with pytest.raises(collsched.InputError):
         collsched.simulate_file(path, nbytes="1KiB:2KiB")
+
+
+def test_trace_to_cache_through_the_api(tmp_path):
+    """The recurring-pattern loop's library calls: read a trace written by the runtime,
+    report it, build a cache from it, load the cache (every entry verified)."""
+    trace = ROOT / "tests" / "compiler" / "data" / "arrivals-smpi-3ranks.trace"
+    tr = collsched.read_trace(trace)
+    assert tr.world_size == 3 and tr.calls
+    analysis = collsched.analyse_trace(trace)
+    assert analysis.reports
+    update, reports, notes = collsched.build_cache([trace], tmp_path / "cache", min_calls=1)
+    assert reports and all(r.regular_algorithm for r in reports)
+    loaded = collsched.load_cache(tmp_path / "cache")
+    assert loaded.entries and not loaded.warnings

@@ -242,3 +242,18 @@ def build(groups: list[Group], directory, opts: Options, progress=None,
             new += entries
             reports.append(rep)
     return commit(directory, new, max_size=opts.max_size, comment=comment), reports
+
+
+def build_from_traces(traces, directory, *, topology: str | None = None, engine: str = "none",
+                      site: str | None = None, algorithms: str | list[str] = AUTO,
+                      min_calls: int = DEFAULT_MIN_CALLS, max_size: int | None = DEFAULT_MAX_SIZE,
+                      progress=None) -> tuple[Update, list[GroupReport], list[str]]:
+    """`collsched cache build TRACE... -o DIR` as one call (the public API's build_cache):
+    the traces' groups (or `site`'s), compiled and committed; returns (the update, a report
+    per group, the notes about calls left out)."""
+    groups, notes = groups_from_traces([str(t) for t in traces], site)
+    opts = Options(topology=topology, algorithms=algorithms, engine=engine, min_calls=min_calls,
+                   max_size=max_size)
+    update, reports = build(groups, directory, opts, progress=progress,
+                            comment="from " + " ".join(str(t) for t in traces))
+    return update, reports, notes

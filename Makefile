@@ -72,7 +72,7 @@ demo: deps runtime lab
 	    --plot $(OUT)/demo-lab.png
 	@echo "demo: Gantt chart in $(OUT)/demo-ring.png, lab comparison in $(OUT)/demo-lab.png"
 
-bench: deps bench-compiler bench-runtime bench-lab bench-bound bench-sweep bench-recurring
+bench: deps bench-compiler bench-runtime bench-trace bench-lab bench-bound bench-sweep bench-recurring
 
 bench-compiler: deps
 	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png

@@ -160,12 +160,14 @@ bench-sweep: deps runtime lab
 	    --section lab-sweep-smpi
 
 # Recurring load patterns (issue 17, docs/lab.md "The recurring suite"): trace -> cache build ->
-# the runtime's selection on tryton-48, P = 28, 1 MiB per rank, 120 iterations of 3 classes,
-# under SMPI with CM02; then the real-MPI check (P = 8, the unmodified minibench under the
-# preload library). Run directories and JSON reports in out/recurring-*. About 20-30 minutes
-# on 2 cores (2026-11-26: 30 min with other jobs running, the real-MPI check 30 s). The same
-# scenario under SimGrid's SMPI network model (section lab-recurring-smpi-model, another
-# 20-30 min): $(CLI) bench --suite recurring --network-model SMPI --keep $(OUT)/recurring-smpi-model
+# the runtime's selection on tryton-48, P = 28, 256K floats in total (37448 B per rank),
+# 120 iterations of 3 classes, under SMPI with CM02, both ways a cache serves calls (in-call:
+# cache:DIR, engine none; pat: cache-pat:DIR, engine pat, the PAT engine's cache mode); then
+# the real-MPI check (P = 8, 64 KiB, the unmodified minibench under the preload library).
+# Run directories and JSON reports in out/recurring-*. About 20-25 minutes on 2 cores (the
+# PAT runs - bdr, cache-pat, oracle-pat - take most of it; the real-MPI check 30 s). The same
+# scenario under SimGrid's SMPI network model (section lab-recurring-smpi-model, as long):
+# $(CLI) bench --suite recurring --network-model SMPI --keep $(OUT)/recurring-smpi-model
 # --doc docs/benchmarks.md --section lab-recurring-smpi-model --plot docs/img/lab-recurring-smpi-model.png
 bench-recurring: deps runtime lab
 	$(CLI) bench --suite recurring --backend smpi --network-model CM02 --keep $(OUT)/recurring-smpi \

@@ -1,8 +1,9 @@
-"""Recurring load patterns in the lab (issue 17, item 7): replayed delays (--pap, the
-minibench's --delays), the arrival trace of a training run, a cache built from it, the
-runtime's selection from the cache (cache:DIR), the oracle, and bad inputs. Small runs:
-P = 8, 4 KiB per rank, 12 iterations of 3 classes, under SimGrid SMPI (and real MPI for
-the preload check)."""
+"""Recurring load patterns in the lab (issue 17, item 7): the scenario (bounded noise,
+256K floats in total), replayed delays (--pap, the minibench's --delays), the arrival
+trace of a training run, caches built from it (engine none for cache:DIR, engine pat for
+cache-pat:DIR), the runtime's selection from them, the oracle, the report, and bad
+inputs. Small runs: P = 8, 4-16 KiB per rank, 12 iterations of 3 classes, under SimGrid
+SMPI (and real MPI for the preload check)."""
 import json
 import os
 import shutil
@@ -13,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collsched.lab.recurring import _entry_classes, _hits, _stats_use, scenario
+from collsched.lab.recurring import _entry_classes, _hits, default_bytes, scenario
+from collsched.lab.recurring_report import stats_use
 from collsched.lab.runner import BUILD, LabConfig, run_lab, write_delays
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +29,8 @@ def _need_smpi():
         pytest.skip("SimGrid SMPI or build/smpi/bin/collsched-minibench missing (make lab)")
 
 
-def _cfg(tmp: Path, delays, **kw) -> LabConfig:
-    return LabConfig(backend="smpi", topology=TOPO, ranks=P, nbytes=NBYTES, iterations=len(delays),
+def _cfg(tmp: Path, delays, nbytes=NBYTES, **kw) -> LabConfig:
+    return LabConfig(backend="smpi", topology=TOPO, ranks=P, nbytes=nbytes, iterations=len(delays),
                      flat_iterations=0, delays=delays, delays_source="test", workdir=str(tmp), bounds=False, **kw)
 
 
@@ -54,17 +56,34 @@ def test_replayed_delays_are_the_arrivals(tmp_path, sc):
     assert row["imbalance_s"] == pytest.approx(float(np.mean(np.ptp(delays, axis=1))), abs=1e-4)
 
 
-def _train_and_build(tmp: Path, sc) -> tuple[Path, Path]:
+def test_scenario_noise_is_bounded_and_bytes_are_256k_floats():
+    """Every arrival off its class pattern by at most 5% of the spread (before the shift
+    to the earliest); the Gaussian draw has the same classes; bytes 4 x floor(262144 / P)."""
+    sc = scenario(28)
+    labels = _labels(300)
+    d = sc.draw(labels, 2)
+    # d = class + noise - (one shift per iteration): the noise's range is at most 2 x 5%
+    assert np.ptp(d - sc.classes[labels], axis=1).max() <= 2 * sc.noise * sc.spread + 1e-12
+    assert d.min() == 0.0 and np.all(d.min(axis=1) == 0.0)
+    g = sc.draw(labels, 2, gaussian=True)
+    assert np.ptp(g - sc.classes[labels], axis=1).max() > 2 * sc.noise * sc.spread  # unbounded tails
+    assert default_bytes("smpi", 28) == 37448 and default_bytes("smpi", 8) == 4 * 32768
+    assert default_bytes("mpi", 8) == 64 << 10
+
+
+def _train_and_build(tmp: Path, sc, nbytes=NBYTES, engines=("none",)) -> tuple[Path, dict]:
     from collsched.lab.recurring import _build_cache
 
     trace = tmp / "train.trace"
     row = run_lab(_cfg(tmp / "train", sc.draw(_labels(), 1), environ={"COLLSCHED_ARRIVALS": str(trace)},
-                       library_native=True), ["native"])["results"][0]
+                       library_native=True, nbytes=nbytes), ["native"])["results"][0]
     assert row["data_ok"] and trace.is_file()
-    cache = tmp / "cache"
-    built = _build_cache(trace, cache, str(tmp / "train" / "network-topology.yaml"), None)
-    assert built["groups"] and built["groups"][0]["calls"] == ITERATIONS
-    return trace, cache
+    caches = {}
+    for engine in engines:
+        caches[engine] = tmp / f"cache-{engine}"
+        built = _build_cache(trace, caches[engine], str(tmp / "train" / "network-topology.yaml"), None, engine)
+        assert built["groups"] and built["groups"][0]["calls"] == ITERATIONS
+    return trace, caches
 
 
 @pytest.mark.smpi
@@ -73,7 +92,8 @@ def test_trace_cache_build_and_selection(tmp_path, sc):
     noise: every byte checked; after 2 cycles every call ran the cache's right entry (the
     true class's, or the regular one where the build kept no class entry)."""
     _need_smpi()
-    _, cache = _train_and_build(tmp_path, sc)
+    _, caches = _train_and_build(tmp_path, sc)
+    cache = caches["none"]
     labels = _labels()
     stats = tmp_path / "stats.txt"
     row = run_lab(_cfg(tmp_path / "eval", sc.draw(labels, 2), environ={"COLLSCHED_STATS": str(stats)}),
@@ -83,6 +103,27 @@ def test_trace_cache_build_and_selection(tmp_path, sc):
     hits = _hits(row["used"], labels, entries, 6)
     assert hits["hit_rate"] >= 0.9, (row["used"], entries)
     assert stats.is_file() and stats.stat().st_size > 0
+
+
+@pytest.mark.smpi
+def test_pat_cache_from_a_training_trace(tmp_path, sc):
+    """The pat variant end to end: a cache built with engine pat from a training trace
+    (under site *, where the PAT engine picks), cache-pat:DIR on new noise: data checked,
+    after 2 cycles at least 90% of the calls ran the right entry of that cache (the
+    engine's "used" names are the entries' file names)."""
+    _need_smpi()
+    nbytes = 16384  # the 3 classes worth a class entry of their own with engine pat
+    _, caches = _train_and_build(tmp_path, sc, nbytes, engines=("pat",))
+    cache = caches["pat"]
+    labels = _labels()
+    row = run_lab(_cfg(tmp_path / "eval", sc.draw(labels, 2), nbytes), [f"cache-pat:{cache}"])["results"][0]
+    assert row["data_ok"]
+    entries = _entry_classes(cache, sc)
+    assert set(row["used"]) <= set(entries), (row["used"], entries)
+    hits = _hits(row["used"], labels, entries, 6)
+    assert hits["hit_rate"] >= 0.9, (hits["mapped"], entries)
+    # at 16 KiB engine pat keeps a class entry per class: the hits are the classes' own
+    assert hits["classes_with_entry"] == [0, 1, 2] and hits["class_hit_rate"] >= 0.9, (hits["mapped"], entries)
 
 
 def _class_cache(tmp: Path, sc, radius: float) -> Path:
@@ -228,4 +269,4 @@ def test_real_mpi_preload_uses_the_cache(tmp_path, sc):
     text = stats.read_text()
     files = [e for e in _entry_classes(cache, sc)]
     assert any(f in text for f in files), text
-    assert _stats_use(text, _entry_classes(cache, sc))[0] > 0, text
+    assert stats_use(text, _entry_classes(cache, sc))[0] > 0, text

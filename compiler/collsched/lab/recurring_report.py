@@ -214,7 +214,7 @@ def _variant_lines(report: dict) -> list[str]:
                           f"for a class without one): {hits['hits']} of {hits['calls']} ({hits['hit_rate']:.1%}); "
                           f"class entries of the true class: {hits['class_hits']} (classes with an entry: "
                           f"{hits['classes_with_entry'] or 'none'}); entries used: " + ", ".join(
-                              f"{m}: {hits['mapped'].count(m)}" for m in sorted(set(map(str, hits['mapped']))))]
+                              f"{m}: {list(map(str, hits['mapped'])).count(m)}" for m in sorted(set(map(str, hits['mapped']))))]
         oracle = report["evaluation"].get(v.get("oracle") or "")
         if oracle and oracle.get("oracle_picked"):
             lines += ["", f"{v['oracle']}'s picks (auto, engine {v['engine']}, per iteration): " + ", ".join(

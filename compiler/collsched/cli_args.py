@@ -231,9 +231,12 @@ def _add_bench(sub) -> None:
     b.add_argument("--collective", default="allgather", help=h("collective", "allgather", "--collective allgather"))
     b.add_argument("--ranks", help=h("lab: P; compiler: comma-separated list", "lab 8; compiler 64,256,1024",
                                      "--ranks 16"))
-    b.add_argument("--bytes", help=h("bytes per rank", "lab 64KiB; compiler 1MiB", "--bytes 1MiB"))
+    b.add_argument("--bytes", help=h("bytes per rank", "lab 64KiB; compiler 1MiB; recurring smpi "
+                                                       "4 x floor(256Ki / ranks) (37448 at 28 ranks), mpi 64KiB",
+                                     "--bytes 1MiB"))
     b.add_argument("--algorithms", default="ring,bruck,native",
-                   help=h("comma-separated: compiled algorithms, native, native:NAME", "ring,bruck,native",
+                   help=h("comma-separated: compiled algorithms, native, native:NAME, cache:DIR, "
+                          "cache-pat:DIR, oracle, oracle-pat", "ring,bruck,native",
                           "--algorithms bdr,ring,native:ompi"))
     b.add_argument("--algorithm", default="ring", help=h("compiler suite: the algorithm to compile", "ring",
                                                          "--algorithm min3"))

@@ -3,7 +3,8 @@
  * COLLSCHED_SCHEDULES, and records them in the arrival trace with COLLSCHED_ARRIVALS
  * (a program that runs the PAT engine gets its served allgather from it, as through
  * collsched_allgather). Without any of these every call goes straight to the MPI
- * library, so preloading alone changes nothing. */
+ * library: preloading alone changes no call (MPI_Finalize adds one small allreduce, the
+ * ranks' agreement on whether COLLSCHED_STATS is wanted anywhere: cache.c). */
 #include "runtime.h"
 
 COLLSCHED_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,

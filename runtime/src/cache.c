@@ -119,24 +119,6 @@ struct cs_cache {
     MPI_Request *reqs;   /* 2 (size - 1): receives, then sends */
 };
 
-static void text(char *dst, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(dst, n, fmt, ap);
-    va_end(ap);
-}
-
-static void say(const char *fmt, ...)
-{
-    char line[2 * MSG_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "collsched: %s\n", line);
-    fflush(stderr);
-}
 
 static const char *coll_name(int coll) { return coll == CS_COLL_ALLGATHERV ? "allgatherv" : "allgather"; }
 
@@ -155,7 +137,7 @@ static int lock_shared(const char *dir, char *err, size_t len)
 {
     char path[4096];
     struct stat sb;
-    text(path, sizeof path, "%s/.lock", dir);
+    cs_text(path, sizeof path, "%s/.lock", dir);
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return -1; /* missing, or not a lock file */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return -1;
@@ -163,7 +145,7 @@ static int lock_shared(const char *dir, char *err, size_t len)
     for (double waited = 0; flock(fd, LOCK_SH | LOCK_NB) != 0; waited += 0.01) {
         if (errno != EWOULDBLOCK && errno != EINTR) { close(fd); return -1; } /* no flock here */
         if (waited >= LOCK_WAIT_S) {
-            text(err, len, "%s: lock: a writer held it for %.0f s, the index was not read", path, LOCK_WAIT_S);
+            cs_text(err, len, "%s: lock: a writer held it for %.0f s, the index was not read", path, LOCK_WAIT_S);
             close(fd);
             return -2;
         }
@@ -180,25 +162,25 @@ static int read_index(const char *dir, char **out, size_t *n, char *err, size_t 
 {
     char path[4096];
     struct stat sb;
-    text(path, sizeof path, "%s/index", dir);
+    cs_text(path, sizeof path, "%s/index", dir);
     *out = NULL;
     int lock = lock_shared(dir, err, len);
     if (lock == -2) return -1;
     int fd = -1, ok = 0;
     char *buf = NULL;
     if (stat(path, &sb) != 0) {
-        text(err, len, "%s: file: cannot read (%s)", path, strerror(errno));
+        cs_text(err, len, "%s: file: cannot read (%s)", path, strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
-        text(err, len, "%s: file: expected a regular file, found %s", path, file_kind(sb.st_mode));
+        cs_text(err, len, "%s: file: expected a regular file, found %s", path, file_kind(sb.st_mode));
     } else if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0) {
-        text(err, len, "%s: file: cannot read (%s)", path, strerror(errno));
+        cs_text(err, len, "%s: file: cannot read (%s)", path, strerror(errno));
     } else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        text(err, len, "%s: file: expected a regular file, found %s", path, file_kind(sb.st_mode));
+        cs_text(err, len, "%s: file: expected a regular file, found %s", path, file_kind(sb.st_mode));
     } else if ((uint64_t)sb.st_size > INDEX_MAX_BYTES) {
-        text(err, len, "%s: file: expected at most %u bytes, found %llu", path, INDEX_MAX_BYTES,
+        cs_text(err, len, "%s: file: expected at most %u bytes, found %llu", path, INDEX_MAX_BYTES,
              (unsigned long long)sb.st_size);
     } else if (!(buf = malloc((size_t)sb.st_size + 1))) {
-        text(err, len, "%s: memory: cannot allocate %llu bytes", path, (unsigned long long)sb.st_size);
+        cs_text(err, len, "%s: memory: cannot allocate %llu bytes", path, (unsigned long long)sb.st_size);
     } else {
         size_t got = 0, want = (size_t)sb.st_size;
         while (got < want) {
@@ -207,7 +189,7 @@ static int read_index(const char *dir, char **out, size_t *n, char *err, size_t 
             if (r <= 0) break;
             got += (size_t)r;
         }
-        if (got != want) text(err, len, "%s: file: expected %zu bytes, read %zu (changed while read)", path, want, got);
+        if (got != want) cs_text(err, len, "%s: file: expected %zu bytes, read %zu (changed while read)", path, want, got);
         else { buf[got] = 0; *n = got; ok = 1; }
     }
     if (fd >= 0) close(fd);
@@ -278,10 +260,10 @@ static int bad(char *err, size_t len, const char *dir, int line, int field, cons
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     if (found)
-        text(err, len, "%s/index: line %d: %s: expected %s, found '%.40s%s'", dir, line,
+        cs_text(err, len, "%s/index: line %d: %s: expected %s, found '%.40s%s'", dir, line,
              field_name[field], what, found, strlen(found) > 40 ? "..." : "");
     else
-        text(err, len, "%s/index: line %d: %s: expected %s", dir, line, field_name[field], what);
+        cs_text(err, len, "%s/index: line %d: %s: expected %s", dir, line, field_name[field], what);
     return -1;
 }
 
@@ -441,16 +423,16 @@ static int parse_index(cs_cache *c, char *buf, size_t n, char *err, size_t len)
     int nall = 0, cap = 0, rc = -1, line = 0;
     char *p = buf, *end = buf + n;
     if (strlen(buf) != n) { /* a NUL byte inside */
-        text(err, len, "%s/index: file: expected text, found a NUL byte", dir);
+        cs_text(err, len, "%s/index: file: expected text, found a NUL byte", dir);
         return -1;
     }
     while (p < end) {
         char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl) { text(err, len, "%s/index: line %d: expected a newline at the end of the file", dir, line + 1); goto out; }
+        if (!nl) { cs_text(err, len, "%s/index: line %d: expected a newline at the end of the file", dir, line + 1); goto out; }
         *nl = 0;
         line++;
         if ((size_t)(nl - p) > INDEX_MAX_LINE) {
-            text(err, len, "%s/index: line %d: expected at most %u bytes, found %zu", dir, line,
+            cs_text(err, len, "%s/index: line %d: expected at most %u bytes, found %zu", dir, line,
                  INDEX_MAX_LINE, (size_t)(nl - p));
             goto out;
         }
@@ -458,24 +440,24 @@ static int parse_index(cs_cache *c, char *buf, size_t n, char *err, size_t len)
         p = nl + 1;
         if (line == 1) {
             if (strcmp(s, "collsched-cache 1")) {
-                text(err, len, "%s/index: line 1: header: expected 'collsched-cache 1', found '%.40s'", dir, s);
+                cs_text(err, len, "%s/index: line 1: header: expected 'collsched-cache 1', found '%.40s'", dir, s);
                 goto out;
             }
             continue;
         }
         if (s[0] == '#') continue;
         if (strncmp(s, "entry ", 6)) {
-            text(err, len, "%s/index: line %d: record: expected 'entry' or a '#' comment, found '%.40s'",
+            cs_text(err, len, "%s/index: line %d: record: expected 'entry' or a '#' comment, found '%.40s'",
                  dir, line, s);
             goto out;
         }
         if (nall == INDEX_MAX_ENTRIES) {
-            text(err, len, "%s/index: line %d: entries: expected at most %d", dir, line, INDEX_MAX_ENTRIES);
+            cs_text(err, len, "%s/index: line %d: entries: expected at most %d", dir, line, INDEX_MAX_ENTRIES);
             goto out;
         }
         if (nall == cap) {
             raw *v = realloc(all, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *v);
-            if (!v) { text(err, len, "%s/index: memory: cannot allocate the entries", dir); goto out; }
+            if (!v) { cs_text(err, len, "%s/index: memory: cannot allocate the entries", dir); goto out; }
             all = v;
         }
         raw *r = &all[nall];
@@ -490,7 +472,7 @@ static int parse_index(cs_cache *c, char *buf, size_t n, char *err, size_t len)
             f = sp + 1;
         }
         if (k != 12) {
-            text(err, len, "%s/index: line %d: fields: expected 12 separated by one space "
+            cs_text(err, len, "%s/index: line %d: fields: expected 12 separated by one space "
                  "(entry FILE COLLECTIVE RANKS BYTES_MIN BYTES_MAX SITE TOPOLOGY CLASS RADIUS USES PATTERN), "
                  "found %d", dir, line, k);
             goto out;
@@ -499,10 +481,10 @@ static int parse_index(cs_cache *c, char *buf, size_t n, char *err, size_t len)
         if (r->klass != UINT64_MAX && check_pattern(dir, r, NULL, err, len)) goto out;
         nall++;
     }
-    if (line == 0) { text(err, len, "%s/index: line 1: header: expected 'collsched-cache 1', found an empty file", dir); goto out; }
+    if (line == 0) { cs_text(err, len, "%s/index: line 1: header: expected 'collsched-cache 1', found an empty file", dir); goto out; }
     /* No duplicate FILE; one regular entry and one entry per class in a group. */
     if (nall && !(order = malloc((size_t)nall * sizeof *order))) {
-        text(err, len, "%s/index: memory: cannot allocate the entries", dir);
+        cs_text(err, len, "%s/index: memory: cannot allocate the entries", dir);
         goto out;
     }
     for (int i = 0; i < nall; i++) order[i] = &all[i];
@@ -529,7 +511,7 @@ static int parse_index(cs_cache *c, char *buf, size_t n, char *err, size_t len)
     int keep = 0;
     for (int i = 0; i < nall; i++) keep += all[i].ranks == (uint64_t)c->size;
     if (keep && !(c->e = calloc((size_t)keep, sizeof *c->e))) {
-        text(err, len, "%s/index: memory: cannot allocate the entries", dir);
+        cs_text(err, len, "%s/index: memory: cannot allocate the entries", dir);
         goto out;
     }
     for (int i = 0; i < nall; i++) {
@@ -544,17 +526,17 @@ static int parse_index(cs_cache *c, char *buf, size_t n, char *err, size_t len)
         e->cand = -1;
         e->file = strdup(r->f[1]);
         e->site = strdup(r->f[6]);
-        if (!e->file || !e->site) { text(err, len, "%s/index: memory: cannot allocate the entries", dir); goto out; }
+        if (!e->file || !e->site) { cs_text(err, len, "%s/index: memory: cannot allocate the entries", dir); goto out; }
         if (e->klass >= 0) {
             seconds(r->f[9], strlen(r->f[9]), &e->radius);
             if (!(e->pattern = malloc((size_t)c->size * sizeof *e->pattern))) {
-                text(err, len, "%s/index: memory: cannot allocate the patterns", dir);
+                cs_text(err, len, "%s/index: memory: cannot allocate the patterns", dir);
                 goto out;
             }
             check_pattern(dir, r, e->pattern, err, len);
         }
     }
-    if (build_groups(c)) { text(err, len, "%s/index: memory: cannot allocate the groups", dir); goto out; }
+    if (build_groups(c)) { cs_text(err, len, "%s/index: memory: cannot allocate the groups", dir); goto out; }
     rc = 0;
 out:
     free(order);
@@ -572,7 +554,7 @@ int cs_cache_open(const char *dir, int size, int rank, cs_cache **out, uint64_t 
     cs_cache *c = calloc(1, sizeof *c);
     if (!c || !(c->dir = strdup(dir))) {
         free(c);
-        text(err, len, "%s/index: memory: cannot allocate the cache", dir);
+        cs_text(err, len, "%s/index: memory: cannot allocate the cache", dir);
         return -1;
     }
     c->size = size;
@@ -598,15 +580,15 @@ int cs_cache_header_fits(const cs_cache *c, int i, const collsched_header *h, ch
 {
     const entry *e = &c->e[i];
     if (h->collective != 1) {
-        text(why, len, "collective: expected 1 (allgather, which serves allgatherv too), found %u", h->collective);
+        cs_text(why, len, "collective: expected 1 (allgather, which serves allgatherv too), found %u", h->collective);
         return 0;
     }
     if (h->nranks != (uint32_t)c->size) {
-        text(why, len, "nranks: expected %d (the index's RANKS), found %u", c->size, h->nranks);
+        cs_text(why, len, "nranks: expected %d (the index's RANKS), found %u", c->size, h->nranks);
         return 0;
     }
     if (h->bytes_min > e->bmin || h->bytes_max < e->bmax) {
-        text(why, len, "bytes: expected a range covering the index's %llu..%llu, found %llu..%llu",
+        cs_text(why, len, "bytes: expected a range covering the index's %llu..%llu, found %llu..%llu",
              (unsigned long long)e->bmin, (unsigned long long)e->bmax,
              (unsigned long long)h->bytes_min, (unsigned long long)h->bytes_max);
         return 0;
@@ -756,10 +738,10 @@ static int complete_exchange(cs_cache *c)
     for (int r = 0; r < c->size; r++) {
         if (c->in[r].seq != c->own.seq || c->in[r].site != c->in[0].site) {
             c->off = 1;
-            text(c->offwhy, sizeof c->offwhy, "%s: cache: ranks named different call sites (or "
+            cs_text(c->offwhy, sizeof c->offwhy, "%s: cache: ranks named different call sites (or "
                  "exchanged out of step) for call %u of an exchange on a communicator of %d ranks: "
                  "the cache is off for this communicator", c->dir, c->own.seq, c->size);
-            if (c->rank == 0) say("%s", c->offwhy);
+            if (c->rank == 0) cs_say("%s", c->offwhy);
             return MPI_SUCCESS;
         }
     }
@@ -816,7 +798,7 @@ static stat_row *stat_row_for(int ranks, int coll, const char *site)
     if (!r && (r = calloc(1, sizeof *r))) {
         r->ranks = ranks;
         r->coll = coll;
-        text(r->site, sizeof r->site, "%s", site);
+        cs_text(r->site, sizeof r->site, "%s", site);
         r->next = stat_rows;
         stat_rows = r;
     }
@@ -859,7 +841,7 @@ static int history_for(cs_cache *c, const char *site, int coll, int gi)
     c->h = v;
     history *h = &v[c->nh];
     memset(h, 0, sizeof *h);
-    text(h->site, sizeof h->site, "%s", site);
+    cs_text(h->site, sizeof h->site, "%s", site);
     h->coll = coll;
     h->group = gi;
     if (c->rank == 0) h->row = stat_row_for(c->size, coll, site);
@@ -886,7 +868,7 @@ int cs_cache_select(cs_cache *c, cs_comm *st, const cs_call_ctx *ctx, uint64_t l
     cs_call_site(ctx, site, sizeof site);
     for (char *s = site; *s; s++) /* a word, as the index and the stats file hold them */
         if ((unsigned char)*s <= ' ' || (unsigned char)*s >= 0x7f) *s = '?';
-    if (!site[0]) text(site, sizeof site, "?");
+    if (!site[0]) cs_text(site, sizeof site, "?");
     int gi = find_group(c, ctx->collective, site, lo, hi);
     int exch = wants_exchange(c, ctx->collective, lo, hi);
     if (exch) {
@@ -899,7 +881,7 @@ int cs_cache_select(cs_cache *c, cs_comm *st, const cs_call_ctx *ctx, uint64_t l
     int miss = -1, used = -1, label = -1;
     if (gi < 0) {
         miss = MISS_NO_ENTRY;
-        text(why, sizeof why, "%s: cache: no entry for %s, %d ranks, %llu..%llu bytes per rank, site %s",
+        cs_text(why, sizeof why, "%s: cache: no entry for %s, %d ranks, %llu..%llu bytes per rank, site %s",
              c->dir, coll_name(ctx->collective), c->size, (unsigned long long)lo, (unsigned long long)hi, site);
     } else {
         const group *g = &c->g[gi];
@@ -923,7 +905,7 @@ int cs_cache_select(cs_cache *c, cs_comm *st, const cs_call_ctx *ctx, uint64_t l
             else if (miss < 0) miss = MISS_REFUSED;
         }
         if (used < 0)
-            text(why, sizeof why, "%s: cache: %s for %s, %d ranks, %llu..%llu bytes per rank, site %s, "
+            cs_text(why, sizeof why, "%s: cache: %s for %s, %d ranks, %llu..%llu bytes per rank, site %s, "
                  "and no usable regular entry", c->dir, miss == MISS_WARMUP ? "nothing predicted yet"
                  : miss == MISS_UNKNOWN ? "the last pattern is in no class"
                  : miss == MISS_REFUSED ? "the entry was refused" : miss == MISS_NO_PREDICTION
@@ -1024,14 +1006,14 @@ static char *serialize(size_t *n)
         for (int u = -1; u < r->nuse; u++) {
             char line[2 * NAME_MAX_LEN + 256];
             if (u < 0)
-                text(line, sizeof line, "R %d %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %d %s\n", r->ranks,
+                cs_text(line, sizeof line, "R %d %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %d %s\n", r->ranks,
                      r->coll, (unsigned long long)r->calls, (unsigned long long)r->hits,
                      (unsigned long long)r->right,
                      (unsigned long long)r->fallback, (unsigned long long)r->miss[0],
                      (unsigned long long)r->miss[1], (unsigned long long)r->miss[2],
                      (unsigned long long)r->miss[3], (unsigned long long)r->miss[4], r->nuse, r->site);
             else
-                text(line, sizeof line, "U %d %llu %s\n", r->use[u].klass, (unsigned long long)r->use[u].n,
+                cs_text(line, sizeof line, "U %d %llu %s\n", r->use[u].klass, (unsigned long long)r->use[u].n,
                      r->use[u].file);
             size_t l = strlen(line);
             if (len + l + 1 > cap) {
@@ -1069,7 +1051,7 @@ static stat_row *merge(char *all)
                 if (!(cur = calloc(1, sizeof *cur))) continue;
                 cur->ranks = ranks;
                 cur->coll = coll;
-                text(cur->site, sizeof cur->site, "%s", line + off);
+                cs_text(cur->site, sizeof cur->site, "%s", line + off);
                 cur->next = rows;
                 rows = cur;
             }
@@ -1127,11 +1109,11 @@ static void write_stats(const char *path, stat_row *rows)
     for (stat_row *r = rows; r; r = r->next) n++;
     stat_row **v = malloc((size_t)(n ? n : 1) * sizeof *v);
     char tmp[4096];
-    text(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    cs_text(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = v ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        say("COLLSCHED_STATS: not writing %s: %s", path, v ? strerror(errno) : "no memory");
+        cs_say("COLLSCHED_STATS: not writing %s: %s", path, v ? strerror(errno) : "no memory");
         if (fd >= 0) { close(fd); unlink(tmp); }
         free(v);
         return;
@@ -1166,7 +1148,7 @@ static void write_stats(const char *path, stat_row *rows)
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
-        say("COLLSCHED_STATS: not writing %s: %s", path, strerror(errno));
+        cs_say("COLLSCHED_STATS: not writing %s: %s", path, strerror(errno));
         unlink(tmp);
     }
 }
@@ -1204,7 +1186,7 @@ int cs_cache_finalize(void)
     int want[2] = { path && *path, rank == 0 && (!lens || !displs) };
     int rc = PMPI_Allreduce(MPI_IN_PLACE, want, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS || !want[0] || want[1]) {
-        if (want[0] && want[1] && rank == 0) say("COLLSCHED_STATS: no memory to gather the statistics");
+        if (want[0] && want[1] && rank == 0) cs_say("COLLSCHED_STATS: no memory to gather the statistics");
         free(lens);
         free(displs);
         return rc;
@@ -1221,7 +1203,7 @@ int cs_cache_finalize(void)
         for (int r = 0; r < size; r++) { displs[r] = (int)total; total += lens[r]; if (total >= INT_MAX) break; }
         go = total < INT_MAX && (all = malloc((size_t)total + 1)) != NULL;
         if (!go) {
-            say("COLLSCHED_STATS: cannot gather %lld bytes of statistics on rank 0", total);
+            cs_say("COLLSCHED_STATS: cannot gather %lld bytes of statistics on rank 0", total);
             for (int r = 0; r < size; r++) lens[r] = 0, displs[r] = 0;
         }
     }

@@ -106,7 +106,7 @@ int collsched_set_schedules(const char *path)
 /* ---- messages: one line each, prefixed so they are easy to grep ---- */
 
 /* snprintf that may truncate long paths on purpose (messages only). */
-static void text(char *dst, size_t n, const char *fmt, ...)
+void cs_text(char *dst, size_t n, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -114,7 +114,7 @@ static void text(char *dst, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
-static void say(const char *fmt, ...)
+void cs_say(const char *fmt, ...)
 {
     char line[2 * REASON_LEN];
     va_list ap;
@@ -128,15 +128,15 @@ static void say(const char *fmt, ...)
 static void set_last(cs_comm *st, const char *schedule, const char *reason)
 {
     st->last.used_schedule = schedule != NULL;
-    text(st->last.schedule, sizeof st->last.schedule, "%s", schedule ? schedule : "");
-    text(st->last.reason, sizeof st->last.reason, "%s", reason ? reason : "");
+    cs_text(st->last.schedule, sizeof st->last.schedule, "%s", schedule ? schedule : "");
+    cs_text(st->last.reason, sizeof st->last.reason, "%s", reason ? reason : "");
 }
 
 void cs_note_fallback(cs_comm *st, const char *reason)
 {
     set_last(st, NULL, reason);
     if (st->rank == 0 && !st->warned && cs_verbose() && !cs_strict()) {
-        say("no schedule for this call on a communicator of %d ranks: %s", st->size, reason);
+        cs_say("no schedule for this call on a communicator of %d ranks: %s", st->size, reason);
         st->warned = 1;
     }
 }
@@ -150,10 +150,10 @@ void cs_note_refused(cs_comm *st, const char *call, uint64_t lo, uint64_t hi)
     st->refused = 1;
     if (st->rank == 0) {
         char bytes[64];
-        if (lo == hi) text(bytes, sizeof bytes, "%llu bytes per rank", (unsigned long long)lo);
-        else text(bytes, sizeof bytes, "%llu..%llu bytes per rank", (unsigned long long)lo,
+        if (lo == hi) cs_text(bytes, sizeof bytes, "%llu bytes per rank", (unsigned long long)lo);
+        else cs_text(bytes, sizeof bytes, "%llu..%llu bytes per rank", (unsigned long long)lo,
                   (unsigned long long)hi);
-        say("COLLSCHED_STRICT=1: %s refused on a communicator of %d ranks (%s), no fallback to "
+        cs_say("COLLSCHED_STRICT=1: %s refused on a communicator of %d ranks (%s), no fallback to "
             "the MPI library: %s", call, st->size, bytes, st->last.reason);
     }
     PMPI_Barrier(st->priv);
@@ -294,21 +294,21 @@ static void scan_directory(cs_comm *st, const char *dir)
     int n = list_directory(dir, &names), skipped = 0;
     char err[REASON_LEN] = "", first_err[REASON_LEN] = "";
     if (n < 0) {
-        text(st->disabled, sizeof st->disabled, "%s: cannot read the directory", dir);
+        cs_text(st->disabled, sizeof st->disabled, "%s: cannot read the directory", dir);
         return;
     }
     for (int i = 0; i < n; i++) {
         char path[4096];
         struct stat sb;
-        text(path, sizeof path, "%s/%s", dir, names[i]);
+        cs_text(path, sizeof path, "%s/%s", dir, names[i]);
         free(names[i]);
         if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
         if (add_candidate(st, path, err, sizeof err) != 0 && !skipped++)
-            text(first_err, sizeof first_err, "%s", err);
+            cs_text(first_err, sizeof first_err, "%s", err);
     }
     free(names);
     if (st->rank == 0 && skipped && cs_verbose())
-        say("skipped %d file(s) of %s that are not valid schedules, first: %s", skipped, dir, first_err);
+        cs_say("skipped %d file(s) of %s that are not valid schedules, first: %s", skipped, dir, first_err);
 }
 
 /* A schedule cache (DIR/index exists: docs/cache.md): the entries of the communicator's
@@ -320,17 +320,17 @@ static uint64_t scan_cache(cs_comm *st, const char *dir)
     char err[REASON_LEN], why[REASON_LEN];
     uint64_t h;
     if (cs_cache_open(dir, st->size, st->rank, &st->cache, &h, err, sizeof err) != 0) {
-        text(st->disabled, sizeof st->disabled, "%s", err);
+        cs_text(st->disabled, sizeof st->disabled, "%s", err);
         st->loud_disabled = 1;
         return h;
     }
     int n = cs_cache_entries(st->cache), skipped = 0;
     for (int i = 0; i < n; i++) {
         char path[4096];
-        text(path, sizeof path, "%s/%s", dir, cs_cache_file(st->cache, i));
+        cs_text(path, sizeof path, "%s/%s", dir, cs_cache_file(st->cache, i));
         int k = st->ncand, ok = add_candidate(st, path, err, sizeof err) == 0;
         if (ok && !cs_cache_header_fits(st->cache, i, &st->cand[k].hdr, why, sizeof why)) {
-            text(err, sizeof err, "%s: %s", path, why);
+            cs_text(err, sizeof err, "%s: %s", path, why);
             free(st->cand[k].path);
             st->ncand--;
             ok = 0;
@@ -338,7 +338,7 @@ static uint64_t scan_cache(cs_comm *st, const char *dir)
         if (!ok) {
             skipped++;
             if (st->rank == 0)
-                say("%s (index line %d): entry skipped: %s", cs_cache_file(st->cache, i),
+                cs_say("%s (index line %d): entry skipped: %s", cs_cache_file(st->cache, i),
                     cs_cache_line(st->cache, i), err);
             continue;
         }
@@ -346,7 +346,7 @@ static uint64_t scan_cache(cs_comm *st, const char *dir)
         h = cs_hash64(h, &i, sizeof i);
     }
     if (st->ncand == 0)
-        text(st->disabled, sizeof st->disabled, "%s: cache: no %sentry for %d ranks", dir,
+        cs_text(st->disabled, sizeof st->disabled, "%s: cache: no %sentry for %d ranks", dir,
              skipped ? "usable " : "", st->size);
     return h;
 }
@@ -358,13 +358,13 @@ static uint64_t scan_source(cs_comm *st)
     struct stat sb;
     char err[REASON_LEN];
     if (!src) {
-        text(st->disabled, sizeof st->disabled, "COLLSCHED_SCHEDULES is not set");
+        cs_text(st->disabled, sizeof st->disabled, "COLLSCHED_SCHEDULES is not set");
         return 1;
     }
-    text(st->source, sizeof st->source, "%s", src);
+    cs_text(st->source, sizeof st->source, "%s", src);
     uint64_t h = cs_hash64(0, src, strlen(src));
     char index[4096];
-    text(index, sizeof index, "%s/index", src);
+    cs_text(index, sizeof index, "%s/index", src);
     if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode) && lstat(index, &sb) == 0) {
         h = cs_hash64(h, "cache", 5);
         uint64_t ih = scan_cache(st, src);
@@ -372,11 +372,11 @@ static uint64_t scan_source(cs_comm *st)
     } else if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         scan_directory(st, src);
         if (st->ncand == 0 && !st->disabled[0])
-            text(st->disabled, sizeof st->disabled, "%s: directory holds no valid schedule file", src);
+            cs_text(st->disabled, sizeof st->disabled, "%s: directory holds no valid schedule file", src);
     } else {
         st->single_file = 1;
         st->loud_disabled = 1;
-        if (add_candidate(st, src, err, sizeof err) != 0) text(st->disabled, sizeof st->disabled, "%s", err);
+        if (add_candidate(st, src, err, sizeof err) != 0) cs_text(st->disabled, sizeof st->disabled, "%s", err);
     }
     for (int i = 0; i < st->ncand; i++) {
         const collsched_header *c = &st->cand[i].hdr;
@@ -423,11 +423,11 @@ static int create_state(MPI_Comm comm, cs_comm **out)
     rc = all_equal(st->priv, h, &same);
     st->enabled = same && st->ncand > 0;
     if (rc == MPI_SUCCESS && !same) {
-        text(st->disabled, sizeof st->disabled,
+        cs_text(st->disabled, sizeof st->disabled,
                  "ranks see different schedule files under %s", st->source[0] ? st->source : "(unset)");
-        if (st->rank == 0) say("%s: falling back to the MPI library", st->disabled);
+        if (st->rank == 0) cs_say("%s: falling back to the MPI library", st->disabled);
     } else if (st->loud_disabled && !st->enabled && st->rank == 0 && !cs_strict()) {
-        say("%s", st->disabled); /* a broken single file or */
+        cs_say("%s", st->disabled); /* a broken single file or */
         st->warned = 1;          /* cache index is always worth a line (strict: the refusal's */
     }                            /* line says it) */
     /* A cache's set-up: the clock offset for the arrival exchange, and the first
@@ -480,14 +480,14 @@ static int plan_gather(cs_comm *st, const cs_candidate *c, gather_plan *g, char 
     uint64_t total = 0;
     for (int r = 0; r < st->size; r++) total += (uint64_t)g->counts[r];
     if (total > CS_WHOLE_MAX_OPS) {
-        text(why, len, "%s: whole-schedule check: %llu ops in all, more than MPI_Gatherv can address "
+        cs_text(why, len, "%s: whole-schedule check: %llu ops in all, more than MPI_Gatherv can address "
              "(%u)", c->path, (unsigned long long)total, CS_WHOLE_MAX_OPS);
         return 1;
     }
     g->displs = malloc((size_t)st->size * sizeof *g->displs);
     g->all = malloc((size_t)(total ? total : 1) * sizeof *g->all);
     if (!g->displs || !g->all) {
-        text(why, len, "%s: whole-schedule check: rank 0 cannot allocate %llu bytes for the "
+        cs_text(why, len, "%s: whole-schedule check: rank 0 cannot allocate %llu bytes for the "
              "sections of all ranks", c->path, (unsigned long long)(total * sizeof *g->all));
         return 2;
     }
@@ -514,16 +514,16 @@ static int prove_whole(cs_comm *st, cs_candidate *c, const collsched_schedule *s
         int v = cs_whole_check_mode((uint32_t)st->size, s->hdr.nseg, g->counts, g->all,
                                     (s->hdr.flags & COLLSCHED_FLAG_SERIAL) != 0, why, sizeof why);
         verdict.ok = v == CS_WHOLE_OK;
-        if (!verdict.ok) text(verdict.reason, sizeof verdict.reason, "%s: %s", c->path, why);
+        if (!verdict.ok) cs_text(verdict.reason, sizeof verdict.reason, "%s: %s", c->path, why);
         if (cs_verbose())
-            say("%s: whole schedule checked on rank 0 (%s): %llu ops, gather %.3f ms, check %.3f ms",
+            cs_say("%s: whole schedule checked on rank 0 (%s): %llu ops, gather %.3f ms, check %.3f ms",
                 c->path, verdict.ok ? "correct" : "refused", (unsigned long long)s->hdr.total_ops,
                 1e3 * (t1 - t0), 1e3 * (PMPI_Wtime() - t1));
     }
     if (rc == MPI_SUCCESS) rc = PMPI_Bcast(&verdict, (int)sizeof verdict, MPI_BYTE, 0, st->priv);
     if (wire != MPI_DATATYPE_NULL) PMPI_Type_free(&wire);
     *ok = rc == MPI_SUCCESS && verdict.ok;
-    if (rc == MPI_SUCCESS && !verdict.ok) text(c->reason, sizeof c->reason, "%s", verdict.reason);
+    if (rc == MPI_SUCCESS && !verdict.ok) cs_text(c->reason, sizeof c->reason, "%s", verdict.reason);
     return rc;
 }
 
@@ -539,7 +539,7 @@ static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0)
                                 sizeof err) == COLLSCHED_OK;
     if (loaded && (!(c->reqs = malloc((s->nops ? s->nops : 1) * sizeof *c->reqs))
                    || !(mine = malloc((s->nops ? s->nops : 1) * sizeof *mine)))) {
-        text(err, sizeof err, "%s: memory: cannot allocate requests and buffers for %u ops", c->path, s->nops);
+        cs_text(err, sizeof err, "%s: memory: cannot allocate requests and buffers for %u ops", c->path, s->nops);
         loaded = 0;
     }
     for (uint32_t i = 0; loaded && i < s->nops; i++) mine[i] = cs_wire_pack(&s->ops[i]);
@@ -570,7 +570,7 @@ static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0)
         c->sched = s;
         c->state = 1;
         if (st->rank == 0 && cs_verbose())
-            say("communicator of %d ranks: selected %s (algorithm %s, nseg %u, bytes %llu..%llu)",
+            cs_say("communicator of %d ranks: selected %s (algorithm %s, nseg %u, bytes %llu..%llu)",
                 st->size, c->path, s->hdr.algorithm, s->hdr.nseg,
                 (unsigned long long)s->hdr.bytes_min, (unsigned long long)s->hdr.bytes_max);
         return MPI_SUCCESS;
@@ -581,20 +581,20 @@ static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0)
     c->state = -1;
     int loud = !(quiet0 && st->rank == 0);
     if (rc != MPI_SUCCESS) {
-        text(c->reason, sizeof c->reason, "%s: MPI error %d while the ranks agreed", c->path, rc);
+        cs_text(c->reason, sizeof c->reason, "%s: MPI error %d while the ranks agreed", c->path, rc);
     } else if (x[2]) {
         uint64_t bad = P - x[2];
-        if (bad == me) { text(c->reason, sizeof c->reason, "%s", err); if (loud) say("%s", err); }
-        else text(c->reason, sizeof c->reason, "%s: refused on rank %llu", c->path, (unsigned long long)bad);
+        if (bad == me) { cs_text(c->reason, sizeof c->reason, "%s", err); if (loud) cs_say("%s", err); }
+        else cs_text(c->reason, sizeof c->reason, "%s: refused on rank %llu", c->path, (unsigned long long)bad);
     } else if (!same) {
-        text(c->reason, sizeof c->reason, "%s: ranks read different headers or indexes",
+        cs_text(c->reason, sizeof c->reason, "%s: ranks read different headers or indexes",
                  c->path);
-        if (st->rank == 0 && loud) say("%s", c->reason);
+        if (st->rank == 0 && loud) cs_say("%s", c->reason);
     } else if (x[3]) {
-        if (st->rank == 0) { text(c->reason, sizeof c->reason, "%s", why); if (loud) say("%s", why); }
-        else text(c->reason, sizeof c->reason, "%s: whole-schedule check: refused on rank 0", c->path);
+        if (st->rank == 0) { cs_text(c->reason, sizeof c->reason, "%s", why); if (loud) cs_say("%s", why); }
+        else cs_text(c->reason, sizeof c->reason, "%s: whole-schedule check: refused on rank 0", c->path);
     } else if (st->rank == 0 && loud) {
-        say("%s", c->reason); /* the whole-schedule proof failed: reason set by prove_whole */
+        cs_say("%s", c->reason); /* the whole-schedule proof failed: reason set by prove_whole */
     }
     return rc;
 }
@@ -611,7 +611,7 @@ int cs_load_proven(cs_comm *st, const char *path, collsched_schedule **out, char
     int rc = load_candidate(st, &c, 0);
     free(c.reqs);
     if (rc == MPI_SUCCESS && c.state == 1) *out = c.sched;
-    else text(reason, len, "%s", c.reason[0] ? c.reason : "refused");
+    else cs_text(reason, len, "%s", c.reason[0] ? c.reason : "refused");
     return rc;
 }
 
@@ -623,16 +623,16 @@ static int serves(const cs_comm *st, const collsched_header *h, uint64_t lo, uin
                   char *why, size_t len)
 {
     if (h->nranks != (uint32_t)st->size) {
-        text(why, len, "nranks: expected %d (communicator size), found %u", st->size, h->nranks);
+        cs_text(why, len, "nranks: expected %d (communicator size), found %u", st->size, h->nranks);
         return 0;
     }
     if (lo < h->bytes_min || hi > h->bytes_max) {
         if (lo == hi)
-            text(why, len, "bytes: expected bytes per rank %llu within [%llu, %llu]",
+            cs_text(why, len, "bytes: expected bytes per rank %llu within [%llu, %llu]",
                      (unsigned long long)lo, (unsigned long long)h->bytes_min,
                      (unsigned long long)h->bytes_max);
         else
-            text(why, len, "bytes: expected every block's bytes (%llu..%llu) within [%llu, %llu]",
+            cs_text(why, len, "bytes: expected every block's bytes (%llu..%llu) within [%llu, %llu]",
                      (unsigned long long)lo, (unsigned long long)hi,
                      (unsigned long long)h->bytes_min, (unsigned long long)h->bytes_max);
         return 0;
@@ -647,7 +647,7 @@ static void no_match(cs_comm *st, const char *reason)
      * has nothing for this call is normal (COLLSCHED_VERBOSE tells). Strict mode does
      * not fall back: its caller says what was refused (cs_note_refused). */
     if (st->rank == 0 && !st->warned && !cs_strict() && (st->single_file || cs_verbose())) {
-        say("%s: falling back to the MPI library", reason);
+        cs_say("%s: falling back to the MPI library", reason);
         st->warned = 1;
     }
 }
@@ -700,9 +700,9 @@ int cs_select(cs_comm *st, const cs_call_ctx *ctx, uint64_t lo, uint64_t hi, cs_
         return MPI_SUCCESS;
     }
     if (st->single_file)
-        text(reason, sizeof reason, "%s: %s", st->cand[0].path, why);
+        cs_text(reason, sizeof reason, "%s: %s", st->cand[0].path, why);
     else
-        text(reason, sizeof reason, "%s: no schedule matches %d ranks, %llu..%llu bytes per rank",
+        cs_text(reason, sizeof reason, "%s: no schedule matches %d ranks, %llu..%llu bytes per rank",
                  st->source, st->size, (unsigned long long)lo, (unsigned long long)hi);
     no_match(st, reason);
     return MPI_SUCCESS;
@@ -716,7 +716,7 @@ int collsched_last_call(MPI_Comm comm, collsched_call_info *info)
     if (keyval != MPI_KEYVAL_INVALID)
         PMPI_Comm_get_attr(comm, keyval, &st, &found);
     if (!found) {
-        text(info->reason, sizeof info->reason, "no collsched call on this communicator yet");
+        cs_text(info->reason, sizeof info->reason, "no collsched call on this communicator yet");
         return MPI_SUCCESS;
     }
     *info = st->last;

@@ -162,6 +162,11 @@ int cs_allgatherv_at(const void *site, const void *sendbuf, int sendcount, MPI_D
                      void *recvbuf, const int recvcounts[], const int displs[],
                      MPI_Datatype recvtype, MPI_Comm comm);
 
+/* comm_state.c: the runtime's messages, one line each on stderr prefixed "collsched: "
+ * (cs_say), and snprintf that may truncate long paths on purpose (cs_text). */
+void cs_text(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void cs_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* comm_state.c: per-communicator state and schedule selection. */
 typedef struct cs_comm cs_comm;
 typedef struct cs_selection {

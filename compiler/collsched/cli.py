@@ -19,7 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import __version__, cli_cache, cli_trace
+from . import __version__, cli_build, cli_cache, cli_trace
 from .errors import InputError
 from .cli_args import MAX_RANKS, _INT, UsageError, _float_opt, _int_opt, _plot_path, _show, h, new_parser
 from .files import check_path_options, write_atomic
@@ -62,6 +62,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_sweep_parser(sub)
     cli_trace.add_parsers(sub)
     cli_cache.add_parsers(sub)
+    cli_build.add_parsers(sub)
     return p
 
 
@@ -675,6 +676,7 @@ _COMMANDS["sweep"] = cmd_sweep
 _COMMANDS["pools"] = cmd_pools
 _COMMANDS.update(cli_trace.COMMANDS)  # trace
 _COMMANDS.update(cli_cache.COMMANDS)  # cache, tune
+_COMMANDS.update(cli_build.COMMANDS)  # build-runtime
 
 if __name__ == "__main__":
     raise SystemExit(main())

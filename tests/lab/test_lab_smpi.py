@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from collsched.runtime_build import build_dir
 from collsched.lab.arrivals import arrival_pattern, uniform
 from collsched.lab.platform import build_platform
-from collsched.lab.runner import BUILD, LabConfig, run_lab
+from collsched.lab.runner import LabConfig, run_lab
 from collsched.errors import InputError
 from collsched.pipeline import compile_schedule
 from collsched.model.simulate import simulate
@@ -20,6 +21,7 @@ from collsched.inputs.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPO = ROOT / "topologies"
+BUILD = build_dir()
 MINIBENCH = BUILD / "smpi" / "bin" / "collsched-minibench"
 
 pytestmark = [pytest.mark.smpi]

@@ -7,15 +7,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from collsched.runtime_build import build_dir
 from collsched.errors import InputError
 from collsched.inputs import msgcosts
 from collsched.inputs.topology import load_topology
 from collsched.lab import netmodel
 from collsched.lab.report import compiler_pick, notes
-from collsched.lab.runner import BUILD, LabConfig, run_lab
+from collsched.lab.runner import LabConfig, run_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPO = ROOT / "topologies"
+BUILD = build_dir()
 MINIBENCH = BUILD / "smpi" / "bin" / "collsched-minibench"
 OWN = "message_costs:\n  all:\n    - {from: 0, latency_factor: 3, bandwidth_factor: 0.5}\n"
 

@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collsched.runtime_build import build_dir
 from collsched.errors import InputError
 from collsched.inputs.topology import load_topology, write_topology
 from collsched.lab import modelcheck
-from collsched.lab.runner import BUILD, LabConfig, run_lab
+from collsched.lab.runner import LabConfig, run_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPO = ROOT / "topologies"
+BUILD = build_dir()
 MINIBENCH = BUILD / "smpi" / "bin" / "collsched-minibench"
 
 

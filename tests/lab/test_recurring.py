@@ -14,12 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from collsched.runtime_build import build_dir
 from collsched.lab.recurring import _entry_classes, _hits, default_bytes, scenario
 from collsched.lab.recurring_report import stats_use
-from collsched.lab.runner import BUILD, LabConfig, run_lab, write_delays
+from collsched.lab.runner import LabConfig, run_lab, write_delays
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPO = str(ROOT / "topologies" / "tryton-48.yaml")
+BUILD = build_dir()
 MINIBENCH = BUILD / "smpi" / "bin" / "collsched-minibench"
 P, NBYTES, ITERATIONS = 8, 4096, 12
 

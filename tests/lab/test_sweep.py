@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from collsched.runtime_build import build_dir
 from collsched.cli import main
 from collsched.errors import InputError
 from collsched.lab import runner as sw_runner
 from collsched.lab import sweep as sw
-from collsched.lab.runner import BUILD
 
 ROOT = Path(__file__).resolve().parents[2]
+BUILD = build_dir()
 MINIBENCH = BUILD / "smpi" / "bin" / "collsched-minibench"
 needs_smpi = pytest.mark.skipif(shutil.which("smpirun") is None or not MINIBENCH.exists(),
                                 reason="SimGrid SMPI or build/smpi/bin/collsched-minibench missing (make)")

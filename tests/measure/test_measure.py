@@ -200,7 +200,7 @@ def test_failed_run_exit_3_keeps_old_output(tmp_path, capsys, monkeypatch):
     fake.parent.mkdir(parents=True)
     fake.write_text("#!/bin/sh\necho 'boom: no network' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(measure_mod, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("COLLSCHED_BUILD", str(tmp_path / "build"))
     out = tmp_path / "out.yaml"
     out.write_text("old\n")
     assert main(["measure", "--backend", "mpi", "--ranks", "2", "-o", str(out)]) == 3
@@ -217,7 +217,7 @@ def test_run_that_hangs_is_stopped(tmp_path, monkeypatch):
     fake.parent.mkdir(parents=True)
     fake.write_text("#!/bin/sh\nsleep 60\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(measure_mod, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("COLLSCHED_BUILD", str(tmp_path / "build"))
     with pytest.raises(measure_mod.MeasureRunError, match="did not finish"):
         measure_mod.run_program(MeasureConfig(backend="mpi", ranks=2, timeout_s=1))
 

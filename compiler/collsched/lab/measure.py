@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import runtime_build
 from ..inputs import units
 from ..errors import InputError
 from ..files import write_atomic
@@ -41,7 +42,6 @@ from . import sizecosts
 from .sizefit import log_sizes
 
 ROOT = Path(__file__).resolve().parents[3]
-BUILD = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build"))
 FORMAT = "collsched-measure/1"
 DEFAULT_SIZES = "1,1KiB,16KiB,128KiB,1MiB"
 DEFAULT_REPEATS = 5
@@ -174,7 +174,7 @@ def check_config(cfg: MeasureConfig) -> None:
 
 
 def program_path(backend: str) -> Path:
-    return BUILD / ("smpi/bin" if backend == "smpi" else "bin") / "collsched-measure"
+    return runtime_build.program(backend, "collsched-measure")
 
 
 # --- running the MPI program ------------------------------------------------------------

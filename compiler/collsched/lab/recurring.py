@@ -63,7 +63,8 @@ import numpy as np
 
 from ..errors import InputError
 from .recurring_report import WARMUP_CYCLES, avg_elapsed, finite, jsonable, markdown, record, summarise
-from .runner import BUILD, CACHE_PAT_PREFIX, CACHE_PREFIX, ORACLE, ORACLE_PAT, LabConfig, run_lab
+from .. import runtime_build
+from .runner import CACHE_PAT_PREFIX, CACHE_PREFIX, ORACLE, ORACLE_PAT, LabConfig, run_lab
 
 SPREAD_S = 5e-3
 NOISE = 0.05
@@ -148,9 +149,7 @@ def _preload_env(backend: str) -> dict:
     """Real MPI: the unmodified program under the preload library."""
     if backend != "mpi":
         return {}
-    lib = BUILD / "lib" / "libcollsched-preload.so"
-    if not lib.exists():
-        raise InputError(str(lib), "", "not built: run `make runtime` first")
+    lib = runtime_build.require(runtime_build.library("libcollsched-preload.so"), "make runtime")
     return {"LD_PRELOAD": str(lib)}
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import runtime_build
 from ..algorithms import REGISTRY
 from ..errors import InputError
 from ..files import write_atomic
@@ -45,7 +46,6 @@ from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_pre
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 
 ROOT = Path(__file__).resolve().parents[3]
-BUILD = Path(os.environ.get("COLLSCHED_BUILD", ROOT / "build"))
 
 # SimGrid 3.32's allgather algorithms and collective selectors (smpi/allgather, coll-selector).
 SMPI_ALLGATHERS = {"2dmesh", "3dmesh", "bruck", "GB", "loosely_lr", "NTSLR", "NTSLR_NB", "pair", "rdb",
@@ -174,10 +174,7 @@ def check_algorithm(name: str, backend: str) -> None:
 
 
 def _binary(backend: str) -> Path:
-    path = BUILD / ("smpi/bin" if backend == "smpi" else "bin") / "collsched-minibench"
-    if not path.exists():
-        raise InputError(str(path), "", "not built: run `make` first")
-    return path
+    return runtime_build.require(runtime_build.program(backend, "collsched-minibench"))
 
 
 def _use_shared(cfg: LabConfig) -> bool:

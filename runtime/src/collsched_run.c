@@ -3,7 +3,7 @@
  *
  *   collsched-run FILE [FILE...] [--iterations N] [--bytes B[,B...]] [--in-place] [--json]
  *                 [--all-modes] [--allgatherv] [--dtype byte|int] [--compare]
- *                 [--warmup N] [--check-every K] [--compare-self] [--inject-error]
+ *                 [--warmup N] [--check-every K] [--compare-self] [--inject-error] [--samples]
  *
  * Byte k of origin o's block in iteration i is pattern_at(seed(o, i), k). Receive buffers are
  * filled with a sentinel first, and the bytes around and between blocks must keep it.
@@ -13,6 +13,8 @@
  * (so each is selected afresh): one launch can test many schedules.
  * --compare-self runs the MPI library's collective on both sides: the noise floor of
  * --compare on this machine (its ratio should be 1).
+ * --samples adds every iteration's time (slowest rank's) to the --json line, "samples_s" and
+ * with --compare "ref_samples_s", in iteration order: for confidence intervals of the median.
  * --inject-error flips one received byte on the last rank after each call: a test that
  * the check itself catches wrong data.
  * Exit status: 0 all data correct, 1 a mismatch or an MPI error, 2 usage.
@@ -34,7 +36,7 @@
 typedef struct options {
     const char *files[256];
     int nfiles;
-    int iterations, warmup, check_every, json, compare, dtype_int, inject, aa;
+    int iterations, warmup, check_every, json, compare, dtype_int, inject, aa, samples;
     int modes[4][2];   /* (allgatherv?, in place?) pairs to run */
     int nmodes;
     uint64_t bytes[64];
@@ -45,6 +47,7 @@ typedef struct result {
     double avg, max, median, ref_avg, ref_median, ratio;
     int ok, err, used;
     collsched_call_info info;
+    double *samples;   /* --samples: n times, then n reference times (NULL otherwise) */
 } result;
 
 /* Byte k of origin o's block in iteration i: a per-(o, i) seed plus a fast sequence in k,
@@ -66,7 +69,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: collsched-run FILE [--iterations N] [--bytes B[,B...]] [--in-place] "
                     "[--json] [--all-modes] [--allgatherv] [--dtype byte|int] [--compare] "
-                    "[--warmup N] [--check-every K] [--compare-self] [--inject-error]\n");
+                    "[--warmup N] [--check-every K] [--compare-self] [--inject-error] [--samples]\n");
 }
 
 static int parse_bytes(options *o, char *list)
@@ -96,6 +99,7 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--all-modes")) all = 1;
         else if (!strcmp(a, "--compare")) o->compare = 1;
         else if (!strcmp(a, "--inject-error")) o->inject = 1;
+        else if (!strcmp(a, "--samples")) o->samples = 1;
         else if (!strcmp(a, "--compare-self")) o->compare = o->aa = 1;
         else if (!strcmp(a, "--iterations") && val) o->iterations = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup") && val) o->warmup = atoi(argv[++i]);
@@ -254,6 +258,8 @@ static void run_case(const options *o, layout *l, result *r)
         if (t[i] > r->max) r->max = t[i];
         ratio[i] = ref[i] > 0 ? t[i] / ref[i] : 0;
     }
+    if (o->samples && (r->samples = malloc(2 * (size_t)n * sizeof *t)))
+        memcpy(r->samples, t, 2 * (size_t)n * sizeof *t); /* before median() sorts them */
     r->ratio = o->compare ? median(ratio, n) : 0;
     r->median = median(t, n);
     r->ref_median = o->compare ? median(ref, n) : 0;
@@ -299,6 +305,12 @@ static void report(const options *o, const layout *l, const char *file, const re
     if (o->compare)
         printf(", \"ref_avg_s\": %.9g, \"ref_median_s\": %.9g, \"median_ratio\": %.6g", r->ref_avg,
                r->ref_median, r->ratio);
+    for (int k = 0; r->samples && k < (o->compare ? 2 : 1); k++) {
+        printf(", \"%s\": [", k ? "ref_samples_s" : "samples_s");
+        for (int i = 0; i < o->iterations; i++)
+            printf("%s%.9g", i ? ", " : "", r->samples[k * o->iterations + i]);
+        printf("]");
+    }
     printf("}\n");
 }
 
@@ -338,6 +350,7 @@ static int run_file(const options *o, const char *file, int P, int rank)
                 run_case(o, &l, &r);
                 if (rank == 0) report(o, &l, file, &r);
                 all_ok &= r.ok;
+                free(r.samples);
             }
             fflush(stdout);
             teardown(&l);

@@ -1,8 +1,10 @@
 """Gantt chart of a simulated schedule (in the manner of Fig. 4 of the BDR paper).
 
 One lane per rank: the arrival (black tick), every transfer the rank receives (a bar from
-start to end, background pre-steps in orange, foreground in blue, labelled with the
-piece's origin when there is room) and its exit (red tick).
+start to end, background pre-steps in orange, foreground in blue, labelled with the rank
+the piece comes from, its origin, when there is room) and its exit (red tick). The time
+axis spans the schedule (first arrival to last exit, 1% margin) and the legend, above the
+lanes, names only what the chart draws.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from .files import save_figure  # noqa: E402
@@ -21,45 +24,83 @@ from .ir import BACKGROUND  # noqa: E402
 from .model.dag import Timeline  # noqa: E402
 
 MAX_LABELLED_BARS = 400
+MARGIN = 0.01  # of the span, either side of the time axis
+BACKGROUND_COLOR, FOREGROUND_COLOR = "tab:orange", "tab:blue"
+ARRIVAL_COLOR, EXIT_COLOR = "black", "red"
 
 
 def gantt(tl: Timeline, title: str, path: str | os.PathLike, max_ranks: int = 64) -> None:
+    """Writes the chart to `path` (the format its suffix names)."""
+    _save(gantt_figure(tl, title, max_ranks), path)
+
+
+def gantt_figure(tl: Timeline, title: str, max_ranks: int = 64):
+    """The chart as a matplotlib Figure (the caller saves or closes it)."""
     p = len(tl.arrivals)
     shown = min(p, max_ranks)
-    scale, unit = _time_unit(float(tl.exits.max() - tl.arrivals.min()))
     t0 = float(tl.arrivals.min())
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.32 * shown))
+    t1 = float(max(tl.exits.max(), tl.end.max() if len(tl.end) else t0))
+    scale, unit = _time_unit(t1 - t0)
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.3 * shown))
     sel = tl.dst < shown
-    colors = np.where(tl.phase[sel] == BACKGROUND, "tab:orange", "tab:blue")
+    background = tl.phase[sel] == BACKGROUND
     starts = (tl.start[sel] - t0) * scale
     widths = (tl.end[sel] - tl.start[sel]) * scale
-    ax.barh(tl.dst[sel], widths, left=starts, height=0.6, color=colors, edgecolor="white",
+    ax.barh(tl.dst[sel], widths, left=starts, height=0.6,
+            color=np.where(background, BACKGROUND_COLOR, FOREGROUND_COLOR), edgecolor="white",
             linewidth=0.3)
-    if sel.sum() <= MAX_LABELLED_BARS:
-        span = float(widths.max()) if len(widths) else 0.0
-        for y, x, w, o in zip(tl.dst[sel], starts, widths, tl.origin[sel]):
-            if w > 0.04 * span:
-                ax.text(x + w / 2, y, str(int(o)), ha="center", va="center", fontsize=6, color="white")
+    labelled = _label_bars(ax, tl.dst[sel], starts, widths, tl.origin[sel], (t1 - t0) * scale)
     lanes = np.arange(shown)
-    ax.scatter((tl.arrivals[:shown] - t0) * scale, lanes, marker="|", s=180, color="black", zorder=3)
-    ax.scatter((tl.exits[:shown] - t0) * scale, lanes, marker="|", s=180, color="red", zorder=3)
+    ax.scatter((tl.arrivals[:shown] - t0) * scale, lanes, marker="|", s=180, color=ARRIVAL_COLOR,
+               zorder=3)
+    ax.scatter((tl.exits[:shown] - t0) * scale, lanes, marker="|", s=180, color=EXIT_COLOR, zorder=3)
+    span = (t1 - t0) * scale or 1.0
+    ax.set_xlim(-MARGIN * span, span * (1 + MARGIN))
+    ax.set_ylim(shown - 0.5, -0.5)  # rank 0 on top, no empty lane either side
     ax.set_yticks(lanes)
-    ax.set_yticklabels([str(r) for r in lanes], fontsize=7)
-    ax.invert_yaxis()
+    ax.set_yticklabels([str(r) for r in lanes], fontsize=7 if shown <= 32 else 5)
     ax.set_xlabel(f"time since first arrival ({unit})")
-    ax.set_ylabel("rank (receiving)")
+    ax.set_ylabel("receiving rank")
     more = f" (first {shown} of {p} ranks)" if shown < p else ""
-    ax.set_title(title + more, fontsize=10)
-    ax.legend(handles=[Patch(color="tab:orange", label="background pre-step"),
-                       Patch(color="tab:blue", label="foreground"),
-                       Patch(color="black", label="arrival"), Patch(color="red", label="exit")],
-              loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.5 / (1.2 + 0.32 * shown)),
-              fontsize=7, ncol=4, frameon=False)
+    ax.set_title(title + more, fontsize=10, pad=24)
+    ax.legend(handles=legend_handles(bool(background.any()), bool((~background).any()), labelled),
+              loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=7, ncol=5, frameon=False,
+              borderaxespad=0.2)
     ax.grid(axis="x", alpha=0.3)
     with warnings.catch_warnings():  # a chart of one lane has no room for the margins: say nothing
         warnings.simplefilter("ignore", UserWarning)
         fig.tight_layout()
-    _save(fig, path)
+    return fig
+
+
+def legend_handles(background: bool, foreground: bool, labelled: bool) -> list:
+    """What the chart draws, in words: the bar kinds present, the ticks, the bar labels."""
+    handles = []
+    if background:
+        handles.append(Patch(color=BACKGROUND_COLOR, label="receive, background pre-step"))
+    if foreground:
+        handles.append(Patch(color=FOREGROUND_COLOR, label="receive" if not background
+                             else "receive, foreground"))
+    handles += [Line2D([], [], color=ARRIVAL_COLOR, marker="|", linestyle="none", markersize=10,
+                       label="rank arrives"),
+                Line2D([], [], color=EXIT_COLOR, marker="|", linestyle="none", markersize=10,
+                       label="rank exits")]
+    if labelled:
+        handles.append(Patch(facecolor="none", edgecolor="none",
+                             label="number on a bar: the rank whose piece it carries"))
+    return handles
+
+
+def _label_bars(ax, lanes, starts, widths, origins, span: float) -> bool:
+    """Writes the piece's origin inside the bars wide enough for it; True when any."""
+    if len(lanes) > MAX_LABELLED_BARS or not len(lanes):
+        return False
+    any_ = False
+    for y, x, w, o in zip(lanes, starts, widths, origins):
+        if w > 0.025 * span:
+            ax.text(x + w / 2, y, str(int(o)), ha="center", va="center", fontsize=6, color="white")
+            any_ = True
+    return any_
 
 
 def _time_unit(span_s: float) -> tuple[float, str]:

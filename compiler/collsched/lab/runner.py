@@ -4,7 +4,9 @@ Compiled algorithms (ring, bruck, ...) are compiled for the topology, run throug
 runtime (build/*/bin/collsched-minibench links libcollsched) and predicted by the cost
 model for the very arrival pattern the benchmark produces (it is seeded). `native` is the
 MPI library's MPI_Allgather as its selector picks it; `native:NAME` picks one of its
-algorithms (SMPI: smpi/allgather or smpi/coll-selector; Open MPI: coll_tuned).
+algorithms, one vocabulary on both backends (native.py: SMPI smpi/allgather or
+smpi/coll-selector; Open MPI coll_tuned). Real-MPI launches are launch.py's (the launcher
+preset or template, host file, binding: LabConfig.launcher, hostfile, bind_to).
 
 Arrival-aware algorithms run through the runtime's PAT engine (PAT_Edge at 50% of the
 emulated computation, docs/pat.md): `bdr` builds its schedule online from the ranks'
@@ -27,9 +29,7 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,20 +41,13 @@ from ..errors import InputError
 from ..files import write_atomic
 from ..pipeline import FLUID_CHECK_OPS, compile_schedule, resolve_topology
 from ..model.simulate import piece_time, simulate_pattern, tau
+from . import launch, native
 from .arrivals import BASE_COMPUTE_S, arrival_pattern
 from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_prediction_topology
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 
 ROOT = Path(__file__).resolve().parents[3]
 
-# SimGrid 3.32's allgather algorithms and collective selectors (smpi/allgather, coll-selector).
-SMPI_ALLGATHERS = {"2dmesh", "3dmesh", "bruck", "GB", "loosely_lr", "NTSLR", "NTSLR_NB", "pair", "rdb",
-                   "rhv", "ring", "SMP_NTS", "smp_simple", "spreading_simple",
-                   "ompi_neighborexchange", "mvapich2", "mvapich2_smp", "impi", "default"}
-SMPI_SELECTORS = {"ompi", "mpich", "mvapich2", "impi"}
-# Open MPI 4.1 coll_tuned_allgather_algorithm numbers.
-OMPI_ALLGATHERS = {"linear": 1, "bruck": 2, "recursive_doubling": 3, "ring": 4, "neighbor": 5,
-                   "two_proc": 6}
 RUN_TIMEOUT_S = 1800
 # Arrival-aware algorithms: run through the PAT engine; bdr is built online by the runtime,
 # the others are compiled per iteration from the seeded pattern.
@@ -82,6 +75,7 @@ class _RunEnv:
     network: tuple[str, ...]  # SMPI: the network model's --cfg options (netmodel.py)
     topology_file: str | None  # what the compiler compiles with (the run's network's costs)
     delays_file: Path | None = None  # the minibench's --delays (LabConfig.delays)
+    launcher: launch.Launcher | None = None  # real MPI: how every launch starts (launch.py)
 
 
 @dataclass
@@ -115,11 +109,17 @@ class LabConfig:
     # `native` through collsched_allgather without a schedule (SMPI cannot preload): the
     # MPI library's collective, seen by the runtime (the arrival trace records it).
     library_native: bool = False
+    # Real MPI only (launch.py): a preset (mpirun, mpiexec, srun) or a template (None: mpirun),
+    # a host file, a binding (None: the launcher's own).
+    launcher: str | None = None
+    hostfile: str | None = None
+    bind_to: str | None = None
 
     def inputs(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()
              if k not in ("workdir", "extra", "fluid", "bounds", "segments", "predict_topology",
-                          "delays", "delays_source", "environ", "library_native")}
+                          "delays", "delays_source", "environ", "library_native", "launcher",
+                          "hostfile", "bind_to")}
         if self.segments != "auto":
             d["segments"] = self.segments
         if self.predict_topology is not None:
@@ -163,10 +163,7 @@ def check_algorithm(name: str, backend: str) -> None:
                                  f"expected {prefix}DIR with DIR a schedule cache (DIR/index)")
             return
     if name.startswith("native:"):
-        algo = name.split(":", 1)[1]
-        known = SMPI_ALLGATHERS | SMPI_SELECTORS if backend == "smpi" else set(OMPI_ALLGATHERS)
-        if algo not in known and not (backend == "mpi" and algo.isdigit()):
-            raise InputError("--algorithms", name, f"expected native:NAME with NAME one of {', '.join(sorted(known))}")
+        native.resolve(name, backend)  # one line listing what each backend offers
         return
     if name not in REGISTRY:
         raise InputError("--algorithms", name,
@@ -221,10 +218,10 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, env: _RunEnv,
     if _use_shared(cfg):
         _check_map_count(cfg)
         bench.append("--shared-data")
-    tmp = env.tmp
     network = env.network
     environ = dict(os.environ)
     environ.update({k: str(v) for k, v in cfg.environ.items()})
+    chosen = native.resolve(algorithm, cfg.backend) if algorithm.startswith("native:") else None
     if cfg.backend == "smpi":
         xml, hosts = env.platform_files
         cmd = ["smpirun", "-np", str(cfg.ranks), "-platform", str(xml), "-hostfile", str(hosts),
@@ -236,33 +233,26 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, env: _RunEnv,
                # counter, far beyond a nap and made ranks arrive late (docs/pat.md).
                "--cfg=smpi/test:0",
                "--log=root.thres:error"]
-        if algorithm.startswith("native:"):
-            name = algorithm.split(":", 1)[1]
-            cmd.append(f"--cfg=smpi/coll-selector:{name}" if name in SMPI_SELECTORS
-                       else f"--cfg=smpi/allgather:{name}")
+        if chosen is not None:
+            cmd.append(chosen.smpi_cfg)
         cmd += bench
     else:
-        cmd = ["mpirun", "-np", str(cfg.ranks), "--oversubscribe", "--bind-to", "none"]
-        if os.geteuid() == 0:
-            cmd.append("--allow-run-as-root")
-        if algorithm.startswith("native:"):
-            name = algorithm.split(":", 1)[1]
-            num = name if name.isdigit() else str(OMPI_ALLGATHERS[name])
-            cmd += ["--mca", "coll_tuned_use_dynamic_rules", "1", "--mca", "coll_tuned_allgather_algorithm", num]
-        cmd += bench
-        environ.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    t = time.perf_counter()
+        # launch.py: the launcher's own syntax for slots, host file, binding and the MCA
+        # parameters of native:NAME; the run's own variables reach every host.
+        cmd, extra_env = env.launcher.command(cfg.ranks, bench, chosen.mca if chosen else None,
+                                              forward=tuple(cfg.environ))
+        environ.update(extra_env)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=RUN_TIMEOUT_S, cwd=tmp)
-    except subprocess.TimeoutExpired:
+        done = launch.run(cmd, environ, env.tmp, RUN_TIMEOUT_S)
+    except launch.LaunchTimeout:
         raise LabRunError(f"{algorithm}: {cmd[0]} did not finish within {RUN_TIMEOUT_S} s") from None
-    wall = time.perf_counter() - t
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
-    if proc.returncode != 0 or line is None:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise LabRunError(f"{algorithm}: {cmd[0]} failed (exit {proc.returncode}): {tail}")
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
+    if done.returncode != 0 or line is None:
+        tail = ([ln for ln in done.stderr if ln.strip()] or ["(no output)"])[-1].strip()
+        raise LabRunError(f"{algorithm}: {cmd[0]} failed (exit {done.returncode}): {tail}")
     out = json.loads(line)
-    out["wall_s"] = wall
+    out["wall_s"] = done.wall_s
+    out["command"] = cmd
     return out
 
 
@@ -364,8 +354,17 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
         check_algorithm(name, cfg.backend)
     if cfg.backend == "smpi" and shutil.which("smpirun") is None:
         raise InputError("smpirun", "", "not found: install libsimgrid-dev (make deps)")
-    if cfg.backend == "mpi" and shutil.which("mpirun") is None:
-        raise InputError("mpirun", "", "not found: install openmpi-bin (make deps)")
+    launcher = None
+    if cfg.backend == "mpi":
+        if cfg.launcher in (None, launch.DEFAULT) and shutil.which("mpirun") is None:
+            raise InputError("mpirun", "", "not found: install openmpi-bin (make deps)")
+        launcher = launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to)
+    else:
+        for flag, value in (("--launcher", cfg.launcher), ("--hostfile", cfg.hostfile),
+                            ("--bind-to", cfg.bind_to)):
+            if value is not None:
+                raise InputError(flag, str(value), "only with --backend mpi (SMPI places ranks "
+                                                   "from the platform)")
     loaded = resolve_topology(cfg.ranks, cfg.topology, None)
     # SimGrid and the cost model must see the same TCP window.
     if cfg.tcp_gamma is None:
@@ -383,7 +382,7 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     tmp = Path(cfg.workdir or tempfile.mkdtemp(prefix="collsched-lab-")).resolve()  # smpirun runs in it
     tmp.mkdir(parents=True, exist_ok=True)
     try:
-        env = _RunEnv(tmp, None, (), cfg.topology)
+        env = _RunEnv(tmp, None, (), cfg.topology, launcher=launcher)
         if net is not None:
             window = None if loaded.tcp_window == cfg.tcp_gamma else cfg.tcp_gamma
             env = _RunEnv(tmp, build_platform(topo).write(tmp), net.simgrid_cfg,
@@ -408,6 +407,8 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
     inputs = cfg.inputs()
     inputs["algorithms"] = algorithms
+    if launcher is not None:
+        inputs["launch"] = launcher.describe()
     report = {"backend": cfg.backend, "inputs": inputs, "results": results}
     if net is not None:
         report["network"] = net.record()
@@ -491,6 +492,9 @@ def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, 
         row["fallbacks"] = run["fallbacks"]
         row["fallback_reason"] = run.get("fallback_reason", "")
     row["wall_s"] = run["wall_s"]
+    row["command"] = run["command"]  # the launch as it ran (launcher, options, program)
+    if name.startswith("native:"):
+        row["native"] = native.resolve(name, cfg.backend).describe()  # what the backend was told
     a, f = np.array(run["arrivals"])[:cfg.iterations], np.array(run["exits"])[:cfg.iterations]
     row["elapsed_per_iteration_s"] = [float(x) for x in np.mean(f - a, axis=1)]
     row["used"] = [Path(u).name if u else "" for u in run.get("used", [])[:cfg.iterations]]

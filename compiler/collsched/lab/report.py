@@ -4,7 +4,6 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..files import save_figure
 from .runner import ONLINE, PAP_AWARE
 
 GRID_BASELINES = ("magpie", "mpichg2", "bcast-trees")  # the Min3 paper's (docs/grid-baselines.md)
@@ -124,30 +123,66 @@ def print_report(report: dict) -> None:
 
 
 def plot_report(report: dict, path) -> None:
-    import matplotlib
+    """The bar chart of a lab report (report_figure), written to `path`."""
+    from .charts import save
 
-    matplotlib.use("Agg")
+    save(report_figure(report), path)
+
+
+def report_figure(report: dict):
+    """Measured and predicted average elapsed time per algorithm, as a Figure: the time
+    unit from the values (seconds for wide-area runs), error bars from the iterations'
+    spread when there are several, the value axis as charts.value_axis picks it, the
+    topology, P, size, backend and network model in the title."""
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from .charts import (backend_text, caption, category_width, finish, rotate_labels, time_unit,
+                         topology_name, value_axis)
+
     rows = report["results"]
-    names = [r["algorithm"] for r in rows]
-    x = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(rows)), 4))
-    ax.bar(x - 0.2, [r["avg_elapsed_s"] * 1e3 for r in rows], 0.4, label=f"measured ({report['backend']})")
-    ax.bar(x + 0.2, [(r.get("predicted_avg_elapsed_s") or 0) * 1e3 for r in rows], 0.4,
-           label="predicted (cost model)")
-    ax.set_xticks(x)
-    ax.set_xticklabels(names, rotation=30, ha="right")
-    ax.set_ylabel("average elapsed time (ms)")
     i = report["inputs"]
-    model = f", {i['network_model']}" if report["backend"] == "smpi" else ""
-    ax.set_title(f"allgather, P={i['ranks']}, {i['nbytes']} B/rank, maxDelay {i['max_delay_ms']} ms{model}",
-                 fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
+    meas = np.array([r["avg_elapsed_s"] for r in rows])
+    pred = np.array([r.get("predicted_avg_elapsed_s") or np.nan for r in rows])
+    spread = [r.get("elapsed_per_iteration_s") or [] for r in rows]
+    lows = np.array([min(s) if len(s) > 1 else m for s, m in zip(spread, meas)])
+    highs = np.array([max(s) if len(s) > 1 else m for s, m in zip(spread, meas)])
+    k, unit = time_unit(np.concatenate([highs, pred[np.isfinite(pred)]]))
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(category_width(len(rows)), 4.6))
+    has_pred = np.isfinite(pred)
+    bars = any(len(s) > 1 for s in spread)
+    ax.bar(x - 0.2, meas * k, 0.4, label=f"measured ({report['backend']})", color="tab:blue",
+           yerr=np.vstack([(meas - lows) * k, (highs - meas) * k]) if bars else None,
+           error_kw={"ecolor": "0.15", "capsize": 2.5, "lw": 0.9})
+    ax.bar(x[has_pred] + 0.2, pred[has_pred] * k, 0.4, label="predicted (cost model)",
+           color="tab:orange")
+    values = np.concatenate([lows, highs, pred[has_pred]]) * k
+    how = value_axis(ax, float(values.min()), float(values.max()), unit, "average elapsed time")
+    rotate_labels(ax, [r["algorithm"] for r in rows])
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    delay = f", maxDelay {i['max_delay_ms']:g} ms" if i.get("max_delay_ms") else ", no imbalance"
+    ax.set_title(f"allgather on {topology_name(i.get('topology'))}: P = {i['ranks']}, "
+                 f"{i['nbytes']} B/rank{delay}\n"
+                 f"{backend_text(report['backend'], i.get('network_model'))}, "
+                 f"{i['iterations']} iteration{'s' if i['iterations'] != 1 else ''}, seed {i['seed']}",
+                 fontsize=9.5, pad=22)
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False,
+              borderaxespad=0.1)
+    notes = []
+    if bars:
+        notes.append(f"Error bars: lowest and highest of the {i['iterations']} iterations' "
+                     "average elapsed times (the bar: their mean).")
+    elif i["iterations"] > 1:
+        notes.append(f"{i['iterations']} iterations; their spread was not recorded (no error bars).")
+    if not has_pred.all():
+        notes.append("No orange bar: no prediction (the MPI library's own algorithms).")
+    if how == "cut":
+        notes.append("The value axis does not start at 0: the bars differ by a few % only.")
+    caption(fig, notes)
+    finish(fig, len(notes))
+    return fig
 
 
 def markdown(report: dict, plot_rel: str | None = None) -> str:
@@ -180,3 +215,87 @@ def markdown(report: dict, plot_rel: str | None = None) -> str:
     if plot_rel:
         lines += ["", f"![mini-benchmark]({plot_rel})"]
     return "\n".join(lines) + "\n"
+
+
+def section_text(doc: str, section: str) -> str:
+    """The text between `<!-- BEGIN section -->` and `<!-- END section -->` of a page."""
+    import re
+
+    from ..errors import InputError
+    from ..files import read_input
+
+    text = read_input(doc, "doc").decode()
+    m = re.search(rf"<!-- BEGIN {re.escape(section)} -->\n(.*?)<!-- END {re.escape(section)} -->",
+                  text, re.S)
+    if not m:
+        raise InputError(doc, section, "no such section")
+    return m.group(1)
+
+
+def report_from_markdown(text: str) -> dict:
+    """A lab report (as much of it as the chart needs) read back from the section that
+    markdown() wrote: inputs from its first paragraph, one row per table line. The
+    iterations' spread is not in the section: a chart from it has no error bars."""
+    import re
+
+    from ..errors import InputError
+
+    def find(pattern, conv=str, default=None):
+        m = re.search(pattern, text)
+        if m is None and default is None:
+            raise InputError("section", pattern, "not found: expected a section markdown() wrote")
+        return conv(m.group(1)) if m else default
+
+    topology = find(r"topology `([^`]+)`")
+    inputs = {"topology": None if topology == "homogeneous" else topology,
+              "ranks": find(r"P = (\d+)", int), "nbytes": find(r"(\d+) bytes per rank", int),
+              "max_delay_ms": find(r"maxDelay ([\d.]+) ms", float),
+              "iterations": find(r"(\d+) iterations", int), "seed": find(r"seed (\d+)", int),
+              "network_model": find(r"--network-model (\w+)", str, "")}
+    results = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 8 or not re.fullmatch(r"-?[\d.]+", cells[1]):
+            continue
+        row = {"algorithm": cells[0], "avg_elapsed_s": float(cells[1]) / 1e3,
+               "run_time_s": float(cells[2]) / 1e3, "data_ok": cells[7] == "ok"}
+        if cells[5] != "-":
+            row["predicted_avg_elapsed_s"] = float(cells[5]) / 1e3
+        results.append(row)
+    if not results:
+        raise InputError("section", "table", "no result rows")
+    return {"backend": find(r"--backend (\w+)"), "inputs": inputs, "results": results}
+
+
+def main(argv=None) -> int:
+    """python -m collsched.lab.report (REPORT.json | --doc DOC --section S) --plot PNG: the
+    chart of a lab run again, from `collsched bench --json`'s output or from the section
+    it wrote in docs/benchmarks.md (no error bars then: the section keeps means only)."""
+    import argparse
+    import json
+
+    from ..errors import InputError
+    from ..files import read_input
+
+    ap = argparse.ArgumentParser(prog="python -m collsched.lab.report")
+    ap.add_argument("report", nargs="?", help="the JSON of collsched bench --json")
+    ap.add_argument("--doc")
+    ap.add_argument("--section")
+    ap.add_argument("--plot", required=True)
+    a = ap.parse_args(argv)
+    if a.report:
+        try:
+            report = json.loads(read_input(a.report, "report"))
+        except (ValueError, UnicodeDecodeError):
+            raise InputError(a.report, "", "expected the JSON of collsched bench --json") from None
+    elif a.doc and a.section:
+        report = report_from_markdown(section_text(a.doc, a.section))
+    else:
+        ap.error("give REPORT.json or --doc and --section")
+    plot_report(report, a.plot)
+    print(f"{a.plot}: {len(report['results'])} algorithms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -19,7 +19,6 @@ from pathlib import Path
 from rich.progress import Progress
 
 from .. import __version__
-from ..files import save_figure
 
 TARGET_S, TARGET_BYTES = 2.0, 1 << 30
 
@@ -138,7 +137,7 @@ def run_compiler_bench(ranks: list[int], algorithm: str, nbytes: int, *, doc=Non
         print(json.dumps({"algorithm": algorithm, "bytes": nbytes, "results": rows}))
     md = _markdown(rows, algorithm, nbytes)
     if plot:
-        _plot(rows, algorithm, plot)
+        _plot(rows, algorithm, plot, nbytes)
         if doc:
             import os
             rel = os.path.relpath(plot, os.path.dirname(os.path.abspath(doc)))
@@ -178,24 +177,90 @@ def _markdown(rows, algorithm, nbytes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plot(rows, algorithm, path) -> None:
-    import matplotlib
+STAGES = ("generate", "verify", "simulate", "write")
 
-    matplotlib.use("Agg")
+
+def _plot(rows, algorithm, path, nbytes: int | None = None) -> None:
+    from .charts import save
+
+    save(compile_time_figure(rows, algorithm, nbytes), path)
+
+
+def compile_time_figure(rows, algorithm: str, nbytes: int | None = None):
+    """Time per stage, c+v+w and the whole job against P, both axes log (the stages span
+    milliseconds at P = 64 to seconds at P = 1024), with the c+v+w target; a Figure."""
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    p = [r["ranks"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    bottom = [0.0] * len(rows)
-    for stage in ("generate", "verify", "simulate", "write"):
-        vals = [r["timings_s"].get(stage, 0.0) for r in rows]
-        ax.bar([str(x) for x in p], vals, bottom=bottom, label=stage)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.axhline(TARGET_S, color="red", linestyle="--", label="target (c+v+w)")
-    ax.set_xlabel("ranks P")
-    ax.set_ylabel("seconds")
-    ax.set_title(f"collsched compile time, {algorithm}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
+    from .charts import caption, finish, log_axis
+
+    p = np.array([r["ranks"] for r in rows], dtype=float)
+    fig, ax = plt.subplots(figsize=(8.4, 4.4))
+    series = [(stage, [r["timings_s"].get(stage, 0.0) for r in rows], "-", 1.2, "o") for stage in STAGES]
+    series += [("c+v+w (generate + verify + write)", [r["cvw_s"] for r in rows], "-", 2.4, "s"),
+               ("all (inputs + every stage)", [r["total_s"] for r in rows], "--", 1.6, "D")]
+    shown, gaps = [], False
+    for label, vals, ls, lw, marker in series:
+        v = np.array(vals, dtype=float)
+        v[v <= 0] = np.nan  # below the clock's resolution (or rounded to 0): no point on a log axis
+        ax.plot(p, v, ls=ls, lw=lw, marker=marker, ms=4, label=label)
+        shown.append(v[np.isfinite(v)])
+        gaps |= bool(np.isnan(v).any())
+    ax.axhline(TARGET_S, color="red", linestyle=":", lw=1.2, label=f"target for c+v+w at P = 1024 ({TARGET_S:g} s)")
+    log_axis(ax.yaxis)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(p, [str(int(x)) for x in p])
+    ax.minorticks_off()
+    every = np.concatenate(shown + [np.array([TARGET_S])])
+    ax.set_ylim(every.min() / 2, every.max() * 2)
+    ax.set_xlabel("ranks P (log scale)")
+    ax.set_ylabel("seconds (log scale)")
+    size = f", {nbytes} B/rank" if nbytes else ""
+    ax.set_title(f"collsched compile time by stage: {algorithm}{size},\nhomogeneous default topology, "
+                 "one fresh process per P", fontsize=9.5)
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    notes = ["A stage timed at 0 (below the clock's resolution or the table's 1 ms) has no point."] if gaps else []
+    caption(fig, notes)
+    finish(fig, len(notes))
+    return fig
+
+
+def rows_from_markdown(text: str) -> tuple[list[dict], str, int]:
+    """The rows, algorithm and size of the section _markdown wrote (times as printed)."""
+    import re
+
+    from ..errors import InputError
+
+    m = re.search(r"Algorithm `([^`]+)`, (\d+) bytes per rank", text)
+    if not m:
+        raise InputError("section", "compiler", "expected the section of collsched bench --suite compiler")
+    rows = []
+    for line in text.splitlines():
+        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if len(c) == 11 and c[0].isdigit():
+            rows.append({"ranks": int(c[0]), "timings_s": dict(zip(STAGES, map(float, c[3:7]))),
+                         "cvw_s": float(c[7]), "total_s": float(c[8])})
+    return rows, m.group(1), int(m.group(2))
+
+
+def main(argv=None) -> int:
+    """python -m collsched.lab.bench_compiler --doc DOC --plot PNG: the compile-time chart
+    again from the table of the doc's `compiler` section."""
+    import argparse
+
+    from .report import section_text
+
+    ap = argparse.ArgumentParser(prog="python -m collsched.lab.bench_compiler")
+    ap.add_argument("--doc", required=True)
+    ap.add_argument("--section", default="compiler")
+    ap.add_argument("--plot", required=True)
+    a = ap.parse_args(argv)
+    rows, algorithm, nbytes = rows_from_markdown(section_text(a.doc, a.section))
+    _plot(rows, algorithm, a.plot, nbytes)
+    print(f"{a.plot}: {len(rows)} rank counts")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

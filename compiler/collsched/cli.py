@@ -21,7 +21,8 @@ from pathlib import Path
 
 from . import __version__, cli_build, cli_cache, cli_trace
 from .errors import InputError
-from .cli_args import MAX_RANKS, _INT, UsageError, _float_opt, _int_opt, _plot_path, _show, h, new_parser
+from .cli_args import (BIND_HELP, BIND_TO, HOSTFILE_HELP, LAUNCHER_HELP, MAX_RANKS, _INT, UsageError, _float_opt,
+                       _int_opt, _plot_path, _show, h, new_parser)
 from .files import check_path_options, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_RUN_FAILED = 0, 1, 2, 3
@@ -320,6 +321,7 @@ def cmd_plot(a) -> int:
 
 
 def cmd_bench(a) -> int:
+    _check_launch_options(a)
     if a.suite == "compile-grid":
         from .lab.bench_compiler import run_grid_compile_bench
 
@@ -389,6 +391,11 @@ def cmd_bench(a) -> int:
     a.iterations = (4 if delays is None else len(delays)) if a.iterations is None else a.iterations
     nbytes = _size_arg("64KiB" if a.bytes is None else a.bytes)
     algorithms = _algorithm_list(a.algorithms)
+    from .lab.native import resolve
+
+    for name in algorithms:  # native:NAME on this backend, before anything runs (lab/native.py)
+        if name.startswith("native:"):
+            resolve(name, a.backend)
     from .model import budget
 
     budget.check(ranks[0])
@@ -400,7 +407,8 @@ def cmd_bench(a) -> int:
                     max_delay_ms=a.max_delay_ms, seed=a.seed, flat_iterations=a.flat_iterations,
                     network_model=a.network_model, tcp_gamma=a.tcp_gamma,
                     shared_data=a.shared_data, workdir=a.keep, delays=delays,
-                    delays_source=None if a.pap is None else f"replayed from {a.pap}")
+                    delays_source=None if a.pap is None else f"replayed from {a.pap}",
+                    launcher=a.launcher, hostfile=a.hostfile, bind_to=a.bind_to)
     from rich.progress import Progress
 
     with Progress(transient=True, disable=a.json) as prog:
@@ -422,6 +430,23 @@ def cmd_bench(a) -> int:
         rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
         replace_section(a.doc, a.section or "lab-run", markdown(report, rel))
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
+
+
+def _check_launch_options(a) -> None:
+    """--launcher, --hostfile, --bind-to: real MPI's (lab/launch.py), for the lab and recurring
+    suites; checked whole (template, host file, binding) before anything runs."""
+    given = [(f, v) for f, v in (("--launcher", a.launcher), ("--hostfile", a.hostfile),
+                                 ("--bind-to", a.bind_to)) if v is not None]
+    if not given:
+        return
+    flag, value = given[0]
+    if a.suite not in ("lab", "recurring"):
+        raise InputError(flag, _show(value), "expected only with --suite lab or recurring (--backend mpi)")
+    if a.backend != "mpi":
+        raise InputError(flag, _show(value), "only with --backend mpi (SMPI places ranks from the platform)")
+    from .lab.launch import make_launcher
+
+    make_launcher(a.launcher, a.hostfile, a.bind_to)
 
 
 def _bench_recurring(a) -> int:
@@ -492,8 +517,12 @@ def _add_measure_parser(sub) -> None:
                    help=h("smpi: CM02, SMPI, LV08", "CM02", "--network-model LV08"))
     m.add_argument("--tcp-gamma", type=_int_opt("--tcp-gamma", 1, 2**62),
                    help=h("smpi: TCP window in bytes", "the topology's, else 4 MiB", "--tcp-gamma 131072"))
-    m.add_argument("--hostfile", help=h("mpi: host file for mpirun", "none: mpirun's own default",
+    m.add_argument("--launcher", default=None,
+                   help=h(LAUNCHER_HELP, "mpirun", "--launcher 'mpiexec -n {ranks} {program}'"))
+    m.add_argument("--hostfile", help=h(HOSTFILE_HELP, "none: the launcher's own placement",
                                         "--hostfile hosts.txt"))
+    m.add_argument("--bind-to", choices=BIND_TO, default=None,
+                   help=h(BIND_HELP, "none added: the launcher's own", "--bind-to core"))
     m.add_argument("--overheads", action="store_true",
                    help=h("also write the measured os(m) and g(m) (medians over host pairs) to the "
                           "topology", "off", "--overheads"))
@@ -516,7 +545,7 @@ def cmd_measure(a) -> int:
     cfg = MeasureConfig(backend=a.backend, ranks=a.ranks, sizes=parse_sizes(a.sizes), repeats=a.repeats,
                         gap_burst=a.gap_burst, site_factor=a.site_factor, all_pairs=a.all_pairs,
                         platform_from=a.platform_from, network_model=a.network_model,
-                        tcp_gamma=a.tcp_gamma, hostfile=a.hostfile,
+                        tcp_gamma=a.tcp_gamma, hostfile=a.hostfile, launcher=a.launcher, bind_to=a.bind_to,
                         fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=(a.sweep_budget if a.sweep_budget is not None
                                       else default_sweep_budget(a.backend)),
                         refine=a.refine)

@@ -93,6 +93,16 @@ def new_parser(version: str):
     return p, sub
 
 
+# Real-MPI launches (lab/launch.py; docs/lab.md, "Launchers"): bench --backend mpi and measure.
+BIND_TO = ("none", "hwthread", "core", "l1cache", "l2cache", "l3cache", "socket", "numa", "board")
+LAUNCHER_HELP = ("--backend mpi: how ranks start: mpirun, mpiexec (Open MPI's) or srun, or a template with "
+                 "{ranks}, {program} (a word of its own) and {hostfile}, e.g. 'mpirun -np {ranks} "
+                 "--map-by node {program}'; Open MPI's get --oversubscribe only when P exceeds the "
+                 "slots (the host file's, else this machine's cores) (docs/lab.md)")
+HOSTFILE_HELP = ("--backend mpi: host file, lines `host [slots=N]`; a preset passes it in its own "
+                 "syntax, a template names {hostfile} (refused for srun: SLURM places ranks)")
+BIND_HELP = ("--backend mpi: bind ranks (Open MPI's --bind-to; srun's --cpu-bind: none, hwthread, core, "
+             "socket, numa); refused for a launcher without such an option")
 _TOPOLOGY = h("topology YAML", "a homogeneous cluster: 1 Gbit/s, 50 us, full duplex",
               "--topology topologies/tryton-48.yaml")
 _PAP = h("arrival pattern YAML", "every rank arrives at once", "--pap arrivals.yaml")
@@ -226,7 +236,14 @@ def _add_bench(sub) -> None:
                           "cache build -> the runtime's selection, against native, regular, bdr and the "
                           "oracle (docs/lab.md; records --doc)", "lab", "--suite compiler"))
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi",
-                   help=h("SimGrid SMPI or real MPI (mpirun)", "smpi", "--backend mpi"))
+                   help=h("SimGrid SMPI or real MPI (through --launcher)", "smpi", "--backend mpi"))
+    b.add_argument("--launcher", default=None,
+                   help=h(LAUNCHER_HELP, "mpirun", "--launcher srun or --launcher 'mpiexec -n {ranks} "
+                                                   "--map-by node {program}'"))
+    b.add_argument("--hostfile", default=None, help=h(HOSTFILE_HELP, "none: the launcher's own placement",
+                                                      "--hostfile hosts.txt"))
+    b.add_argument("--bind-to", choices=BIND_TO, default=None,
+                   help=h(BIND_HELP, "none added: the launcher's own", "--bind-to core"))
     b.add_argument("--topology", help=_TOPOLOGY)
     b.add_argument("--collective", default="allgather", help=h("collective", "allgather", "--collective allgather"))
     b.add_argument("--ranks", help=h("lab: P; compiler: comma-separated list", "lab 8; compiler 64,256,1024",

@@ -3,7 +3,8 @@ write a topology file (measured-matrix form) that every other command reads.
 
 The MPI program runtime/measure/collsched_measure.c does the measuring (what exactly it
 times is in its header and in docs/measure.md); this module launches it under real MPI
-(`mpirun`) or SimGrid SMPI (`smpirun` on a platform generated from a topology, so that a
+(through launch.py: mpirun, mpiexec, srun or a launcher template) or SimGrid SMPI
+(`smpirun` on a platform generated from a topology, so that a
 measurement can be checked against the topology it should recover), then
 
 * fits every measured direction src -> dst: time(m) = c + m / b over the message sizes,
@@ -24,11 +25,7 @@ import dataclasses
 import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +35,7 @@ from .. import runtime_build
 from ..inputs import units
 from ..errors import InputError
 from ..files import write_atomic
-from . import sizecosts
+from . import launch, sizecosts
 from .sizefit import log_sizes
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -83,7 +80,9 @@ class MeasureConfig:
     platform_from: str | None = None  # smpi: the topology the platform is built from
     network_model: str = "CM02"
     tcp_gamma: int | None = None  # smpi: None = the topology's tcp_window, else 4 MiB
-    hostfile: str | None = None  # mpi: passed to mpirun
+    hostfile: str | None = None  # mpi: the launcher's host file (launch.py)
+    launcher: str | None = None  # mpi: a preset (mpirun, mpiexec, srun) or a template; None: mpirun
+    bind_to: str | None = None  # mpi: the launcher's binding; None: the launcher's own
     timeout_s: float = RUN_TIMEOUT_S
     # the fit sweep's sizes (0 and log-spaced ones); None = no size-dependent costs
     fit_sizes: list[int] | None = field(
@@ -156,18 +155,19 @@ def check_config(cfg: MeasureConfig) -> None:
                              "whose SimGrid platform is measured")
         if cfg.network_model not in NETWORK_MODELS:
             raise InputError("--network-model", cfg.network_model, f"expected one of {', '.join(NETWORK_MODELS)}")
-        if cfg.hostfile:
-            raise InputError("--hostfile", cfg.hostfile, "only with --backend mpi (SMPI places "
-                             "ranks from the platform)")
+        for flag, value in (("--hostfile", cfg.hostfile), ("--launcher", cfg.launcher),
+                            ("--bind-to", cfg.bind_to)):
+            if value is not None:
+                raise InputError(flag, str(value), "only with --backend mpi (SMPI places ranks "
+                                                   "from the platform)")
+        if shutil.which("smpirun") is None:
+            raise InputError("smpirun", "", "not found: install libsimgrid-dev (make deps)")
     else:
         if cfg.platform_from:
             raise InputError("--platform-from", cfg.platform_from, "only with --backend smpi")
-        if cfg.hostfile and not Path(cfg.hostfile).is_file():
-            raise InputError(cfg.hostfile, "--hostfile", "expected an existing host file")
-    launcher = "smpirun" if cfg.backend == "smpi" else "mpirun"
-    if shutil.which(launcher) is None:
-        pkg = "libsimgrid-dev" if cfg.backend == "smpi" else "openmpi-bin"
-        raise InputError(launcher, "", f"not found: install {pkg} (make deps)")
+        if cfg.launcher in (None, launch.DEFAULT) and shutil.which("mpirun") is None:
+            raise InputError("mpirun", "", "not found: install openmpi-bin (make deps)")
+        launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to)
     binary = program_path(cfg.backend)
     if not binary.exists():
         raise InputError(str(binary), "", "not built: run `make` (or `make measure`) first")
@@ -179,7 +179,8 @@ def program_path(backend: str) -> Path:
 
 # --- running the MPI program ------------------------------------------------------------
 
-def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> list[str]:
+def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> tuple[list[str], dict]:
+    """(argv, environment variables to add): smpirun's, or the launcher's (launch.py)."""
     program = [str(program_path(cfg.backend)), "--sizes", ",".join(map(str, cfg.sizes)),
                "--repeats", str(cfg.repeats), "--gap-burst", str(cfg.gap_burst),
                "--group-factor", repr(float(cfg.site_factor)), "--output", str(result), "--progress"]
@@ -201,13 +202,8 @@ def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> list[str]:
         return ["smpirun", "-np", str(cfg.ranks), "-platform", str(xml), "-hostfile", str(hosts),
                 f"--cfg=network/model:{cfg.network_model}", f"--cfg=network/TCP-gamma:{gamma}",
                 "--cfg=network/crosstraffic:0", "--cfg=smpi/simulate-computation:no",
-                "--log=root.thres:error", *program]
-    cmd = ["mpirun", "-np", str(cfg.ranks), "--oversubscribe", "--bind-to", "none"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    if cfg.hostfile:
-        cmd += ["--hostfile", str(Path(cfg.hostfile).resolve())]
-    return cmd + program
+                "--log=root.thres:error", *program], {}
+    return launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to).command(cfg.ranks, program)
 
 
 def run_program(cfg: MeasureConfig, progress=None) -> dict:
@@ -216,41 +212,26 @@ def run_program(cfg: MeasureConfig, progress=None) -> dict:
     with tempfile.TemporaryDirectory(prefix="collsched-measure-") as tmp:
         workdir = Path(tmp)
         result = workdir / "measure.json"
-        cmd = _command(cfg, workdir, result)
+        cmd, extra_env = _command(cfg, workdir, result)
         env = dict(os.environ)
-        if cfg.backend == "mpi":
-            env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-        start = time.perf_counter()
-        timed_out = threading.Event()
+        env.update(extra_env)
         other = []
-        # A session of its own: on time-out the whole group goes, not only mpirun (whose
-        # ranks would survive a SIGKILL of mpirun alone).
-        with subprocess.Popen(cmd, cwd=workdir, env=env, text=True, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, start_new_session=True) as proc:
 
-            def kill():
-                timed_out.set()
-                _stop_group(proc)
+        def line(text):  # progress lines, everything else kept for errors
+            parts = text.split()
+            if len(parts) == 5 and parts[0] == "progress" and parts[2].isdigit():
+                if progress:
+                    progress(parts[1], int(parts[2]), int(parts[3]))
+            elif text.strip():
+                other.append(text.rstrip())
 
-            watchdog = threading.Timer(cfg.timeout_s, kill)
-            watchdog.start()
-            try:
-                for line in proc.stderr:  # progress lines, everything else kept for errors
-                    parts = line.split()
-                    if len(parts) == 5 and parts[0] == "progress" and parts[2].isdigit():
-                        if progress:
-                            progress(parts[1], int(parts[2]), int(parts[3]))
-                    elif line.strip():
-                        other.append(line.rstrip())
-                proc.wait()
-            finally:
-                watchdog.cancel()
-                if proc.poll() is None:  # interrupted (e.g. Ctrl-C): do not leave MPI behind
-                    _stop_group(proc)
-                    proc.wait()
-        wall = time.perf_counter() - start
-        if timed_out.is_set():
-            raise MeasureRunError(f"measure: {cmd[0]} did not finish within {cfg.timeout_s:g} s")
+        try:
+            # A session of its own: on time-out the whole group goes, not only mpirun
+            # (whose ranks would survive a SIGKILL of mpirun alone).
+            proc = launch.run(cmd, env, workdir, cfg.timeout_s, on_stderr=line, capture_stdout=False)
+        except launch.LaunchTimeout:
+            raise MeasureRunError(f"measure: {cmd[0]} did not finish within {cfg.timeout_s:g} s") from None
+        wall = proc.wall_s
         if proc.returncode != 0 or not result.exists():
             # SimGrid ends with "Aborted"/"Execution failed": its first ERROR line says why.
             errors = [ln for ln in other if "ERROR]" in ln or "error:" in ln.lower()]
@@ -265,20 +246,6 @@ def run_program(cfg: MeasureConfig, progress=None) -> dict:
                               f"{raw.get('ranks')} ranks; expected {FORMAT}, {cfg.ranks})")
     raw["wall_s"] = wall
     return raw
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    """SIGTERM to the launcher's process group (mpirun then stops its ranks), SIGKILL after 5 s."""
-    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 # --- fitting ------------------------------------------------------------------------------
@@ -488,6 +455,8 @@ def summary(meas: Measurement, cfg: MeasureConfig, output: Path) -> dict:
         "output": str(output), "backend": cfg.backend, "ranks": cfg.ranks,
         "platform_from": cfg.platform_from,
         "network_model": cfg.network_model if cfg.backend == "smpi" else None,
+        "launch": None if cfg.backend == "smpi" else
+        launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to).describe(),
         "sizes": raw["sizes"], "repeats": raw["repeats"], "gap_burst": raw["gap_burst"],
         "site_factor": cfg.site_factor, "all_pairs": bool(raw["all_pairs"]),
         "hosts": meas.hosts, "rank_host": meas.rank_host, "sites": sites,
@@ -515,7 +484,9 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
     meas = analyse(raw, cfg.site_factor)
     raw["refine_runs"] = refine(cfg, meas, progress)
     how = (f"smpirun on a platform from {cfg.platform_from}, network/model:{cfg.network_model}"
-           if cfg.backend == "smpi" else "mpirun")
+           if cfg.backend == "smpi" else f"launcher {cfg.launcher or launch.DEFAULT}" +
+           (f", host file {cfg.hostfile}" if cfg.hostfile else "") +
+           (f", bound to {cfg.bind_to}" if cfg.bind_to else ""))
     comment = (f"Written by `collsched measure` ({how}): {cfg.ranks} ranks, sizes "
                f"{','.join(map(str, raw['sizes']))} B, median of {raw['repeats']} runs each.\n"
                "latency = half the intercept, bandwidth = 1 / slope of a fit of time(m) = c + m / b "

@@ -37,8 +37,7 @@ ALGORITHMS: dict[str, tuple[str | None, int | None]] = {
     "default": ("default", None),  # SimGrid's default allgather
 }
 # other names of the same algorithms (SimGrid's and Open MPI's own spellings)
-ALIASES = {"rdb": "recursive_doubling", "ompi_neighborexchange": "neighbor",
-           "neighbor_exchange": "neighbor", "GB": "linear", "basic_linear": "linear"}
+ALIASES = {"rdb": "recursive_doubling", "ompi_neighborexchange": "neighbor", "GB": "linear"}
 # selectors: a library's decision rules pick the algorithm per call
 SELECTORS = {"smpi": ("ompi", "mpich", "mvapich2", "impi"), "mpi": ("ompi",)}
 BACKENDS = ("smpi", "mpi")
@@ -71,18 +70,16 @@ def offers(backend: str) -> str:
     for name, (sg, ompi) in ALGORITHMS.items():
         if (sg if smpi else ompi) is None:
             continue
-        alias = [a for a, c in ALIASES.items() if c == name and (a != "GB" or smpi)
-                 and a != "basic_linear"]
-        names.append(f"{name} ({', '.join(alias)})" if alias else name)
-    names += [f"{s} (selector)" for s in SELECTORS[backend]]
+        names.append("/".join([name] + [a for a, c in ALIASES.items() if c == name]))
     if not smpi:
-        names.append(f"0..{max(i for _, i in ALGORITHMS.values() if i is not None)} (tuned id)")
-    return ", ".join(names)
+        names.append(f"0..{max(i for _, i in ALGORITHMS.values() if i is not None)}")
+    return f"{', '.join(names)}; selector{'s' * (len(SELECTORS[backend]) > 1)} " + \
+        ", ".join(SELECTORS[backend])
 
 
 def _refuse(full: str, backend: str, why: str) -> InputError:
-    return InputError("--algorithms", full, f"{why}; mpi offers: {offers('mpi')}; "
-                                            f"smpi offers: {offers('smpi')}")
+    return InputError("--algorithms", f"{full}: {why}", f"mpi offers {offers('mpi')}; "
+                                                        f"smpi offers {offers('smpi')}")
 
 
 def resolve(name: str, backend: str) -> Native:

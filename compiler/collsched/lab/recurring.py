@@ -138,11 +138,12 @@ def _say(progress, text: str) -> None:
 
 
 def _config(backend, topology, ranks, nbytes, delays, source, network_model, workdir, environ=None,
-            library_native=False) -> LabConfig:
+            library_native=False, launch=None) -> LabConfig:
+    """launch: real MPI's launcher, hostfile and bind_to (LabConfig's; lab/launch.py)."""
     return LabConfig(backend=backend, topology=topology, ranks=ranks, nbytes=nbytes,
                      iterations=len(delays), flat_iterations=0, delays=delays, delays_source=source,
                      network_model=network_model, workdir=str(workdir), environ=environ or {},
-                     library_native=library_native, bounds=False)
+                     library_native=library_native, bounds=False, **(launch or {}))
 
 
 def _preload_env(backend: str) -> dict:
@@ -252,14 +253,14 @@ def _prediction_error(patterns: np.ndarray, t_message: float) -> dict:
 
 
 def _run(backend, topology, ranks, nbytes, delays, source, network_model, workdir, name,
-         environ=None, library_native=False, algorithm=None, progress=None, tag=None) -> dict:
+         environ=None, library_native=False, algorithm=None, progress=None, tag=None, launch=None) -> dict:
     """One algorithm on one delay matrix: its row of run_lab's report (run directory
     WORKDIR/SOURCE-TAG, TAG the name unless given: cache names hold a path)."""
     _say(progress, f"{source}: {name} ({len(delays)} iterations)")
     t = time.perf_counter()
     run_dir = workdir / f"{source}-{tag or name}"
     cfg = _config(backend, topology, ranks, nbytes, delays, source, network_model, run_dir,
-                  environ, library_native)
+                  environ, library_native, launch)
     rep = run_lab(cfg, [algorithm or name])
     row = rep["results"][0]
     row["algorithm"] = name
@@ -328,14 +329,24 @@ def _inputs(backend, ranks, nbytes, iterations, topology, sc, seed, n_unseen, wa
 
 def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int | None = None,
                   iterations: int | None = None, network_model: str = "CM02", topology: str | None = None,
-                  workdir: str | None = None, seed: int = SEED, progress=None) -> dict:
-    """The whole suite (module docstring); returns the report."""
+                  workdir: str | None = None, seed: int = SEED, progress=None, launch: dict | None = None) -> dict:
+    """The whole suite (module docstring); returns the report. launch: real MPI's launcher,
+    hostfile and bind_to (LabConfig's, lab/launch.py), checked before anything runs."""
     import tempfile
 
     from ..model.simulate import piece_time
     from ..pipeline import resolve_topology
     from .runner import ROOT, pattern_bounds
 
+    launch = {k: v for k, v in (launch or {}).items() if v is not None}
+    if launch:
+        from . import launch as launching
+
+        if backend != "mpi":
+            flag, value = next(iter(launch.items()))
+            raise InputError(f"--{flag.replace('_', '-')}", str(value), "only with --backend mpi (SMPI "
+                                                                        "places ranks from the platform)")
+        launching.make_launcher(launch.get("launcher"), launch.get("hostfile"), launch.get("bind_to"))
     d = DEFAULTS[backend]
     ranks, iterations = ranks or d["ranks"], iterations or d["iterations"]
     nbytes = nbytes or default_bytes(backend, ranks)
@@ -354,7 +365,7 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
     unseen = sc.draw(np.full(n_unseen, k), 3)
     preload = _preload_env(backend)
     common = dict(backend=backend, topology=topology, ranks=ranks, nbytes=nbytes, network_model=network_model,
-                  workdir=work, progress=progress)
+                  workdir=work, progress=progress, launch=launch or None)
     trace = work / "train.trace"
     train_row, topo_file = _train(common, train, trace, preload, work, topology)
     vrows = []
@@ -394,6 +405,8 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
         "regular_predicted_s": regular_pred, "regular": regular, "best_regular": best_regular,
         "evaluation": rows, "unseen": unseen_rows,
     }
+    if launch:
+        report["inputs"]["launch"] = launch  # real MPI's launcher options as given
     report["prediction"] = _prediction_error(evald, t_msg)
     # The same classes under Gaussian noise of the same sigma: a figure, not a target.
     report["prediction_gaussian"] = _prediction_error(sc.draw(labels, 2, gaussian=True), t_msg)
@@ -406,12 +419,13 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
 
 def run_and_record(backend: str, ranks, nbytes, iterations, network_model: str, topology, doc: str | None,
                    plot_path: str | None, section: str | None, workdir: str | None, json_out: str | None = None,
-                   progress=None) -> dict:
+                   progress=None, launch: dict | None = None) -> dict:
     """run_recurring, then the JSON report (json_out, else WORKDIR/report.json), the plots
     and the --doc section."""
     from ..files import write_atomic
 
-    report = run_recurring(backend, ranks, nbytes, iterations, network_model, topology, workdir, progress=progress)
+    report = run_recurring(backend, ranks, nbytes, iterations, network_model, topology, workdir, progress=progress,
+                           launch=launch)
     write_atomic(json_out or Path(report["workdir"]) / "report.json",
                  json.dumps(finite(report), indent=1, default=jsonable) + "\n")
     record(report, doc, plot_path, section)
@@ -428,7 +442,8 @@ def bench_command(a, ranks: int | None, nbytes: int | None) -> tuple[dict, str]:
             print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
     report = run_and_record(a.backend, ranks, nbytes, a.iterations, a.network_model, a.topology, a.doc,
-                            a.plot, a.section, a.keep, progress=progress)
+                            a.plot, a.section, a.keep, progress=progress,
+                            launch={"launcher": a.launcher, "hostfile": a.hostfile, "bind_to": a.bind_to})
     return report, markdown(report)
 
 

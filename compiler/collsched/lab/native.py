@@ -41,6 +41,7 @@ ALIASES = {"rdb": "recursive_doubling", "ompi_neighborexchange": "neighbor", "GB
 # selectors: a library's decision rules pick the algorithm per call
 SELECTORS = {"smpi": ("ompi", "mpich", "mvapich2", "impi"), "mpi": ("ompi",)}
 BACKENDS = ("smpi", "mpi")
+MAX_TUNED_ID = max(i for _, i in ALGORITHMS.values() if i is not None)  # 0: the tuned decision
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def offers(backend: str) -> str:
             continue
         names.append("/".join([name] + [a for a, c in ALIASES.items() if c == name]))
     if not smpi:
-        names.append(f"0..{max(i for _, i in ALGORITHMS.values() if i is not None)}")
+        names.append(f"0..{MAX_TUNED_ID}")
     return f"{', '.join(names)}; selector{'s' * (len(SELECTORS[backend]) > 1)} " + \
         ", ".join(SELECTORS[backend])
 
@@ -95,8 +96,8 @@ def resolve(name: str, backend: str) -> Native:
     if algo in SELECTORS["smpi"]:
         raise _refuse(full, backend, f"a selector of --backend smpi, not on --backend {backend}")
     if backend == "mpi" and algo.isascii() and algo.isdigit():
-        if len(algo) > 3:
-            raise _refuse(full, backend, "expected a tuned id of at most 3 digits")
+        if len(algo) > 3 or int(algo) > MAX_TUNED_ID:
+            raise _refuse(full, backend, f"expected a tuned id 0..{MAX_TUNED_ID}")
         return Native(algo, backend, None, mca={"coll_tuned_use_dynamic_rules": "1",
                                                 "coll_tuned_allgather_algorithm": str(int(algo))})
     canonical = ALIASES.get(algo, algo)

@@ -247,6 +247,9 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, env: _RunEnv,
     except launch.LaunchTimeout:
         raise LabRunError(f"{algorithm}: {cmd[0]} did not finish within {RUN_TIMEOUT_S} s") from None
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
+    if done.returncode == 0 and line is None:
+        raise LabRunError(f"{algorithm}: {cmd[0]} exited 0 without the minibench's result line on stdout "
+                          "(a launcher option that rewrites the program's output?)")
     if done.returncode != 0 or line is None:
         tail = ([ln for ln in done.stderr if ln.strip()] or ["(no output)"])[-1].strip()
         raise LabRunError(f"{algorithm}: {cmd[0]} failed (exit {done.returncode}): {tail}")

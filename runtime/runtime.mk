@@ -1,7 +1,8 @@
 # runtime/runtime.mk - the C runtime (included by the top-level Makefile).
 #
 #   make runtime                 build/lib (libcollsched.so/.a, libcollsched-preload.so,
-#                                pkgconfig), build/bin/collsched-run, build/smpi/ (SimGrid)
+#                                pkgconfig), build/bin/collsched-run, build/smpi/ (SimGrid),
+#                                build/fortran/ (the Fortran test programs, with mpifort)
 #   make install PREFIX=/opt/x [DESTDIR=/stage]
 #                                lib (versioned sonames), include, pkgconfig, cmake, bin
 #   make uninstall PREFIX=... [DESTDIR=...]   removes exactly what install put
@@ -15,6 +16,7 @@ RT        := runtime
 RT_BUILD  := build
 MPICC     ?= mpicc
 SMPICC    ?= smpicc
+MPIFORT   ?= mpifort
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 RT_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -Wall -Wextra -I$(RT)/include -I$(RT)/src \
@@ -23,21 +25,25 @@ RT_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -Wall -Wextra -I$(RT)/inc
 # libX.so (for -lX and LD_PRELOAD=libcollsched-preload.so) are symlinks to it.
 SOMAJOR   := $(firstword $(subst ., ,$(VERSION)))
 # Only what carries COLLSCHED_API (collsched.h, collsched_schedfile.h, preload.c's MPI_*
-# wrappers) is exported from the shared libraries.
+# wrappers) and preload_fortran.c's Fortran names is exported from the shared libraries.
 RT_VISFLAGS := -fvisibility=hidden
 # Without an MPI compiler wrapper (tools/ensure-deps.sh skipped the system packages) the
 # builds that need it say so in one line and are skipped; `make test` still runs.
 HAVE_MPICC  := $(shell command -v $(MPICC) 2>/dev/null)
 HAVE_SMPICC := $(shell command -v $(SMPICC) 2>/dev/null)
+# mpifort runs: the wrapper is there and so is the Fortran compiler it wraps.
+HAVE_MPIFORT := $(shell $(MPIFORT) --version >/dev/null 2>&1 && echo yes)
 RT_LIBS   := -lm -lpthread  # bdr.c: floor(); pat.c: the progress thread
-# Every module of src/ but the preload wrapper and the driver's main goes into the library.
-RT_LIBSRC := $(filter-out preload collsched_run,$(basename $(notdir $(wildcard $(RT)/src/*.c))))
+# Every module of src/ but the preload wrappers (C and Fortran) and the driver's main goes
+# into the library.
+RT_PRELOAD := preload preload_fortran
+RT_LIBSRC := $(filter-out $(RT_PRELOAD) collsched_run,$(basename $(notdir $(wildcard $(RT)/src/*.c))))
 RT_HDRS   := $(wildcard $(RT)/include/*.h $(RT)/src/*.h)
 FUZZ_SECONDS ?= 180
 
-.PHONY: runtime runtime-mpi runtime-smpi install uninstall check-asan check-tsan fuzz bench-runtime bench-trace test-runtime
+.PHONY: runtime runtime-mpi runtime-smpi runtime-fortran install uninstall check-asan check-tsan fuzz bench-runtime bench-trace test-runtime
 
-runtime: runtime-mpi runtime-smpi
+runtime: runtime-mpi runtime-smpi runtime-fortran
 
 # ---- Open MPI build (objects are PIC: they go into the shared libraries too) ----
 RT_OBJ      := $(RT_BUILD)/obj
@@ -65,7 +71,7 @@ $(RT_BUILD)/lib/libcollsched.so: $(RT_LIBOBJS)
 	$(MPICC) -shared -Wl,-soname,libcollsched.so.$(SOMAJOR) -o $@.$(VERSION) $^ $(RT_LIBS)
 	ln -sf libcollsched.so.$(VERSION) $@.$(SOMAJOR) && ln -sf libcollsched.so.$(SOMAJOR) $@
 
-$(RT_BUILD)/lib/libcollsched-preload.so: $(RT_LIBOBJS) $(RT_OBJ)/preload.o
+$(RT_BUILD)/lib/libcollsched-preload.so: $(RT_LIBOBJS) $(RT_PRELOAD:%=$(RT_OBJ)/%.o)
 	@mkdir -p $(@D)
 	$(MPICC) -shared -Wl,-soname,libcollsched-preload.so.$(SOMAJOR) -o $@.$(VERSION) $^ $(RT_LIBS)
 	ln -sf libcollsched-preload.so.$(VERSION) $@.$(SOMAJOR) && ln -sf libcollsched-preload.so.$(SOMAJOR) $@
@@ -81,6 +87,29 @@ $(RT_BUILD)/include/collsched.h: $(wildcard $(RT)/include/*.h)
 $(RT_BUILD)/lib/pkgconfig/collsched.pc: $(RT)/collsched.pc.in
 	@mkdir -p $(@D)
 	sed -e 's|@PREFIX@|$(abspath $(RT_BUILD))|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# ---- Fortran test programs (tests/runtime/test_fortran.py): one source, built for each
+# of Open MPI's Fortran bindings - include 'mpif.h', use mpi, use mpi_f08 - plain MPI
+# programs that the preload library serves (docs/runtime.md, "Fortran") ----
+RT_FORTRAN      := $(RT_BUILD)/fortran
+RT_FBINDINGS    := mpif mpi f08
+RT_FPROGS       := $(RT_FBINDINGS:%=$(RT_FORTRAN)/collsched-fortran-%)
+
+ifeq ($(HAVE_MPIFORT),)
+runtime-fortran:
+	@echo "runtime: $(MPIFORT) not found or not working: the Fortran test programs (build/fortran/) not built, their tests skip (install gfortran)"
+else
+runtime-fortran: $(RT_FPROGS)
+endif
+
+# BINDING_mpif, BINDING_mpi or BINDING_f08 selects the binding (the program defines no
+# module). mpif.h declares no interfaces: gfortran >= 10 needs -fallow-argument-mismatch to
+# pass integer and double precision buffers to the same routine, as with any mpif.h program
+# (-w: it warns for each such call).
+$(RT_FORTRAN)/collsched-fortran-%: $(RT)/fortran/allgather_check.F90
+	@mkdir -p $(@D)
+	$(MPIFORT) -O1 -g -Wall -fcheck=bounds -DBINDING_$* $(if $(filter mpif,$*),-fallow-argument-mismatch -w) \
+	    -o $@ $<
 
 # ---- SimGrid SMPI build: the same sources, compiled with smpicc ----
 RT_SOBJ := $(RT_BUILD)/smpi/obj
@@ -144,7 +173,7 @@ $(RT_AOBJ)/%.o: $(RT)/src/%.c $(RT_HDRS)
 	@mkdir -p $(@D)
 	$(MPICC) $(RT_CFLAGS) -O1 $(RT_SANFLAGS) -fPIC -c $< -o $@
 
-$(RT_BUILD)/asan/lib/libcollsched-preload.so: $(RT_LIBSRC:%=$(RT_AOBJ)/%.o) $(RT_AOBJ)/preload.o
+$(RT_BUILD)/asan/lib/libcollsched-preload.so: $(RT_LIBSRC:%=$(RT_AOBJ)/%.o) $(RT_PRELOAD:%=$(RT_AOBJ)/%.o)
 	@mkdir -p $(@D)
 	$(MPICC) $(RT_SANFLAGS) -shared -o $@ $^ $(RT_LIBS)
 

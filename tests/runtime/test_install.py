@@ -50,14 +50,29 @@ target_link_libraries(prog PRIVATE collsched::collsched)
 """
 
 
+# The routines whose Fortran bindings the preload library takes over (preload_fortran.c),
+# under every name Open MPI 4.1 gives them (docs/runtime.md, "Fortran"; test_fortran.py
+# checks these against the names Open MPI's own Fortran libraries export).
+FORTRAN_ROUTINES = ("allgather", "allgatherv", "init", "init_thread", "finalize")
+
+
+def fortran_names(routine: str) -> set[str]:
+    camel = "MPI_" + routine.capitalize()
+    return {f"mpi_{routine}", f"mpi_{routine}_", f"mpi_{routine}__", f"MPI_{routine.upper()}",
+            f"{camel}_f", f"{camel}_f08", f"mpi_{routine}_f08_"}
+
+
 def public_symbols() -> tuple[set[str], set[str]]:
-    """What the headers declare COLLSCHED_API, and preload.c's exported MPI_* wrappers."""
+    """What the headers declare COLLSCHED_API, and the preload library's wrappers: preload.c's
+    exported MPI_* functions and the Fortran names."""
     decl = re.compile(r"^COLLSCHED_API\s+[\w\s\*]+?\b(\w+)\s*\(", re.M)
     api = set()
     for h in ("collsched.h", "collsched_schedfile.h"):
         api |= set(decl.findall((ROOT / "runtime" / "include" / h).read_text()))
     wrappers = set(decl.findall((ROOT / "runtime" / "src" / "preload.c").read_text()))
     assert api and wrappers and all(w.startswith("MPI_") for w in wrappers)
+    for routine in FORTRAN_ROUTINES:
+        wrappers |= fortran_names(routine)
     return api, wrappers
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 
 from . import links, msgcosts, units
+from .. import resources
 from ..errors import InputError
 from ..files import write_atomic
 from .schemas import TOPOLOGY_SCHEMA, Doc, describe, read_yaml
@@ -282,9 +283,11 @@ def homogeneous(nranks, latency_s=50e-6, bandwidth_Bps=125e6, full_duplex=True) 
 def load_topology(path, nranks: int | None = None) -> Topology:
     """Read a topology file; nranks None = as many ranks as the placement provides.
 
-    Raises InputError (one line: file, field, what was expected) for any bad input.
+    A path that names no file but a bundled topology (`tryton-48`, `topologies/tryton-48.yaml`)
+    reads the bundled copy (resources.topology_path). Raises InputError (one line: file,
+    field, what was expected) for any bad input.
     """
-    doc = read_yaml(path, TOPOLOGY_SCHEMA)
+    doc = read_yaml(resources.topology_path(path), TOPOLOGY_SCHEMA)
     return _Reader(doc).build(nranks)
 
 

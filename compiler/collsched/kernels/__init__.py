@@ -27,7 +27,12 @@ tests/compiler/test_kernels_interface.py fails). A call converts nothing silentl
 must have the declared element type, be C-contiguous, and be writable where the kernel
 writes.
 
-A library older than its sources is not loaded (the results would be a stale build's);
+Installed from a wheel (`pip install .`), the package build (setup.py) has compiled the
+same sources into the same place, collsched/kernels/libcollsched_kernels.so; the wheel
+carries kernels.h but not the .c files.
+
+In a source checkout, a library older than its sources is not loaded (the results would be
+a stale build's); in an installed package there are no sources to compare with.
 COLLSCHED_KERNELS=0 in the environment turns the kernels off, COLLSCHED_KERNELS_LIB loads
 another build (`make check-kernels-asan`: the parity tests under ASan and UBSan).
 `status()` says which: "c", or why the Python references run.
@@ -118,13 +123,18 @@ def _load():
     global _lib, _why
     if _lib is not None or _why is not None:
         return
+    with os.scandir(HERE) as entries:
+        sources = {e.name: e.stat().st_mtime for e in entries if e.name.endswith((".c", ".h"))}
+    # The C sources are here in a source checkout (or an unpacked sdist), not in a wheel:
+    # it ships kernels.h only (for the prototypes), and its files' times are the install's.
+    checkout = any(name.endswith(".c") for name in sources)
     if not LIBRARY.exists():
-        _why = f"{LIBRARY.name} is not built (make deps builds it)"
+        _why = (f"{LIBRARY.name} is not built (make deps builds it)" if checkout else
+                f"{LIBRARY.name} is not in this installation: it was built without a C compiler "
+                "(reinstall with cc present; docs/install.md)")
         return
     built = LIBRARY.stat().st_mtime
-    with os.scandir(HERE) as entries:
-        stale = sorted(e.name for e in entries
-                       if e.name.endswith((".c", ".h")) and e.stat().st_mtime > built)
+    stale = sorted(name for name, mtime in sources.items() if mtime > built) if checkout else []
     if stale:
         _why = f"{LIBRARY.name} is older than {stale[0]} (make deps rebuilds it)"
         return

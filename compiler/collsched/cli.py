@@ -537,8 +537,8 @@ def cmd_measure(a) -> int:
     from rich.progress import Progress
 
     from .model import budget
-    from .lab.measure import (MeasureConfig, default_sweep_budget, measure, parse_sizes, parse_sweep,
-                              text_report)
+    from .lab.measure import (MeasureConfig, check_config, default_sweep_budget, measure, parse_sizes,
+                              parse_sweep, text_report)
 
     budget.check(a.ranks, 0, what=f"{a.ranks} ranks' measured matrices")
 
@@ -549,6 +549,7 @@ def cmd_measure(a) -> int:
                         fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=(a.sweep_budget if a.sweep_budget is not None
                                       else default_sweep_budget(a.backend)),
                         refine=a.refine)
+    check_config(cfg)  # every option (launcher, host file, ...) before anything runs
     with Progress(transient=True, disable=a.json, console=Console(stderr=True)) as prog:
         task = prog.add_task(f"measure ({a.backend})", total=None)
 

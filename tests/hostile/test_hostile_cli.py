@@ -65,6 +65,8 @@ def files(tmp_path_factory):
     shutil.copy(TOPO, d / "topo.yaml")
     (d / "empty.yaml").write_text("")
     (d / "adir.sched").mkdir()
+    (d / "ok.hosts").write_text("localhost slots=2\n")
+    (d / "bad.hosts").write_text("localhost slots=-1\n")
     return d
 
 
@@ -140,6 +142,29 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
                             (["bench"], "--shared-data", "maybe"),
                             (["measure", "--ranks", "4", "-o", str(out / "m.yaml")], "--backend", "tcp")]:
         bad(with_opt(cmd, opt, value), opt)
+    # Launchers, host files, binding (real MPI only; lab/launch.py): hostile templates and files.
+    measure_mpi = ["measure", "--backend", "mpi", "--ranks", "4", "-o", str(out / "m.yaml")]
+    for base in (["bench", "--backend", "mpi"], ["bench", "--backend", "mpi", "--suite", "recurring"], measure_mpi):
+        for value in ["", " ", "{program}", "mpirun -np {ranks}", "mpirun -np {ranks} {program} {program}",
+                      "mpirun -np {nranks} {program}", "mpirun -np {ranks!s} {program}", "mpirun {", "mpirun }",
+                      "mpirun 'x {ranks} {program}", "no-such-launcher -n {ranks} {program}",
+                      "mpirun -np {ranks} --hostfile {hostfile} {program}", "🙂 {ranks} {program}",
+                      "\x00 {ranks} {program}", "x" * 5000 + " {ranks} {program}"]:
+            bad(with_opt(base, "--launcher", value), "--launcher")
+        for value in ["", "sideways", "CORE", "core,socket", "🙂"]:
+            bad(with_opt(base, "--bind-to", value), "--bind-to")
+        for name in ["missing.hosts", "adir.sched", "garbage.sched", "bad.hosts", "empty.yaml"]:
+            bad(with_opt(base, "--hostfile", str(d / name)), name)
+        bad(with_opt(base, "--launcher", "env -n {ranks} {program}") + ["--bind-to", "core"], "--bind-to")
+        bad(with_opt(base, "--launcher", "env -n {ranks} {program}") + ["--hostfile", str(d / "ok.hosts")],
+            "--hostfile")
+    bad(["bench", "--backend", "mpi", "--algorithms", "ring,native:2dmesh"], "--algorithms")
+    bad(["bench", "--algorithms", "native:two_proc"], "--algorithms")
+    for opt, value in (("--launcher", "mpirun"), ("--hostfile", str(d / "ok.hosts")), ("--bind-to", "core")):
+        bad(["bench", opt, value], opt)  # --backend smpi
+        bad(["bench", "--suite", "compiler", "--backend", "mpi", opt, value], opt)
+        bad(["measure", "--backend", "smpi", "--ranks", "4", "--platform-from", str(TOPO), opt, value,
+             "-o", str(out / "m.yaml")], opt)
     # Conflicting or out-of-place values.
     bad(with_opt(compile_, "--algorithm", "nex") + ["--ranks", "5"], "--algorithm")
     bad(with_opt(compile_, "--algorithm", "rd") + ["--ranks", "6"], "--algorithm")

@@ -229,3 +229,29 @@ def test_compile_time_on_log_axes():
     section = doc.split("<!-- BEGIN compiler -->")[1].split("<!-- END compiler -->")[0]
     parsed, alg, nbytes = rows_from_markdown(section)
     assert alg and nbytes > 0 and [r["ranks"] for r in parsed] == sorted(r["ranks"] for r in parsed)
+
+
+# --- the recurring suite's charts (bench --suite recurring) ---------------------------------
+
+def test_recurring_charts_name_the_run_and_key_the_strips():
+    from collsched.lab.recurring_report import elapsed_figure, strip_figure
+
+    n = 12
+    labels = ["a", "b", "c"] * 4
+    report = {"backend": "smpi", "network_model": "CM02",
+              "inputs": {"ranks": 28, "bytes": 37448, "iterations": n, "warmup_iterations": 3,
+                         "topology": "/x/topologies/tryton-48.yaml"},
+              "evaluation": {"native": {"elapsed_per_iteration_s": [0.0123] * n},
+                             "cache-pat:/d": {"elapsed_per_iteration_s": [0.009 + 1e-4 * k for k in range(n)]}},
+              "variants": {"pat": {"cache": "cache-pat:/d", "hits": {"mapped": ["regular"] + labels[1:]}}},
+              "scenario": {"labels": labels}}
+    fig = elapsed_figure(report)
+    ax = fig.axes[0]
+    assert "tryton-48" in ax.get_title() and "network model CM02" in ax.get_title()
+    assert "(ms)" in ax.get_ylabel()
+    assert {"native", "cache (pat)", "end of warm-up"} <= set(legend_texts(ax))
+    assert_readable(fig, ax)
+    strips = strip_figure(report)
+    assert "the true class's entry" in legend_texts(strips.axes[0])
+    bars = strips.axes[0].patches
+    assert len(bars) == n and bars[0].get_facecolor() != bars[1].get_facecolor()

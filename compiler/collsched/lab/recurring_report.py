@@ -265,14 +265,30 @@ def markdown(report: dict, plot_rel: str | None = None, strip_rel: str | None = 
     return "\n".join(lines) + "\n"
 
 
-def _plot_strips(report: dict, strip: str, plt) -> str | None:
+def _title(report: dict) -> str:
+    from .charts import backend_text, topology_name
+
+    i = report["inputs"]
+    where = (f"on {topology_name(i.get('topology'))}" if report["backend"] == "smpi"
+             else f"(predictions for {topology_name(i.get('topology'))})")
+    return (f"recurring patterns {where}: P = {i['ranks']}, {i['bytes']} B/rank, "
+            f"{i['iterations']} iterations\n{backend_text(report['backend'], report.get('network_model'))}")
+
+
+def strip_figure(report: dict):
     """One hit/miss strip per variant with hits (green: the true class's entry, orange:
-    the regular entry, red: another entry, the library or a schedule not in the cache)."""
+    the regular entry, red: another entry, the library or a schedule not in the cache);
+    a Figure, or None without hits."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     with_hits = [(lb, v["hits"]) for lb, v in report["variants"].items() if v.get("hits")]
     if not with_hits:
         return None
     labels = report["scenario"]["labels"]
-    fig, axes = plt.subplots(len(with_hits), 1, figsize=(10, 0.6 + 1.1 * len(with_hits)), squeeze=False)
+    fig, axes = plt.subplots(len(with_hits), 1, figsize=(10, 1.5 + 1.0 * len(with_hits)), squeeze=False,
+                             sharex=True)
     for ax, (lb, hits) in zip(axes[:, 0], with_hits):
         for k, (m, want) in enumerate(zip(hits["mapped"], labels)):
             color = "tab:green" if m == want else ("tab:orange" if m == "regular" else "tab:red")
@@ -280,38 +296,56 @@ def _plot_strips(report: dict, strip: str, plt) -> str | None:
         ax.set_yticks([])
         ax.set_ylabel(lb, rotation=0, ha="right", va="center")
         ax.axvline(report["inputs"]["warmup_iterations"] - 0.5, color="black", ls=":", lw=1)
-    axes[-1, 0].set_xlabel("iteration (green: the true class's entry, orange: regular entry, "
-                           "red: other / library)")
+        ax.set_xlim(-0.5, len(labels) - 0.5)
+    axes[-1, 0].set_xlabel("iteration")
+    axes[0, 0].set_title("cache entry each call ran, per variant: " + _title(report).replace("\n", "; "),
+                         fontsize=9, pad=22)
+    axes[0, 0].legend(handles=[Patch(color="tab:green", label="the true class's entry"),
+                               Patch(color="tab:orange", label="the regular entry"),
+                               Patch(color="tab:red", label="another entry or the library"),
+                               Line2D([], [], color="black", ls=":", label="end of warm-up")],
+                      loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=8, frameon=False,
+                      borderaxespad=0.1)
     fig.tight_layout()
-    fig.savefig(strip, dpi=110)
-    plt.close(fig)
-    return strip
+    return fig
+
+
+def elapsed_figure(report: dict):
+    """Per-iteration elapsed time by algorithm, one line style each (equal curves stay
+    visible), the warm-up's end marked; a Figure."""
+    import matplotlib.pyplot as plt
+
+    from .charts import time_unit
+
+    ev = report["evaluation"]
+    k, unit = time_unit([x for r in ev.values() for x in r["elapsed_per_iteration_s"]])
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    for j, (n, r) in enumerate(ev.items()):
+        ax.plot(np.array(r["elapsed_per_iteration_s"]) * k, label=_label(report, n), lw=1.2,
+                ls=("-", "--", ":", "-.")[j % 4])
+    ax.axvline(report["inputs"]["warmup_iterations"] - 0.5, color="grey", ls=":", lw=1,
+               label="end of warm-up")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(f"average elapsed time ({unit})")
+    ax.set_title(_title(report), fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig
 
 
 def plot(report: dict, path: str) -> tuple[str, str | None]:
     """Per-iteration elapsed time by algorithm (PNG `path`) and, with cache hits, the
     hit/miss strips (`path` with -hits before .png). Returns the two paths."""
-    import matplotlib
+    from .charts import save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ev = report["evaluation"]
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    for j, (n, r) in enumerate(ev.items()):  # equal curves stay visible: a line style each
-        ax.plot(np.array(r["elapsed_per_iteration_s"]) * 1e3, label=_label(report, n), lw=1.2,
-                ls=("-", "--", ":", "-.")[j % 4])
-    ax.axvline(report["inputs"]["warmup_iterations"] - 0.5, color="grey", ls=":", lw=1)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("average elapsed time (ms)")
-    ax.set_title(f"recurring patterns, {report['backend']}"
-                 f"{' ' + report['network_model'] if report['network_model'] else ''}, "
-                 f"P = {report['inputs']['ranks']}, {report['inputs']['bytes']} B")
-    ax.legend(fontsize=8, ncol=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path, _plot_strips(report, str(Path(path).with_name(Path(path).stem + "-hits.png")), plt)
+    save(elapsed_figure(report), path)
+    strips = strip_figure(report)
+    if strips is None:
+        return path, None
+    strip = str(Path(path).with_name(Path(path).stem + "-hits.png"))
+    save(strips, strip)
+    return path, strip
 
 
 def record(report: dict, doc: str | None, plot_path: str | None, section: str | None) -> None:

@@ -320,6 +320,33 @@ def test_bench_hostfile_slots_decide_oversubscription(tmp_path, capsys):
 
 
 @pytest.mark.mpi
+def test_recurring_suite_through_a_launcher(tmp_path, capsys):
+    """bench --suite recurring --backend mpi: every launch of the suite (training, cache build's
+    evaluation under the preload library, regular picks) through the template and host file;
+    the preload library's variables reach the ranks with -x."""
+    _need_mpi()
+    if not runtime_build.library("libcollsched-preload.so").exists():
+        pytest.skip("the preload library missing (make runtime)")
+    hf = tmp_path / "hosts"
+    hf.write_text("localhost slots=2\n")
+    rc = main(["bench", "--suite", "recurring", "--backend", "mpi", "--ranks", "4", "--bytes", "4KiB",
+               "--iterations", "12", "--launcher", "mpiexec -n {ranks} --hostfile {hostfile} {program}",
+               "--hostfile", str(hf), "--keep", str(tmp_path / "run"), "--json"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    rep = json.loads(cap.out)
+    assert rep["summary"]["data_ok"]
+    assert rep["inputs"]["launch"]["hostfile"] == str(hf)
+    rows = [rep["training"], *rep["evaluation"].values(), *rep["unseen"].values()]
+    for row in rows:
+        cmd = row["command"]
+        assert cmd[:5] == ["mpiexec", "-n", "4", "--hostfile", str(hf.resolve())]
+        assert "--oversubscribe" in cmd  # 4 ranks, 2 slots
+    cache_rows = [r for name, r in rep["evaluation"].items() if name.startswith("cache:")]
+    assert cache_rows and all(r["command"][r["command"].index("LD_PRELOAD") - 1] == "-x" for r in cache_rows)
+
+
+@pytest.mark.mpi
 def test_measure_with_a_template(tmp_path, capsys):
     _need_mpi()
     if not runtime_build.program("mpi", "collsched-measure").exists():

@@ -12,7 +12,7 @@
 !       compared with the value that identifies (rank, index), computed here; the elements
 !       around and between the blocks and the send buffer must be untouched, ierror
 !       MPI_SUCCESS. Rank 0 prints "collsched-fortran B: ranks P calls N OK" (else FAILED,
-!       after one line per rank and check that went wrong).
+!       after a line from each rank that found something wrong, naming the first).
 !   collsched-fortran-B return
 !       MPI_ERRORS_RETURN on MPI_COMM_WORLD; MPI_Allgather and MPI_Allgatherv must return
 !       an error of class MPI_ERR_OTHER (strict mode refusing them; f08: and return

@@ -83,7 +83,8 @@ def compiler(backend: str) -> str:
 
 def _missing_tool(tool: str, what: str) -> InputError:
     base = os.path.basename(tool.split()[0]) if tool.split() else tool
-    install = PROVIDERS.get(base, "make" if base == "make" else base)
+    kind = "smpicc" if "smpicc" in base else "mpicc" if "mpicc" in base else base
+    install = PROVIDERS.get(kind, kind)
     return InputError(tool, "", f"not found: install {install} to build {what}")
 
 

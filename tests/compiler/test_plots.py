@@ -255,3 +255,22 @@ def test_recurring_charts_name_the_run_and_key_the_strips():
     assert "the true class's entry" in legend_texts(strips.axes[0])
     bars = strips.axes[0].patches
     assert len(bars) == n and bars[0].get_facecolor() != bars[1].get_facecolor()
+
+
+# --- the model check's scatter (bench --suite model) ----------------------------------------
+
+def test_model_check_from_its_recorded_tables():
+    from collsched.lab.modelcheck import BASELINES, figure, rows_from_markdown
+    from collsched.lab.report import section_text
+
+    rows = rows_from_markdown(section_text(str(ROOT / "docs" / "benchmarks.md"), "lab-model-check"))
+    assert {r["algorithm"] for r in rows} <= set(BASELINES) and len(rows) > 20
+    assert {r["network_model"] for r in rows} == {"CM02", "SMPI"}
+    fig = figure(rows)
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        assert_readable(fig, ax)
+    key = legend_texts(fig.axes[-1])
+    assert {"hollow: DAG model", "filled: fluid model", "predicted = measured", "tryton-48"} <= set(key)
+    assert "tryton-48" in fig._suptitle.get_text()

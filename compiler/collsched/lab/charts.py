@@ -50,7 +50,7 @@ def value_axis(ax, lo: float, hi: float, unit: str, label: str) -> str:
     spread over more than SPREAD, starting near lo when all lie within NEAR of hi. Returns
     how it was chosen ("zero", "log" or "cut"); the label says so for the last two."""
     if lo > 0 and hi / lo > SPREAD:
-        log_axis(ax.yaxis)
+        log_axis(ax.yaxis, lo, hi)
         ax.set_ylim(lo / 1.6, hi * 1.6)
         ax.set_ylabel(f"{label} ({unit}, log scale)")
         return "log"
@@ -65,12 +65,14 @@ def value_axis(ax, lo: float, hi: float, unit: str, label: str) -> str:
     return "zero"
 
 
-def log_axis(axis) -> None:
-    """A log axis whose ticks are plain numbers at 1, 2 and 5 times the powers of ten."""
+def log_axis(axis, lo: float | None = None, hi: float | None = None) -> None:
+    """A log axis whose ticks are plain numbers at 1, 2 and 5 times the powers of ten, or
+    only at the powers when the data (lo..hi) span more than three decades."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     (axis.axes.set_yscale if axis is axis.axes.yaxis else axis.axes.set_xscale)("log")
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    wide = lo is not None and hi is not None and lo > 0 and hi / lo > 1e3
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
 

@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 
 from ..algorithms import REGISTRY, Request
-from ..files import save_figure
 from .runner import LabConfig, run_lab
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -309,14 +308,23 @@ def markdown(rows: list[dict], plot_rel: str | None) -> str:
 
 
 def plot(rows: list[dict], path) -> None:
-    import matplotlib
+    from .charts import save
 
-    matplotlib.use("Agg")
+    save(figure(rows), path)
+
+
+def figure(rows: list[dict]):
+    """Predicted against measured time, log-log, one panel per network model (and source
+    of the topologies): marker = algorithm, colour = topology, hollow = DAG model, filled =
+    fluid model, the diagonal and its +-TOLERANCE band; a Figure."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    from .charts import log_axis
 
     panels = [(s, m) for s in _sources(rows) for m in _models(rows) if _of_model(rows, m, s)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 5), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels) + 2.0, 5.0), squeeze=False)
     markers = {"ring": "o", "nex": "s", "lnbc": "^", "rd": "D", "bruck": "v", "spreading": "P"}
     colors = {"tryton-48": "tab:blue", "wan-3x16": "tab:orange", "three-site-grid": "tab:green"}
     values = [v for r in rows for v in (r["avg_elapsed_s"], r.get("predicted_avg_elapsed_s"),
@@ -332,20 +340,78 @@ def plot(rows: list[dict], path) -> None:
         xs = [lo, hi]
         ax.plot(xs, xs, color="black", lw=1)
         ax.fill_between(xs, [x * (1 - TOLERANCE) for x in xs], [x * (1 + TOLERANCE) for x in xs],
-                        color="gray", alpha=0.2, label=f"+-{TOLERANCE:.0%}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("measured in SimGrid SMPI (s)")
-        ax.set_ylabel("predicted by the cost model (s)")
-        ax.set_title(f"network model {model}{', measured topologies' if source == 'measured' else ''}; "
-                     "hollow: DAG, filled: fluid", fontsize=9)
-        handles = [Line2D([], [], marker=m, linestyle="", color="gray", label=a) for a, m in markers.items()]
-        handles += [Line2D([], [], marker="o", linestyle="", color=c, label=t) for t, c in colors.items()]
-        ax.legend(handles=handles, fontsize=7, loc="upper left")
-    fig.suptitle("allgather baselines: cost models vs SimGrid SMPI", fontsize=10)
+                        color="gray", alpha=0.2)
+        log_axis(ax.xaxis, lo, hi)
+        log_axis(ax.yaxis, lo, hi)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        ax.set_xlabel("measured in SimGrid SMPI (s, log scale)")
+        ax.set_ylabel("predicted by the cost model (s, log scale)")
+        ax.set_title(f"network model {model}" + (", predicting from measured topologies"
+                                                 if source == "measured" else ""), fontsize=9.5)
+    handles = [Line2D([], [], marker=m, linestyle="", color="gray", label=a) for a, m in markers.items()]
+    handles += [Patch(color=c, label=t) for t, c in colors.items()]
+    handles += [Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markeredgecolor="black",
+                       label="hollow: DAG model"),
+                Line2D([], [], marker="o", linestyle="", color="black", label="filled: fluid model"),
+                Line2D([], [], color="black", lw=1, label="predicted = measured"),
+                Patch(color="gray", alpha=0.2, label=f"within +-{TOLERANCE:.0%}")]
+    axes[0, -1].legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       frameon=False)
+    fig.suptitle("allgather baselines: cost models against SimGrid SMPI on "
+                 + ", ".join(dict.fromkeys(r["topology"] for r in rows))
+                 + " (flat arrivals, one iteration)", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
+    return fig
+
+
+def rows_from_markdown(text: str) -> list[dict]:
+    """The rows of a section markdown() wrote, as far as figure() needs them (times as
+    printed: ms to 2 decimals, ratios to 2)."""
+    import re
+
+    rows, topo, model, source, sizes = [], None, None, "given", []
+    for line in text.splitlines():
+        m = re.match(r"\*\*([\w-]+)\*\* \((\w+)(, measured)?\)", line)
+        if m:
+            topo, model, source = m.group(1), m.group(2), "measured" if m.group(3) else "given"
+            continue
+        if line.startswith("| algorithm | P |"):
+            sizes = [int(k) << 10 for k in re.findall(r"(\d+) KiB:", line)]
+            continue
+        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if topo is None or len(c) != len(sizes) + 3 or c[0] not in BASELINES:
+            continue
+        for nbytes, cell in zip(sizes, c[2:-1]):
+            if cell == "-":
+                continue
+            ms, dag, fluid = (x.strip().strip("*") for x in cell.split("/"))
+            t = float(ms) / 1e3
+            rows.append({"network_model": model, "topology": topo, "topology_source": source,
+                         "ranks": int(c[1]), "bytes": nbytes, "algorithm": c[0], "avg_elapsed_s": t,
+                         "predicted_avg_elapsed_s": t * float(dag),
+                         "fluid_avg_elapsed_s": None if fluid == "-" else t * float(fluid),
+                         "data_ok": c[-1] == "ok"})
+    return rows
+
+
+def main(argv=None) -> int:
+    """python -m collsched.lab.modelcheck --doc DOC --section S --plot PNG: the model
+    check's chart again from the tables of its section (rounded as printed)."""
+    import argparse
+
+    from .report import section_text
+
+    ap = argparse.ArgumentParser(prog="python -m collsched.lab.modelcheck")
+    ap.add_argument("--doc", required=True)
+    ap.add_argument("--section", default="lab-model-check")
+    ap.add_argument("--plot", required=True)
+    a = ap.parse_args(argv)
+    rows = rows_from_markdown(section_text(a.doc, a.section))
+    plot(rows, a.plot)
+    print(f"{a.plot}: {len(rows)} runs")
+    return 0
 
 
 def run_and_record(doc=None, plot_path=None, progress=None,
@@ -367,3 +433,7 @@ def run_and_record(doc=None, plot_path=None, progress=None,
     else:
         print(md)
     return rows
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -321,7 +321,9 @@ def cmd_plot(a) -> int:
 
 
 def cmd_bench(a) -> int:
-    _check_launch_options(a)
+    from .lab.launch import check_options
+
+    check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to)  # real MPI's, before anything
     if a.suite == "compile-grid":
         from .lab.bench_compiler import run_grid_compile_bench
 
@@ -391,11 +393,9 @@ def cmd_bench(a) -> int:
     a.iterations = (4 if delays is None else len(delays)) if a.iterations is None else a.iterations
     nbytes = _size_arg("64KiB" if a.bytes is None else a.bytes)
     algorithms = _algorithm_list(a.algorithms)
-    from .lab.native import resolve
+    from .lab.native import check_names
 
-    for name in algorithms:  # native:NAME on this backend, before anything runs (lab/native.py)
-        if name.startswith("native:"):
-            resolve(name, a.backend)
+    check_names(algorithms, a.backend)  # native:NAME on this backend, before anything runs
     from .model import budget
 
     budget.check(ranks[0])
@@ -430,23 +430,6 @@ def cmd_bench(a) -> int:
         rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
         replace_section(a.doc, a.section or "lab-run", markdown(report, rel))
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
-
-
-def _check_launch_options(a) -> None:
-    """--launcher, --hostfile, --bind-to: real MPI's (lab/launch.py), for the lab and recurring
-    suites; checked whole (template, host file, binding) before anything runs."""
-    given = [(f, v) for f, v in (("--launcher", a.launcher), ("--hostfile", a.hostfile),
-                                 ("--bind-to", a.bind_to)) if v is not None]
-    if not given:
-        return
-    flag, value = given[0]
-    if a.suite not in ("lab", "recurring"):
-        raise InputError(flag, _show(value), "expected only with --suite lab or recurring (--backend mpi)")
-    if a.backend != "mpi":
-        raise InputError(flag, _show(value), "only with --backend mpi (SMPI places ranks from the platform)")
-    from .lab.launch import make_launcher
-
-    make_launcher(a.launcher, a.hostfile, a.bind_to)
 
 
 def _bench_recurring(a) -> int:

@@ -280,6 +280,23 @@ def make_launcher(template: str | None = None, hostfile: str | None = None,
     return Launcher(given, tuple(words), exe, flavor, hf, bind_to)
 
 
+def check_options(suite: str, backend: str, launcher: str | None, hostfile: str | None,
+                  bind_to: str | None) -> None:
+    """The command line's --launcher, --hostfile, --bind-to: real MPI's, for the suites that
+    launch it (lab, recurring); checked whole (template, host file, binding) before anything
+    runs. One InputError naming the first option given else."""
+    given = [(f, v) for f, v in (("--launcher", launcher), ("--hostfile", hostfile), ("--bind-to", bind_to))
+             if v is not None]
+    if not given:
+        return
+    flag, value = given[0]
+    if suite not in ("lab", "recurring"):
+        raise InputError(flag, value, "expected only with --suite lab or recurring (--backend mpi)")
+    if backend != "mpi":
+        raise InputError(flag, value, "only with --backend mpi (SMPI places ranks from the platform)")
+    make_launcher(launcher, hostfile, bind_to)
+
+
 # --- running one launch ---------------------------------------------------------------------
 
 class LaunchTimeout(RuntimeError):

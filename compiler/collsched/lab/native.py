@@ -112,3 +112,10 @@ def resolve(name: str, backend: str) -> Native:
         raise _refuse(full, backend, "not on --backend mpi")
     return Native(algo, backend, canonical, mca={"coll_tuned_use_dynamic_rules": "1",
                                                  "coll_tuned_allgather_algorithm": str(ompi)})
+
+
+def check_names(algorithms, backend: str) -> None:
+    """Every native:NAME of `algorithms` resolved for `backend` (one InputError else)."""
+    for name in algorithms:
+        if name.startswith("native:"):
+            resolve(name, backend)

@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import yaml
 
 from collsched.patterns.tracefile import read_trace
 from rt_helpers import BUILD, ROOT, TIMEOUT, mpirun_cmd
@@ -244,3 +245,32 @@ def test_every_open_mpi_fortran_name_is_taken_over():
         theirs.add(f"mpi_{routine}_f08_")
         assert theirs == fortran_names(routine), (routine, sorted(theirs ^ fortran_names(routine)))
         assert theirs <= ours, sorted(theirs - ours)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("binding", ["mpif", "f08"])
+def test_schedule_cache_and_its_statistics(tmp_path, binding):
+    """A schedule cache (`collsched tune`: regular allgather entries for 4 ranks) serves the
+    Fortran program's allgathers per call site, and COLLSCHED_STATS is written by the
+    preload's MPI_Finalize hook called from Fortran: one row per call statement, named by
+    the program's own site (the cache has no allgatherv entry: those fall back)."""
+    exe = program(binding)
+    cli = ROOT / ".venv" / "bin" / "collsched"
+    cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "collsched"]
+    subprocess.run(cmd + ["tune", "--ranks", "4", "--bytes", "1,148", "--algorithms", "ring,bruck",
+                          "-o", str(tmp_path / "tuned")], check=True, capture_output=True, timeout=TIMEOUT)
+    stats = tmp_path / "stats.yaml"
+    env = preload_env(tmp_path / "tuned", verbose=False)
+    env["COLLSCHED_STATS"] = str(stats)
+    proc = run(exe, 4, env)
+    assert proc.returncode == 0 and ok_line(binding, 4) in proc.stdout, proc.stdout + proc.stderr
+    rows = yaml.safe_load(stats.read_text())["sites"]
+    gathers = [r for r in rows if r["collective"] == "allgather"]
+    assert len(gathers) == COLLECTIVES[binding].count(1), rows
+    assert len(rows) == CALLS[binding], rows
+    for r in rows:
+        assert r["ranks"] == 4 and r["calls"] == 1 and r["site"].startswith(exe.name + "+0x"), r
+        if r["collective"] == "allgather":
+            assert r["fallback"] == 0 and [u["class"] for u in r["used"]] == ["regular"], r
+        else:
+            assert r["fallback"] == 1 and r["missed"]["no-entry"] == 1, r

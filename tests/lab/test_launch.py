@@ -190,8 +190,8 @@ def test_native_selectors_and_ids():
     ("pair", "mpi", "not on --backend mpi"),
     ("two_proc", "smpi", "not on --backend smpi"),
     ("mpich", "mpi", "a selector of --backend smpi"),
-    ("3", "smpi", "unknown name"),
-    ("nope", "mpi", "unknown name"),
+    ("3", "smpi", "not a native:NAME either backend knows"),
+    ("nope", "mpi", "not a native:NAME either backend knows"),
     ("1234", "mpi", "expected a tuned id 0..6"),
     ("7", "mpi", "expected a tuned id 0..6"),
 ])

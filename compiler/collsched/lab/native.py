@@ -102,7 +102,7 @@ def resolve(name: str, backend: str) -> Native:
                                                 "coll_tuned_allgather_algorithm": str(int(algo))})
     canonical = ALIASES.get(algo, algo)
     if canonical not in ALGORITHMS:
-        raise _refuse(full, backend, "unknown name")
+        raise _refuse(full, backend, "not a native:NAME either backend knows")
     sg, ompi = ALGORITHMS[canonical]
     if backend == "smpi":
         if sg is None:

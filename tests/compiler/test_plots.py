@@ -274,3 +274,32 @@ def test_model_check_from_its_recorded_tables():
     key = legend_texts(fig.axes[-1])
     assert {"hollow: DAG model", "filled: fluid model", "predicted = measured", "tryton-48"} <= set(key)
     assert "tryton-48" in fig._suptitle.get_text()
+
+
+# --- the sweep's heat map (collsched sweep --plot) ------------------------------------------
+
+def test_sweep_heat_map_names_the_run_and_keeps_labels_apart():
+    from collsched.lab.sweep import heatmap_figure
+
+    ranks, floats, delays = [4, 8, 12, 16, 20], [131072, 262144, 1048576], [0.0, 5.0, 50.0, 500.0]
+    cells = []
+    for p in ranks:
+        for n in floats:
+            for d in delays:
+                judged = ({"winner": "bdr", "pap_aware_speedup": 1.0 + d / 1000} if d >= 50
+                          else {"winner": "native", "pap_aware_speedup": 0.8})
+                cells.append({"ranks": p, "floats": n, "max_delay_ms": d, "judged": judged})
+    sweep = {"settings": {"ranks": ranks, "floats": floats, "delays_ms": delays, "iterations": 4,
+                          "topology": "topologies/tryton-48.yaml", "network_model": "SMPI"},
+             "cells": cells}
+    fig = heatmap_figure(sweep)
+    title = fig._suptitle.get_text()
+    assert "tryton-48," in title and "network model SMPI" in title and "4 iterations" in title
+    panels = [ax for ax in fig.axes if ax.get_title().startswith("P = ")]
+    assert [ax.get_title() for ax in panels] == [f"P = {p}" for p in ranks]
+    for ax in panels:
+        assert_readable(fig, ax)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    title_box = fig._suptitle.get_window_extent(r)
+    assert not any(title_box.overlaps(ax.title.get_window_extent(r)) for ax in panels)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..files import read_input, save_figure, write_atomic
+from ..files import read_input, write_atomic
 from .netmodel import check_model
 from .runner import PAP_AWARE, LabConfig, check_algorithm, run_lab
 
@@ -424,12 +424,19 @@ def markdown(sweep: dict, plot_rel: str | None = None) -> str:
 
 
 def plot_heatmap(sweep: dict, path) -> None:
-    """One panel per P: rows N, columns maxDelay; colour = best PAP-aware vs best regular."""
-    import matplotlib
+    """The heat map (heatmap_figure) written to `path`."""
+    from .charts import save
 
-    matplotlib.use("Agg")
+    save(heatmap_figure(sweep), path)
+
+
+def heatmap_figure(sweep: dict):
+    """One panel per P: rows N, columns maxDelay; colour = best PAP-aware vs best regular;
+    a Figure."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
+
+    from .charts import backend_text, topology_name
 
     s = sweep["settings"]
     cells = _lookup(sweep)
@@ -465,10 +472,9 @@ def plot_heatmap(sweep: dict, path) -> None:
     cbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8)
     cbar.set_ticks([-1, -0.5, 0, 0.5, 1], labels=["0.5x", "0.71x", "1x", "1.41x", "2x"])
     cbar.set_label("best PAP-aware vs best regular algorithm\n(blue: PAP-aware faster; red: slower)", fontsize=8)
-    fig.suptitle(f"BDR paper sweep, allgather on {s['topology']} under SMPI, network model "
-                 f"{s['network_model']} ({s['iterations']} iterations per cell)", fontsize=10)
-    fig.text(0.01, 0.005, "Text: the fastest algorithm of the cell (a PAP-aware one with its speedup over "
-             "the best regular one). Grey: no PAP-aware algorithm ran.", fontsize=7)
+    fig.suptitle(f"BDR paper sweep: allgather on {topology_name(s['topology'])}, "
+                 f"{backend_text('smpi', s['network_model'])}, {s['iterations']} iterations per cell\n"
+                 "text: the fastest algorithm of the cell (a PAP-aware one with its speedup over the best "
+                 "regular one); grey: no PAP-aware algorithm ran", fontsize=9.5)
     fig.get_layout_engine().set(h_pad=0.12)
-    save_figure(fig, path)
-    plt.close(fig)
+    return fig

@@ -112,7 +112,7 @@ def plan_root_gather(groups: Groups) -> Plan:
     bc_b, lb = binomial_bcast(groups, B, A, 0, ka, ra + 1)
     out = gat_a + gat_b + swap + bc_a + bc_b
     return Plan(groups, tuple(out), PlanInfo(
-        name="root-gather", no_waste=False,
+        name="root-gather", no_waste=True,
         phases=(("gather", 0, max(ra, rb) - 1), ("swap", min(ra, rb), max(ra, rb)),
                 ("bcast", min(ra, rb) + 1, max(la, lb)))))
 

@@ -129,7 +129,9 @@ contains
   subroutine gather_ints(in_place, with_ierror, what)
     logical, intent(in) :: in_place, with_ierror
     character(len=*), intent(in) :: what
-    integer :: send(count), recv(2 * GUARD + count * nranks), i, o, err
+    integer, allocatable :: send(:), recv(:)
+    integer :: i, o, err
+    allocate (send(count), recv(2 * GUARD + count * nranks))  ! on the heap: COUNT may be large
     do i = 1, count
        send(i) = ival(rank, i)
     end do
@@ -168,6 +170,7 @@ contains
           if (recv(GUARD + o * count + i) /= ival(o, i)) call fail(what, o, i)
        end do
     end do
+    deallocate (send, recv)
   end subroutine gather_ints
 
   subroutine gatherv_doubles(in_place, with_ierror, what)

@@ -49,11 +49,11 @@ def program(binding: str) -> Path:
     return exe
 
 
-def compile_schedule(out: Path, algorithm: str, nranks: int) -> Path:
+def compile_schedule(out: Path, algorithm: str, nranks: int, segments: int = 1) -> Path:
     cli = ROOT / ".venv" / "bin" / "collsched"
     cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "collsched"]
     subprocess.run(cmd + ["compile", "--algorithm", algorithm, "--ranks", str(nranks),
-                          "--bytes", "1:1MiB", "-o", str(out)],
+                          "--bytes", "1:1MiB", "--segments", str(segments), "-o", str(out)],
                    check=True, capture_output=True, timeout=TIMEOUT)
     return out
 
@@ -88,7 +88,7 @@ def ok_line(binding: str, nranks: int) -> str:
     return f"collsched-fortran {binding}: ranks {nranks} calls {CALLS[binding]} OK"
 
 
-def check_trace(trace: Path, exe: Path, binding: str, nranks: int, ran: bool) -> None:
+def check_trace(trace: Path, exe: Path, binding: str, nranks: int, ran: bool, count: int = COUNT) -> None:
     """Every Fortran call recorded, in order, from its own call site in the program (not
     from inside Open MPI's Fortran library), a schedule run (or not) as expected, and the
     clocks estimated at MPI_Init as well as at MPI_Finalize."""
@@ -99,7 +99,7 @@ def check_trace(trace: Path, exe: Path, binding: str, nranks: int, ran: bool) ->
     assert all(c.comm == calls[0].comm and tr.comms[c.comm].size == nranks for c in calls)
     assert [c.seq for c in calls] == list(range(len(calls)))
     assert all(bool(c.flags & 1) == ran for c in calls), [c.flags for c in calls]
-    assert all(c.bytes == 4 * COUNT for c in calls if c.collective == 1), calls
+    assert all(c.bytes == 4 * count for c in calls if c.collective == 1), calls
     sites = [tr.sites[c.site] for c in calls]
     assert all(s.startswith(exe.name + "+0x") for s in sites), sites
     assert len(set(sites)) == len(calls), sites  # every call statement its own site
@@ -122,6 +122,24 @@ def test_fortran_calls_run_the_schedule(schedules, tmp_path, binding, nranks, al
     assert proc.stderr.count(f"communicator of {nranks} ranks: selected {chosen}") == 1, proc.stderr
     assert "falling back" not in proc.stderr, proc.stderr
     check_trace(trace, exe, binding, nranks, ran=True)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("binding", ["mpif", "f08"])
+def test_large_blocks_segmented_schedule(tmp_path, binding):
+    """100,000 integers per rank (400 KB; the allgatherv's blocks 800 KB) through a ring of
+    4 segments per block: large messages between Fortran buffers, every element checked."""
+    exe = program(binding)
+    d = tmp_path / "schedules"
+    d.mkdir()
+    sched = compile_schedule(d / "ring4-p3.sched", "ring", 3, segments=4)
+    trace = tmp_path / "run.trace"
+    env = preload_env(d)
+    env["COLLSCHED_ARRIVALS"] = str(trace)
+    proc = run(exe, 3, env, "check", "100000")
+    assert proc.returncode == 0 and ok_line(binding, 3) in proc.stdout, proc.stdout + proc.stderr
+    assert f"selected {sched} (algorithm ring, nseg 4" in proc.stderr, proc.stderr
+    check_trace(trace, exe, binding, 3, ran=True, count=100000)
 
 
 @pytest.mark.mpi

@@ -161,14 +161,18 @@ def test_sdist_holds_the_sources_and_builds_the_wheel(built, tmp_path):
         assert src.relative_to(ROOT).as_posix() in names
     assert "setup.py" in names and "MANIFEST.in" in names
     assert not [n for n in names if n.endswith((".so", ".o", ".a"))]
-    # pip install of the sdist: its wheel, built from the unpacked tree alone.
+    # pip install of the sdist: its wheel, built from the unpacked tree alone; first
+    # without a C compiler (a warning, the Python paths), then with one (the kernels).
     tree = tmp_path / built["sdist"].name.removesuffix(".tar.gz")
-    ok(run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
-            tmp_path / "wheel", tree], cwd=tmp_path))
-    wheel = zipfile.ZipFile(next((tmp_path / "wheel").glob("*.whl"))).namelist()
-    assert "collsched/kernels/libcollsched_kernels.so" in wheel
-    assert "collsched/data/topologies/tryton-48.yaml" in wheel
-    assert "collsched/data/runtime/runtime.mk" in wheel
+    for cc, out in (("no-such-cc", "wheel-nocc"), (os.environ.get("CC", "cc"), "wheel")):
+        done = ok(run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
+                       "-w", tmp_path / out, f"./{tree.name}"], cwd=tmp_path, env=dict(os.environ, CC=cc)))
+        wheel = zipfile.ZipFile(next((tmp_path / out).glob("*.whl"))).namelist()
+        has_kernels = "collsched/kernels/libcollsched_kernels.so" in wheel
+        assert has_kernels == (out == "wheel"), (cc, out)
+        assert ("WARNING: no C compiler (no-such-cc not found)" in done.stdout + done.stderr) == (out != "wheel")
+        assert "collsched/data/topologies/tryton-48.yaml" in wheel
+        assert "collsched/data/runtime/runtime.mk" in wheel
 
 
 # --- the installed tool ---------------------------------------------------------------------
@@ -249,3 +253,16 @@ def test_first_use_without_the_compiler_is_one_error(installed, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "no-such-smpicc" in lines[0] and "libsimgrid-dev" in lines[0], done.stderr
     assert not (installed["work"] / "x.yaml").exists()
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(shutil.which("mpicc") is None, reason="mpicc not found (install libopenmpi-dev)")
+def test_build_runtime_builds_everything_into_the_cache(installed):
+    done = ok(cli(installed, "build-runtime"))
+    assert f"build-runtime: built in {installed['build']}" in done.stdout
+    for built in ("bin/collsched-run", "bin/collsched-minibench", "bin/collsched-measure",
+                  "lib/libcollsched-preload.so", "lib/libcollsched.a", "include/collsched.h"):
+        assert (installed["build"] / built).exists(), built
+    # Once built, nothing is compiled again.
+    again = ok(cli(installed, "build-runtime")).stdout.splitlines()
+    assert not [line for line in again if line.startswith(("mpicc ", "smpicc ", "mpifort "))], again

@@ -36,6 +36,8 @@ _API = {
     "build_cache": ("cache.build", "build_from_traces"),
     "load_cache": ("cache.store", "load_cache"),
     "tune": ("cache.tune", "tune"),
+    "bundled_topologies": ("resources", "bundled_topologies"),
+    "topology_path": ("resources", "topology_path"),
     "InputError": ("errors", "InputError"),
     "ScheduleFileError": ("errors", "ScheduleFileError"),
 }

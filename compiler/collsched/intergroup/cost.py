@@ -115,7 +115,7 @@ def kang_bound(groups: Groups, t_w: float = 1.0) -> float:
     exchange max(c k_A, k_B) then rings max((q - 1) c k_A, (p - 1) ceil(k_B / f)), where
     c = ceil(p/q), f = floor(p/q) (p >= q after swapping). An upper bound on
     `plan_kang`'s transfer time (t_s = 0) for every shape; equal to M + k_B t_w's
-    argument when q | p and f | k_B, and up to about twice M when p/q is just above 1."""
+    argument when q | p and f | k_B; up to about 2M when f = 1 and p nears 2q."""
     p, q, ka, kb = _equal(groups)
     c, f = -(-p // q), p // q
     return (max(c * ka, kb) + max((q - 1) * c * ka, (p - 1) * -(-kb // f))) * t_w

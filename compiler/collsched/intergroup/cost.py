@@ -105,7 +105,9 @@ def theorem1_bound(groups: Groups, t_s: float = 0.0, t_w: float = 1.0) -> float:
     """Theorem 1: Algorithm 1's transfer time is at most (M + k_B) t_w (k_B: the smaller
     group's block), plus its startup terms ceil(p/q) t_s + ceil(log2 p) t_s. Its proof
     takes p/q as an integer: with q | p and |s_j| | k_B it holds of `plan_kang` exactly;
-    otherwise see kang_bound."""
+    otherwise see kang_bound. The startup terms are the paper's (a Bruck allgather, log2 p
+    rounds); `plan_kang`'s rings take n - 1 steps, so with t_s > 0 compare transfer
+    terms only."""
     p, q, ka, kb = _equal(groups)
     return (max(p * ka, q * kb) + kb) * t_w + (-(-p // q) + ceil_log2(p)) * t_s
 

@@ -303,3 +303,25 @@ def test_sweep_heat_map_names_the_run_and_keeps_labels_apart():
     r = fig.canvas.get_renderer()
     title_box = fig._suptitle.get_window_extent(r)
     assert not any(title_box.overlaps(ax.title.get_window_extent(r)) for ax in panels)
+
+
+# --- the pool tree (collsched pools --plot) -------------------------------------------------
+
+@pytest.mark.parametrize("name", ["tryton-48", "three-site-grid", "grid-8x128"])
+def test_pool_tree_boxes_stay_apart_and_inside(name):
+    from collsched.inputs.pools import plot_figure, pool_tree
+    from collsched.inputs.topology import load_topology
+
+    topo = load_topology(str(ROOT / "topologies" / f"{name}.yaml"))
+    tree = pool_tree(topo)
+    fig = plot_figure(tree, f"pool tree of {name}")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_bbox_patch().get_window_extent(r) for t in ax.texts]
+    assert len(boxes) == sum(len(tree.nodes[n]["ranks"]) > 1 for n in tree.nodes) or len(boxes) == 1
+    for a, b in combinations(boxes, 2):
+        assert not a.overlaps(b)
+    for t in list(ax.texts) + list(fig.texts):  # pool boxes and the key: inside the figure
+        box = t.get_window_extent(r)
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 and box.y0 >= 0 and box.y1 <= fig.bbox.y1

@@ -292,7 +292,19 @@ def to_json(tree: nx.DiGraph) -> dict:
 
 
 def plot(tree: nx.DiGraph, path, title: str = "pool tree") -> None:
-    """Draw the pools (single ranks counted, not drawn) top-down into a PNG."""
+    """Draw the pools (single ranks counted, not drawn) top-down into an image file."""
+    import matplotlib.pyplot as plt
+
+    fig = plot_figure(tree, title)
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_figure(tree: nx.DiGraph, title: str = "pool tree"):
+    """The pool tree as a Figure: one box per pool of two or more ranks (its size, the
+    rate it splits at, its sites when two at most), lines to its sub-pools, a key."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -314,24 +326,25 @@ def plot(tree: nx.DiGraph, path, title: str = "pool tree") -> None:
         pos[node] = ((min(xs) + max(xs)) / 2, -tree.nodes[node]["depth"])
 
     place(0)
-    labels = {}
+    depth = max(-y for _, y in pos.values())
+    fig, ax = plt.subplots(figsize=(min(max(4.5, 1.9 * leaves[0] + 0.6), 30), 1.3 + 1.15 * (depth + 1)))
+    for u, v in sub.edges:
+        ax.plot([pos[u][0], pos[v][0]], [pos[u][1], pos[v][1]], color="#4a6f91", lw=1, zorder=1)
     for n in sub.nodes:
         a = tree.nodes[n]
-        label = f"pool {n}\n{len(a['ranks'])} ranks"
+        label = f"pool {n}: {len(a['ranks'])} ranks"
         if a["threshold_Bps"] is not None:
-            label += f"\nsplit {format_rate(a['threshold_Bps'])}"
+            label += f"\nsplits at {format_rate(a['threshold_Bps'])}"
         if len(a["sites"]) <= 2:
             label += "\n" + ", ".join(a["sites"])
-        labels[n] = label
-    width = max(4.0, 2.2 * leaves[0])
-    height = 1.0 + 1.6 * (max(-y for _, y in pos.values()) + 1)
-    fig, ax = plt.subplots(figsize=(min(width, 30), height))
-    nx.draw_networkx_edges(sub, pos, ax=ax, arrows=False)
-    nx.draw_networkx_nodes(sub, pos, ax=ax, node_size=2400, node_color="#dbe9f6", edgecolors="#4a6f91")
-    nx.draw_networkx_labels(sub, pos, labels, ax=ax, font_size=7)
-    ax.set_title(title)
+        ax.text(*pos[n], label, ha="center", va="center", fontsize=7, zorder=2,
+                bbox={"boxstyle": "round,pad=0.4", "facecolor": "#dbe9f6", "edgecolor": "#4a6f91"})
+    ax.set_xlim(-0.6, leaves[0] - 0.4)
+    ax.set_ylim(-depth - 0.5, 0.5)
+    ax.set_title(title, fontsize=10)
     ax.axis("off")
-    ax.margins(0.15, 0.25)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
+    fig.text(0.01, 0.01, "A pool splits into its sub-pools across links no faster than its split\n"
+             "rate (one flow's bandwidth); pools of one rank are not drawn.", fontsize=7, color="0.3",
+             va="bottom")
+    fig.tight_layout(rect=(0, 0.3 / fig.get_size_inches()[1], 1, 1))
+    return fig

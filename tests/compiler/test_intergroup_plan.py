@@ -360,3 +360,23 @@ def test_earliest_map_matches_bytes(adds, qlo, qhi):
     assert gaps == [y for y in range(qlo, qhi) if y not in ref]
     segs = m.segments()
     assert all(a[1] <= b[0] for a, b in zip(segs, segs[1:]))
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(groups(), st.sampled_from(["kang", "kang-v", "root-gather"]), st.data())
+def test_checker_detects_any_dropped_or_hastened_transfer(g, name, data):
+    """In a plan without waste every transfer is needed: dropping any one is reported;
+    so is moving a forwarding transfer to the step its data arrives in."""
+    ts = list(PLANS[name](g).transfers)
+    if not ts:
+        return
+    i = data.draw(st.integers(0, len(ts) - 1))
+    assert check(g, ts[:i] + ts[i + 1:]) != []
+    t = ts[i]
+    own_g, own_lo, own_hi = g.own_range(t.src)
+    if not (t.group == own_g and own_lo <= t.lo and t.hi <= own_hi):
+        feeding = [u.step for u in ts if u.dst == t.src and u.group == t.group
+                   and u.lo < t.hi and t.lo < u.hi]
+        moved = ts[:i] + [t._replace(step=max(feeding))] + ts[i + 1:]
+        assert "holding" in kinds(g, moved)

@@ -325,3 +325,22 @@ def test_pool_tree_boxes_stay_apart_and_inside(name):
     for t in list(ax.texts) + list(fig.texts):  # pool boxes and the key: inside the figure
         box = t.get_window_extent(r)
         assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 and box.y0 >= 0 and box.y1 <= fig.bbox.y1
+
+
+# --- the trace report's figure (collsched trace --plot) ------------------------------------
+
+def test_trace_figure_keys_the_imbalance_line(tmp_path):
+    from collsched.patterns import tracefile as T
+    from collsched.patterns.analysis import analyse
+    from collsched.patterns.plots import report_figure
+    from collsched.patterns.scenario import recurring
+
+    sc = recurring(16, 2, 20, seed=0)
+    calls = [T.call_from_times(0, 0, k, 1 << 20, 0.05 * (k + 1) + row) for k, row in enumerate(sc.patterns)]
+    T.write_trace(tmp_path / "s.trace", 16, ["main"], [T.Comm(1, tuple(range(16)))], calls)
+    fig, shown = report_figure(analyse(tmp_path / "s.trace", TRYTON).reports, "s.trace")
+    heat, hist = fig.axes[0], fig.axes[1]
+    assert shown == 1 and "omega = T (above: imbalanced)" in legend_texts(hist)
+    assert "(ms)" in fig.axes[2].get_ylabel()  # the colour bar says its unit
+    for ax in (heat, hist):
+        assert_readable(fig, ax)

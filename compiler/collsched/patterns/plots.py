@@ -31,8 +31,18 @@ def _binned(a: np.ndarray) -> tuple[np.ndarray, int]:
 
 def plot_report(reports, path: str | os.PathLike, title: str = "") -> int:
     """Writes the figure; returns how many call sites it shows."""
+    fig, shown = report_figure(reports, title)
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
+    return shown
+
+
+def report_figure(reports, title: str = ""):
+    """(Figure, how many call sites it shows)."""
     shown = sorted(reports, key=lambda r: -r.series.ncalls)[:MAX_SITES]
-    fig, axes = plt.subplots(len(shown), 2, figsize=(13, 0.6 + 3.2 * len(shown)),
+    fig, axes = plt.subplots(len(shown), 2, figsize=(13, 0.8 + 3.2 * len(shown)),
                              gridspec_kw={"width_ratios": [3, 1]}, squeeze=False)
     for (heat, hist), r in zip(axes, shown):
         a = r.series.arrivals
@@ -41,21 +51,18 @@ def plot_report(reports, path: str | os.PathLike, title: str = "") -> int:
         im = heat.imshow(img * scale, aspect="auto", origin="lower", cmap="viridis",
                          interpolation="nearest",
                          extent=(-0.5, a.shape[0] - 0.5, -0.5, a.shape[1] - 0.5))
-        fig.colorbar(im, ax=heat, label=f"arrival offset ({unit})", pad=0.01)
+        fig.colorbar(im, ax=heat, label=f"arrival after the call's first ({unit})", pad=0.01)
         heat.set_ylabel("rank")
-        heat.set_xlabel("call" + (f" (bins of {step})" if step > 1 else ""))
+        heat.set_xlabel("call" + (f" (bins of {step}: their mean)" if step > 1 else ""))
         heat.set_title(f"{r.series.label()}: {r.series.ncalls} calls", fontsize=9)
         f = r.factor[np.isfinite(r.factor)]
-        hist.hist(f, bins=min(40, max(5, int(np.sqrt(len(f))) + 1)), color="tab:blue")
-        hist.axvline(1.0, color="tab:red", linewidth=1, label="factor 1")
+        hist.hist(f, bins=min(40, max(5, int(np.sqrt(len(f))) + 1)), color="tab:blue", label="calls")
+        hist.axvline(1.0, color="tab:red", linewidth=1, label="omega = T (above: imbalanced)")
         hist.set_xlabel("imbalance factor omega / T")
         hist.set_ylabel("calls")
-        hist.legend(fontsize=7)
+        hist.set_title("omega: last - first arrival; T: one message", fontsize=8)
+        hist.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    try:
-        save_figure(fig, path)
-    finally:
-        plt.close(fig)
-    return len(shown)
+    return fig, len(shown)

@@ -344,3 +344,15 @@ def test_trace_figure_keys_the_imbalance_line(tmp_path):
     assert "(ms)" in fig.axes[2].get_ylabel()  # the colour bar says its unit
     for ax in (heat, hist):
         assert_readable(fig, ax)
+
+
+def test_report_chart_marks_wrong_data_and_drops_an_empty_key():
+    from collsched.lab.report import report_figure
+
+    report = lab_report([0.01, 0.012], iterations=1, names=["native", "native:ompi"])
+    report["results"][1]["data_ok"] = False
+    fig = report_figure(report)
+    ax = fig.axes[0]
+    assert legend_texts(ax) == ["measured (smpi)"]  # no prediction anywhere: no orange key
+    assert [p.get_hatch() for p in _bars(ax)[0]] == [None, "xx"]
+    assert any("wrong data (native:ompi)" in t.get_text() for t in fig.texts)

@@ -152,11 +152,15 @@ def report_figure(report: dict):
     fig, ax = plt.subplots(figsize=(category_width(len(rows)), 4.6))
     has_pred = np.isfinite(pred)
     bars = any(len(s) > 1 for s in spread)
-    ax.bar(x - 0.2, meas * k, 0.4, label=f"measured ({report['backend']})", color="tab:blue",
+    measured = ax.bar(x - 0.2, meas * k, 0.4, label=f"measured ({report['backend']})", color="tab:blue",
            yerr=np.vstack([(meas - lows) * k, (highs - meas) * k]) if bars else None,
            error_kw={"ecolor": "0.15", "capsize": 2.5, "lw": 0.9})
-    ax.bar(x[has_pred] + 0.2, pred[has_pred] * k, 0.4, label="predicted (cost model)",
-           color="tab:orange")
+    if has_pred.any():
+        ax.bar(x[has_pred] + 0.2, pred[has_pred] * k, 0.4, label="predicted (cost model)",
+               color="tab:orange")
+    wrong = [j for j, r in enumerate(rows) if not r.get("data_ok", True)]
+    for j in wrong:  # a run that returned wrong data: its bar hatched, said in the caption
+        measured[j].set_hatch("xx")
     values = np.concatenate([lows, highs, pred[has_pred]]) * k
     how = value_axis(ax, float(values.min()), float(values.max()), unit, "average elapsed time")
     rotate_labels(ax, [r["algorithm"] for r in rows])
@@ -176,8 +180,10 @@ def report_figure(report: dict):
                      "average elapsed times (the bar: their mean).")
     elif i["iterations"] > 1:
         notes.append(f"{i['iterations']} iterations; their spread was not recorded (no error bars).")
-    if not has_pred.all():
+    if has_pred.any() and not has_pred.all():
         notes.append("No orange bar: no prediction (the MPI library's own algorithms).")
+    if wrong:
+        notes.append("Hatched: the run returned wrong data (" + ", ".join(rows[j]["algorithm"] for j in wrong) + ").")
     if how == "cut":
         notes.append("The value axis does not start at 0: the bars differ by a few % only.")
     caption(fig, notes)

@@ -251,7 +251,8 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, env: _RunEnv,
         raise LabRunError(f"{algorithm}: {cmd[0]} exited 0 without the minibench's result line on stdout "
                           "(a launcher option that rewrites the program's output?)")
     if done.returncode != 0 or line is None:
-        tail = ([ln for ln in done.stderr if ln.strip()] or ["(no output)"])[-1].strip()
+        # the last line that says something (Open MPI frames its messages with dashes)
+        tail = ([ln for ln in done.stderr if any(c.isalnum() for c in ln)] or ["(no output)"])[-1].strip()
         raise LabRunError(f"{algorithm}: {cmd[0]} failed (exit {done.returncode}): {tail}")
     out = json.loads(line)
     out["wall_s"] = done.wall_s

@@ -19,7 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import __version__, cli_build, cli_cache, cli_trace
+from . import __version__, cli_build, cli_cache, cli_trace, resources
 from .errors import InputError
 from .cli_args import (BIND_HELP, BIND_TO, HOSTFILE_HELP, LAUNCHER_HELP, MAX_RANKS, _INT, UsageError, _float_opt,
                        _int_opt, _plot_path, _show, h, new_parser)
@@ -329,7 +329,7 @@ def cmd_bench(a) -> int:
 
         if a.iterations is not None and a.iterations < 1:
             raise InputError("--iterations", str(a.iterations), "expected at least 1 run")
-        return run_grid_compile_bench(Path(__file__).resolve().parents[2] / "topologies",
+        return run_grid_compile_bench(resources.topologies_dir(),
                                       a.iterations or 15, doc=a.doc, as_json=a.json)
     if a.suite == "compiler":
         from .lab.bench_compiler import run_compiler_bench
@@ -612,7 +612,7 @@ def cmd_sweep(a) -> int:
                          algorithms=tuple(_algorithm_list(a.algorithms)),
                          iterations=a.iterations, seed=a.seed, topology=a.topology,
                          network_model=a.network_model, cache=a.cache)
-    root = Path(__file__).resolve().parents[2]
+    root = resources.source_root() or Path.cwd()  # out/sweep/ (the cache) lives under it
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
                TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True) as prog:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import resources
 from ..algorithms import REGISTRY
 from ..errors import InputError
 from ..inputs.arrivals import write_pap
@@ -87,5 +88,5 @@ def _gap(predicted, bound) -> str:
 
 
 if __name__ == "__main__":
-    here = Path(__file__).resolve().parents[3] / "topologies"
+    here = resources.topologies_dir()
     print(gap_table(sys.argv[1] if len(sys.argv) > 1 else here))

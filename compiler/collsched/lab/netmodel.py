@@ -192,12 +192,13 @@ def write_prediction_topology(setup: NetworkSetup, source: str | None, path: Pat
         return source
     import yaml
 
+    from .. import resources
     from ..files import read_input, write_atomic
 
     if source is None:  # the homogeneous default, in class form: any P (a matrix caps at 255 hosts)
         doc = _homogeneous_doc(setup.topology)
     else:
-        doc = yaml.safe_load(bytes(read_input(source, "topology")).decode("utf-8"))
+        doc = yaml.safe_load(bytes(read_input(resources.topology_path(source), "topology")).decode("utf-8"))
     doc.setdefault("name", setup.topology.name)
     doc.pop("message_costs", None)
     if setup.topology.message_costs is not None:

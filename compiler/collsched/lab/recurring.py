@@ -63,7 +63,7 @@ import numpy as np
 
 from ..errors import InputError
 from .recurring_report import WARMUP_CYCLES, avg_elapsed, finite, jsonable, markdown, record, summarise
-from .. import runtime_build
+from .. import resources, runtime_build
 from .runner import CACHE_PAT_PREFIX, CACHE_PREFIX, ORACLE, ORACLE_PAT, LabConfig, run_lab
 
 SPREAD_S = 5e-3
@@ -336,7 +336,7 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
 
     from ..model.simulate import piece_time
     from ..pipeline import resolve_topology
-    from .runner import ROOT, pattern_bounds
+    from .runner import pattern_bounds
 
     launch = {k: v for k, v in (launch or {}).items() if v is not None}
     if launch:
@@ -351,7 +351,7 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
     ranks, iterations = ranks or d["ranks"], iterations or d["iterations"]
     nbytes = nbytes or default_bytes(backend, ranks)
     if topology is None and backend == "smpi":
-        topology = str(ROOT / "topologies" / "tryton-48.yaml")
+        topology = str(resources.topologies_dir() / "tryton-48.yaml")
     sc = scenario(ranks, seed=seed)
     k = sc.nclasses
     if iterations < (WARMUP_CYCLES + 1) * k:

@@ -4,13 +4,16 @@ Both run in the same processes, alternating call by call (collsched-run --compar
 order every iteration), for each P of --ranks (default 2, 3, 4 and 8: 2 is one rank per
 core on the 2-core reference machine, 8 the oversubscribed row kept for continuity) and
 1 KiB .. 4 MiB per rank. The figure per size is the median over iterations of (our time /
-Open MPI's time), each time being the slowest rank's, with a bootstrap confidence interval
-of that median (iterations resampled as pairs); the noise floor is the same measurement
-with the MPI library's collective on both sides (--compare-self), with its own interval.
+Open MPI's time), each time being the slowest rank's, pooled over several launches (rank
+placement changes from launch to launch), with a bootstrap confidence interval of that
+median (launches resampled, then iterations within them, as pairs); the noise floor is the
+same measurement with the MPI library's collective on both sides (--compare-self), with its
+own interval.
 Writes the Markdown table into docs/benchmarks.md through collsched.lab.benchdoc.
 
     .venv/bin/python runtime/bench/bench_runtime.py [--doc docs/benchmarks.md] [--quick]
         [--ranks 2,3,4,8] [--sizes 1KiB,...] [--scale F] [--bind none|core] [--json OUT]
+        [--exe PATH]
 """
 from __future__ import annotations
 
@@ -34,8 +37,9 @@ from collsched.algorithms import Request, generate  # noqa: E402
 RANKS = [2, 3, 4, 8]
 # (sizes, iterations): small calls are cheap and noisy, so they get more iterations; the
 # medians of these counts moved by less than their intervals from run to run.
-GROUPS = [([1 << 10, 4 << 10, 16 << 10], 1000), ([64 << 10, 256 << 10], 600),
-          ([1 << 20, 4 << 20], 300)]
+GROUPS = [([1 << 10, 4 << 10, 16 << 10], 400), ([64 << 10, 256 << 10], 300),
+          ([1 << 20, 4 << 20], 150)]
+LAUNCHES = 3    # per (P, sizes): rank placement differs from launch to launch
 MCA = ["--mca", "coll_tuned_use_dynamic_rules", "1", "--mca", "coll_tuned_allgather_algorithm", "4"]
 BOOT = 2000     # bootstrap resamples
 LEVEL = 0.95    # confidence level of the intervals
@@ -62,37 +66,62 @@ def median(v: list[float]) -> float:
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
-def ratio_ci(ours: list[float], ref: list[float], seed: int) -> tuple[float, float, float]:
-    """Median of the per-iteration ratios and its percentile bootstrap interval."""
-    ratios = [a / b for a, b in zip(ours, ref) if b > 0]
+def ratio_ci(launches: list[list[float]], seed: int) -> tuple[float, float, float]:
+    """Median of the per-iteration ratios of all launches, and its percentile bootstrap
+    interval: launches resampled, then iterations within each (two levels: rank placement
+    and machine state differ from launch to launch more than from call to call)."""
+    pooled = [x for ratios in launches for x in ratios]
     rng = random.Random(seed)
-    n = len(ratios)
-    meds = sorted(median([ratios[rng.randrange(n)] for _ in range(n)]) for _ in range(BOOT))
+    k = len(launches)
+    meds = []
+    for _ in range(BOOT):
+        sample = []
+        for _ in range(k):
+            ratios = launches[rng.randrange(k)]
+            n = len(ratios)
+            sample += [ratios[rng.randrange(n)] for _ in range(n)]
+        meds.append(median(sample))
+    meds.sort()
     lo = meds[int((1 - LEVEL) / 2 * BOOT)]
     hi = meds[min(BOOT - 1, int((1 + LEVEL) / 2 * BOOT))]
-    return median(ratios), lo, hi
+    return median(pooled), lo, hi
 
 
-def measure(sched: Path, nranks: int, groups, bind: str, mode: str) -> list[dict]:
-    rows = []
-    exe = ROOT / "build" / "bin" / "collsched-run"
-    for sizes, iters in groups:
-        cmd = mpirun(nranks, bind) + [str(exe), str(sched), mode, "--json", "--samples",
-                                      "--iterations", str(iters), "--warmup", "5",
-                                      "--check-every", "10", "--bytes", ",".join(map(str, sizes))]
-        before = load()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-        if proc.returncode != 0:
-            sys.exit(f"bench-runtime: {' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
-        after = load()
-        for line in proc.stdout.splitlines():
-            if line.startswith("{"):
-                r = json.loads(line)
-                r["median_ratio"], r["ci_lo"], r["ci_hi"] = ratio_ci(
-                    r.pop("samples_s"), r.pop("ref_samples_s"), seed=nranks * 131 + r["bytes"])
-                r["load"] = f"{before}/{after}"
-                rows.append(r)
+def launch(sched: Path, nranks: int, sizes: list[int], iters: int, bind: str, mode: str,
+           exe: Path) -> list[dict]:
+    """One mpirun of collsched-run: a row per size with its per-iteration samples."""
+    cmd = mpirun(nranks, bind) + [str(exe), str(sched), mode, "--json", "--samples",
+                                  "--iterations", str(iters), "--warmup", "5",
+                                  "--check-every", "10", "--bytes", ",".join(map(str, sizes))]
+    before = load()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        sys.exit(f"bench-runtime: {' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    after = load()
+    rows = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    for r in rows:
+        r["load"] = (float(before), float(after))
     return rows
+
+
+def combine(runs: list[dict]) -> dict:
+    """The launches of one (P, size, mode) as one row."""
+    r = dict(runs[0])
+    ours = [x for run in runs for x in run["samples_s"]]
+    ref = [x for run in runs for x in run["ref_samples_s"]]
+    per = [[a / b for a, b in zip(run["samples_s"], run["ref_samples_s"]) if b > 0] for run in runs]
+    r["median_ratio"], r["ci_lo"], r["ci_hi"] = ratio_ci(per, seed=r["ranks"] * 131 + r["bytes"])
+    r["launch_ratios"] = [median(x) for x in per]
+    r["iterations"] = len(ours)
+    r["launches"] = len(runs)
+    r["median_s"], r["ref_median_s"] = median(ours), median(ref)
+    r["data_ok"] = all(run["data_ok"] for run in runs)
+    r["used_schedule"] = all(run["used_schedule"] for run in runs)
+    loads = [x for run in runs for x in run["load"]]
+    r["load"] = f"{min(loads):.1f}-{max(loads):.1f}"
+    for k in ("samples_s", "ref_samples_s"):
+        r.pop(k)
+    return r
 
 
 def fmt_size(b: int) -> str:
@@ -135,18 +164,19 @@ def markdown(rows: list[dict], noise: list[dict], args, started: str, ended: str
         "alternating and order flipped every iteration; time of a call = slowest rank's"
         + (" (quick run: fewer iterations)" if args.quick else ""),
         "- figure: median over iterations of the per-iteration ratio ours / Open MPI "
-        "(below 1 = ours faster), with its 95 % bootstrap interval "
-        f"({BOOT} resamples of the iterations, as pairs); target <= 1.25 below 64 KiB, "
-        "<= 1.05 from 64 KiB",
+        f"(below 1 = ours faster), pooled over {args.launches} launches (`mpirun`s: rank "
+        "placement differs between them), with its 95 % bootstrap interval "
+        f"({BOOT} resamples: launches, then iterations within them, as pairs); the medians "
+        "of the single launches are listed too; target <= 1.25 below 64 KiB, <= 1.05 from 64 KiB",
         "- noise floor: the same measurement with the MPI library's collective on both sides "
         "(`collsched-run --compare-self`, a separate launch right after); its ratio would be 1 "
         "without noise. A miss whose interval overlaps the noise floor's is marked *within noise*",
-        "- load: the 1-minute load average before/after each launch (other work on the "
-        "machine shares its cores)",
+        "- load: the range of the 1-minute load average before and after the row's launches "
+        "(other work on the machine shares its cores)",
         "",
         "| P | bytes per rank | iterations | ours median (us) | Open MPI ring median (us) "
-        "| median ratio [95 % CI] | target | noise floor [95 % CI] | load | data ok |",
-        "|---:|---:|---:|---:|---:|---:|:---|---:|---:|:---:|",
+        "| median ratio [95 % CI] | launches | target | noise floor [95 % CI] | load | data ok |",
+        "|---:|---:|---:|---:|---:|---:|:---|:---|---:|---:|:---:|",
     ]
     floor = {(r["ranks"], r["bytes"]): r for r in noise}
     for r in rows:
@@ -157,7 +187,8 @@ def markdown(rows: list[dict], noise: list[dict], args, started: str, ended: str
             f"| {r['ranks']} | {fmt_size(r['bytes'])} | {r['iterations']} | {r['median_s'] * 1e6:.1f} "
             f"| {r['ref_median_s'] * 1e6:.1f} "
             f"| {r['median_ratio']:.3f} [{r['ci_lo']:.3f}, {r['ci_hi']:.3f}] "
-            f"| <= {target} ({verdict(r, f, target)}) | {fl} | {r['load']}{', ' + f['load'] if f else ''} "
+            f"| {' '.join(f'{x:.3f}' for x in r['launch_ratios'])} "
+            f"| <= {target} ({verdict(r, f, target)}) | {fl} | {r['load']} "
             f"| {'yes' if r['data_ok'] and r['used_schedule'] else 'NO'} |")
     return "\n".join(lines) + "\n"
 
@@ -171,9 +202,13 @@ def main() -> None:
                     help="comma-separated process counts (default %(default)s)")
     ap.add_argument("--sizes", default="", help="bytes per rank, e.g. 1MiB,4MiB (default: 1 KiB .. 4 MiB)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the iteration counts")
+    ap.add_argument("--launches", type=int, default=LAUNCHES,
+                    help="mpirun launches per (P, sizes), pooled (default %(default)s)")
     ap.add_argument("--bind", default="none", choices=["none", "core"], help="mpirun --bind-to")
     ap.add_argument("--json", default="", help="also write the rows (ours and noise) to this file")
+    ap.add_argument("--exe", default="", help="collsched-run to time (default: the build's)")
     args = ap.parse_args()
+    exe = Path(args.exe) if args.exe else ROOT / "build" / "bin" / "collsched-run"
     ranks = [int(x) for x in args.ranks.split(",") if x]
     groups = GROUPS
     if args.sizes:
@@ -182,7 +217,7 @@ def main() -> None:
         groups = [g for g in groups if g[0]]
         extra = sorted(want - {s for sizes, _ in GROUPS for s in sizes})
         if extra:
-            groups.append((extra, 300))
+            groups.append((extra, 150))
     scale = 0.1 * args.scale if args.quick else args.scale
     groups = [(sizes, max(10, int(it * scale))) for sizes, it in groups]
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M")
@@ -193,9 +228,14 @@ def main() -> None:
             s = generate("ring", Request(p))
             s.bytes_min, s.bytes_max = 0, 1 << 30
             schedfile.write(s, sched)
-            for g in groups:  # each noise floor launched right after its measurement
-                rows += measure(sched, p, [g], args.bind, "--compare")
-                noise += measure(sched, p, [g], args.bind, "--compare-self")
+            runs: dict = {}
+            for _ in range(args.launches):
+                for sizes, iters in groups:  # each noise floor launched right after its measurement
+                    for mode in ("--compare", "--compare-self"):
+                        for r in launch(sched, p, sizes, iters, args.bind, mode, exe):
+                            runs.setdefault((mode, r["bytes"]), []).append(r)
+            rows += [combine(v) for (m, _), v in sorted(runs.items(), key=lambda kv: kv[0][1]) if m == "--compare"]
+            noise += [combine(v) for (m, _), v in runs.items() if m == "--compare-self"]
         ended = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M")
         md = markdown(rows, noise, args, started, ended)
         if args.json:

@@ -285,6 +285,11 @@ def cmd_show(a) -> int:
     from . import schedfile
     from .ir import KIND_NAMES, PHASE_NAMES
 
+    if os.path.isdir(a.file):  # a schedules directory: what it covers, as `ls` lists it
+        if a.rank is not None:
+            raise InputError("--rank", a.file, "expected a schedule file, not a directory, with --rank")
+        a.directory = a.file
+        return cmd_ls(a)
     s = schedfile.read(a.file)
     if a.rank is not None and not 0 <= a.rank < s.nranks:
         raise InputError("--rank", str(a.rank), f"expected 0..{s.nranks - 1}")

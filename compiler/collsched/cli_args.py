@@ -178,10 +178,12 @@ def _add_inspect(sub) -> None:
                           "as SimGrid does (slower; docs/lab.md)", "dag", "--model fluid"))
     s.add_argument("--json", action="store_true", help=h("print JSON", "off: text", "--json"))
 
-    sh = sub.add_parser("show", help="print a schedule file's header and operations",
-                        description="Example: collsched show ring.sched --rank 0 (a directory of "
-                                    "schedules: collsched ls DIR)")
-    sh.add_argument("file", help=h("schedule file", "none, required", "ring.sched"))
+    sh = sub.add_parser("show", help="print a schedule file's header and operations (a directory: "
+                                     "what its schedules cover, as ls)",
+                        description="Example: collsched show ring.sched --rank 0; collsched show "
+                                    "schedules/ (the same listing as collsched ls schedules/)")
+    sh.add_argument("file", help=h("schedule file, or a directory of them", "none, required",
+                                   "ring.sched"))
     sh.add_argument("--rank", type=_int_opt("--rank", 0, MAX_RANKS - 1),
                     help=h("only this rank's operations", "every rank", "--rank 3"))
 

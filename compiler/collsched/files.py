@@ -243,6 +243,8 @@ def check_path_options(args) -> None:
                 continue
             if attr == "topology" and getattr(args, "command", None) == "pools":
                 option = "TOPOLOGY"  # a positional argument there
+            if attr == "file" and getattr(args, "command", None) == "show" and os.path.isdir(v):
+                continue  # `show DIR` lists a schedules directory (cmd_ls checks it)
             check_input_path(v, option, what)
     check_output_options(args)
 

@@ -366,3 +366,8 @@ def test_ls_and_compile_overlap_warning(tmp_path, capsys):
     assert any(ln.startswith("  skipped junk: header:") for ln in lines)
     code, _, err = run(capsys, "ls", d / "a.sched")
     assert code == 2 and "expected a directory" in one_line_error(err)
+    # `show DIR` is the same listing as `ls DIR`; with --rank it is refused in one line.
+    code, shown, err = run(capsys, "show", d)
+    assert code == 0 and err == "" and shown == out
+    code, _, err = run(capsys, "show", d, "--rank", 0)
+    assert code == 2 and "expected a schedule file, not a directory" in one_line_error(err)

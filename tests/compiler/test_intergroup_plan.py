@@ -218,7 +218,10 @@ def test_mpich_meets_eq2(n, mode):
 @HYP
 @given(groups(equal=True), st.sampled_from(["blocking", "dataflow"]))
 def test_mpich_within_eq2_for_allgather(g, mode):
-    assert time_of(plan_root_gather_mpich(g), mode=mode) <= eq2_bound(g)
+    """Up to the rounding of the broadcasts' pieces: a ring of n - 1 steps of ceil(m/n)
+    bytes takes up to n - 1 bytes more than (n - 1) m / n (1 byte over 4 ranks: 3 hops)."""
+    slack = (g.p - 1) + (g.q - 1)
+    assert time_of(plan_root_gather_mpich(g), mode=mode) <= eq2_bound(g) + slack
 
 
 # ---- Eq. 5 ---------------------------------------------------------------------------

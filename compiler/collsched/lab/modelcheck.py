@@ -17,10 +17,10 @@ import os
 import subprocess
 from pathlib import Path
 
+from .. import resources
 from ..algorithms import REGISTRY, Request
 from .runner import LabConfig, run_lab
 
-ROOT = Path(__file__).resolve().parents[3]
 TOPOLOGIES = {"tryton-48": 48, "wan-3x16": 48, "three-site-grid": 20}
 SIZES = (64 << 10, 256 << 10, 1 << 20)
 BASELINES = ("ring", "nex", "lnbc", "rd", "bruck", "spreading")
@@ -94,7 +94,7 @@ def measured_topologies(directory, topologies=TOPOLOGIES, network_models=NETWORK
 
         if progress:
             progress(f"measure {topo} under {model} -> {path}")
-        measure(MeasureConfig("smpi", hosts, platform_from=str(ROOT / "topologies" / f"{topo}.yaml"),
+        measure(MeasureConfig("smpi", hosts, platform_from=str(resources.topologies_dir() / f"{topo}.yaml"),
                               network_model=model, fit_budget_s=MEASURE_SWEEP_BUDGET_S), path)
     return paths
 
@@ -134,7 +134,7 @@ def _run_one_model(model: str, progress, sizes, topologies, predict) -> list[dic
             for p, algs in sorted(by_ranks.items()):
                 if progress:
                     progress(f"{model} ({source}): {topo} {nbytes} B P={p}")
-                cfg = LabConfig("smpi", str(ROOT / "topologies" / f"{topo}.yaml"), p, nbytes,
+                cfg = LabConfig("smpi", str(resources.topologies_dir() / f"{topo}.yaml"), p, nbytes,
                                 iterations=1, flat_iterations=0, fluid=True, network_model=model,
                                 bounds=False, segments=SEGMENTS,
                                 predict_topology=predict[(topo, model)])

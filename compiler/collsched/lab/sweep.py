@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import resources
 from ..errors import InputError
 from ..files import read_input, write_atomic
 from .netmodel import check_model
@@ -164,7 +165,7 @@ class SweepCache:
 
 def _find_topology(path: str, root: Path) -> str:
     """A topology path as given, else relative to the repository (the bundled ones)."""
-    for candidate in (Path(path), root / path):
+    for candidate in (Path(resources.topology_path(path)), root / path):
         if candidate.is_file():
             return str(candidate.resolve())
     raise InputError("--topology", path, "expected a topology YAML file (e.g. topologies/tryton-48.yaml)")

@@ -318,8 +318,8 @@ def cmd_plot(a) -> int:
     if not out.parent.is_dir():
         raise InputError(a.output, "-o", "expected a file in an existing directory")
     sched, _, mean, timelines = _simulate(a)
-    title = (f"{sched.algorithm}: {sched.nranks} ranks, {sched.bytes_max} B/rank, "
-             f"avg elapsed {mean.avg_elapsed_s * 1e3:.3f} ms")
+    title = (f"{sched.algorithm} on {Path(a.topology).stem if a.topology else 'the default cluster'}: "
+             f"{sched.nranks} ranks, {sched.bytes_max} B/rank, avg elapsed {mean.avg_elapsed_s * 1e3:.3f} ms")
     gantt(timelines[0], title, out, max_ranks=a.max_ranks)
     print(f"{out}: Gantt chart of {sched.algorithm}")
     return EXIT_OK

@@ -12,8 +12,8 @@ own interval.
 Writes the Markdown table into docs/benchmarks.md through collsched.lab.benchdoc.
 
     .venv/bin/python runtime/bench/bench_runtime.py [--doc docs/benchmarks.md] [--quick]
-        [--ranks 2,3,4,8] [--sizes 1KiB,...] [--scale F] [--bind none|core] [--json OUT]
-        [--exe PATH]
+        [--ranks 2,3,4,8] [--sizes 1KiB,...] [--scale F] [--launches 3] [--bind none|core]
+        [--json OUT] [--exe PATH]
 """
 from __future__ import annotations
 
@@ -35,8 +35,10 @@ from collsched import schedfile  # noqa: E402
 from collsched.algorithms import Request, generate  # noqa: E402
 
 RANKS = [2, 3, 4, 8]
-# (sizes, iterations): small calls are cheap and noisy, so they get more iterations; the
-# medians of these counts moved by less than their intervals from run to run.
+# (sizes, iterations) per launch: small calls are cheap and noisy, so they get more
+# iterations. Three launches of these take 6-8 minutes on the 2-core machine. Two runs
+# some minutes apart can differ by more than their intervals (the machine's load changes;
+# docs/benchmarks.md says by how much).
 GROUPS = [([1 << 10, 4 << 10, 16 << 10], 400), ([64 << 10, 256 << 10], 300),
           ([1 << 20, 4 << 20], 150)]
 LAUNCHES = 3    # per (P, sizes): rank placement differs from launch to launch

@@ -104,8 +104,8 @@ static int copy_bytes(const void *src, int scount, MPI_Datatype stype, void *dst
 
 /* Whether a datatype is one run of bytes (datatype.c). The usual predefined types are, at
  * offset 0, and are answered without datatype.c's walk: that walk, once for the send and
- * once for the receive type, was 600 of the about 3,400 instructions a call adds to the MPI
- * library's own ring (callgrind, docs/benchmarks.md, runtime-overhead). */
+ * once for the receive type, was 600 of the about 3,500 instructions of bookkeeping a call
+ * makes before its first message (callgrind; docs/benchmarks.md, runtime-overhead). */
 static int type_run(MPI_Datatype t, MPI_Aint *off)
 {
     if (t == MPI_BYTE || t == MPI_CHAR || t == MPI_UNSIGNED_CHAR || t == MPI_INT

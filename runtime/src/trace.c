@@ -45,9 +45,26 @@ static int trace_npaths;
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
 #endif
 
+/* COLLSCHED_TRACE is read once per process: a getenv on every call was about a fifth of a
+ * call's bookkeeping (callgrind, P = 2, 1 KiB; docs/benchmarks.md, runtime-overhead). */
+static const char *trace_prefix_value;
+static void trace_prefix_read(void) { trace_prefix_value = getenv("COLLSCHED_TRACE"); }
+
+static const char *trace_prefix(void)
+{
+#ifndef SMPI_HELPERS_H
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, trace_prefix_read);
+#else /* one thread runs every rank: a flag suffices */
+    static int read;
+    if (!read) { trace_prefix_read(); read = 1; }
+#endif
+    return trace_prefix_value;
+}
+
 cs_trace *cs_trace_begin(uint32_t nops)
 {
-    const char *prefix = getenv("COLLSCHED_TRACE");
+    const char *prefix = trace_prefix();
     if (!prefix || !*prefix) return NULL;
     cs_trace *tr = calloc(1, sizeof *tr);
     if (!tr) return NULL;
@@ -109,7 +126,7 @@ static int trace_open(const char *path, int first, const char **why)
 
 static void trace_write(const cs_trace *tr, const collsched_schedule *s, uint32_t rank)
 {
-    const char *prefix = getenv("COLLSCHED_TRACE");
+    const char *prefix = trace_prefix();
     char path[4096];
     if (!prefix || !*prefix) return;
     int len = snprintf(path, sizeof path, "%s.%u.csv", prefix, rank);

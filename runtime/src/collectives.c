@@ -102,20 +102,6 @@ static int copy_bytes(const void *src, int scount, MPI_Datatype stype, void *dst
     return rc;
 }
 
-/* Whether a datatype is one run of bytes (datatype.c). The usual predefined types are, at
- * offset 0, and are answered without datatype.c's walk: that walk, once for the send and
- * once for the receive type, was 600 of the about 3,500 instructions of bookkeeping a call
- * makes before its first message (callgrind; docs/benchmarks.md, runtime-overhead). */
-static int type_run(MPI_Datatype t, MPI_Aint *off)
-{
-    if (t == MPI_BYTE || t == MPI_CHAR || t == MPI_UNSIGNED_CHAR || t == MPI_INT
-        || t == MPI_FLOAT || t == MPI_DOUBLE) {
-        *off = 0;
-        return 1;
-    }
-    return cs_type_run(t, off);
-}
-
 /* Where the executor puts the blocks: straight into the receive buffer when its type is
  * a run of bytes, else into staging (*stage, malloc'ed) laid out like the receive buffer
  * would be with a contiguous type: allgather block o at o * block; allgatherv block o at
@@ -145,7 +131,7 @@ static int open_recv(const call *c, cs_layout *lay, char **stage)
         lay->block = c->block;
         if (__builtin_mul_overflow((int64_t)c->block, (int64_t)c->size, &hi)) return MPI_ERR_NO_MEM;
     }
-    if (hi == lo || type_run(c->recvtype, &off)) { /* nothing to move, or in place */
+    if (hi == lo || cs_type_run(c->recvtype, &off)) { /* nothing to move, or in place */
         lay->base = hi == lo ? (char *)c->recvbuf : (char *)c->recvbuf + off;
         return MPI_SUCCESS;
     }
@@ -196,7 +182,7 @@ static int place_own(const call *c, cs_layout *lay, int staged, MPI_Comm priv)
         MPI_Aint at = (MPI_Aint)(c->counts ? c->displs[c->rank] : (int64_t)c->rank * c->recvcount) * ext;
         return copy_bytes((char *)c->recvbuf + at, n, c->recvtype, dst, bytes, 1, priv, c->rank);
     }
-    if (type_run(c->sendtype, &off)) {
+    if (cs_type_run(c->sendtype, &off)) {
         lay->own_src = (const char *)c->sendbuf + off;
         lay->own_dst = dst;
         lay->own_bytes = bytes;

@@ -206,6 +206,14 @@ static int run_of(MPI_Datatype t, int depth, run *out)
 
 int cs_type_run(MPI_Datatype t, MPI_Aint *off)
 {
+    /* The usual predefined types are runs at offset 0, answered without the walk: for the
+     * send and the receive type it was 600 of the about 3,500 instructions of bookkeeping a
+     * call made before its first message (callgrind; docs/benchmarks.md, runtime-overhead). */
+    if (t == MPI_BYTE || t == MPI_CHAR || t == MPI_UNSIGNED_CHAR || t == MPI_INT
+        || t == MPI_FLOAT || t == MPI_DOUBLE) {
+        *off = 0;
+        return 1;
+    }
     run r;
     MPI_Aint lb, ext;
     MPI_Count size;

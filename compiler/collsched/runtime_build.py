@@ -27,8 +27,6 @@ from pathlib import Path
 from . import __version__, resources
 from .errors import InputError
 
-# The repository root of a source checkout (compiler/collsched/ is two levels down).
-SOURCE_ROOT = Path(__file__).resolve().parents[2]
 # What provides each compiler wrapper (Debian), for the error that says it is missing.
 PROVIDERS = {"mpicc": "openmpi-bin libopenmpi-dev (Open MPI)", "smpicc": "libsimgrid-dev (SimGrid)"}
 LOG = "build.log"

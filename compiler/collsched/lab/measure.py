@@ -38,7 +38,6 @@ from ..files import write_atomic
 from . import launch, sizecosts
 from .sizefit import log_sizes
 
-ROOT = Path(__file__).resolve().parents[3]
 FORMAT = "collsched-measure/1"
 DEFAULT_SIZES = "1,1KiB,16KiB,128KiB,1MiB"
 DEFAULT_REPEATS = 5

@@ -46,7 +46,6 @@ from .arrivals import BASE_COMPUTE_S, arrival_pattern
 from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_prediction_topology
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 
-ROOT = Path(__file__).resolve().parents[3]
 
 RUN_TIMEOUT_S = 1800
 # Arrival-aware algorithms: run through the PAT engine; bdr is built online by the runtime,

@@ -19,11 +19,11 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import __version__, cli_build, cli_cache, cli_trace, resources
+from . import __version__, cli_build, cli_cache, cli_sweep, cli_trace, resources
 from .errors import InputError
-from .cli_args import (BIND_HELP, BIND_TO, HOSTFILE_HELP, LAUNCHER_HELP, MAX_RANKS, _INT, UsageError, _float_opt,
-                       _int_opt, _plot_path, _show, h, new_parser)
-from .files import check_path_options, write_atomic
+from .cli_args import (BIND_HELP, BIND_TO, HOSTFILE_HELP, LAUNCHER_HELP, MAX_RANKS, _INT, UsageError,
+                       _algorithm_list, _float_opt, _int_list, _int_opt, _json, _show, h, new_parser)
+from .files import check_path_options
 
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_RUN_FAILED = 0, 1, 2, 3
 EXIT_INTERNAL = 3  # an unexpected exception: one line, a hint to report it
@@ -31,36 +31,10 @@ EXIT_BROKEN_PIPE = 0  # stdout closed by its reader (`| head`): not an error, as
 REPORT_HINT = "please report this with the command line at the project's issue tracker"
 
 
-def _json(obj, **kw) -> str:
-    """JSON for stdout or a file: NaN and Infinity are not JSON, and never written.
-
-    compile and simulate refuse non-finite predictions before (pipeline.check_finite); a
-    long run's report (bench, sweep, measure) writes null for a value that is not a
-    number rather than losing the run."""
-    try:
-        return json.dumps(obj, allow_nan=False, **kw)
-    except ValueError:
-        return json.dumps(_finite_or_null(obj), allow_nan=False, **kw)
-
-
-def _finite_or_null(x):
-    import math
-
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite_or_null(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite_or_null(v) for v in x]
-    if hasattr(x, "dtype") and hasattr(x, "tolist"):  # numpy scalars and arrays
-        return _finite_or_null(x.tolist())
-    return x
-
-
 def _build_parser() -> argparse.ArgumentParser:
     p, sub = new_parser(__version__)
     _add_measure_parser(sub)
-    _add_sweep_parser(sub)
+    cli_sweep.add_parsers(sub)
     cli_trace.add_parsers(sub)
     cli_cache.add_parsers(sub)
     cli_build.add_parsers(sub)
@@ -181,6 +155,11 @@ def _time_arg(text: str | None, flag: str) -> float | None:
 def cmd_compile(a) -> int:
     from .pipeline import VerificationFailed, compile_schedule, parse_bytes_arg
 
+    if a.collective.startswith("inter-"):  # two groups: cli_inter.py
+        from . import cli_inter
+        return cli_inter.cmd_compile(a)
+    if a.ranks is None:
+        raise InputError("--ranks", "", "expected the number of ranks (required for allgather)")
     out = Path(a.output)
     if not out.parent.is_dir():
         raise InputError(a.output, "-o", "expected a file in an existing directory")
@@ -267,6 +246,9 @@ def _simulate(a):
 
 
 def cmd_simulate(a) -> int:
+    from . import cli_inter
+    if cli_inter.is_inter_file(a.file):  # an intergroup schedule: cli_inter.py
+        return cli_inter.cmd_simulate(a)
     sched, per_iter, mean, _ = _simulate(a)
     if a.json:
         d = {k: v for k, v in mean.to_dict().items()}
@@ -293,6 +275,9 @@ def cmd_show(a) -> int:
     s = schedfile.read(a.file)
     if a.rank is not None and not 0 <= a.rank < s.nranks:
         raise InputError("--rank", str(a.rank), f"expected 0..{s.nranks - 1}")
+    if not hasattr(s, "nseg"):  # an intergroup schedule: cli_inter.py
+        from . import cli_inter
+        return cli_inter.cmd_show(a, s)
     print(f"file        {a.file} ({s.file_bytes} bytes, format {s.format_version})")
     print(f"collective  {s.collective}   algorithm {s.algorithm}   compiler {s.compiler_version}")
     print(f"ranks       {s.nranks}   segments/block {s.nseg}   ops {s.total_ops}   "
@@ -312,8 +297,11 @@ def cmd_show(a) -> int:
 
 
 def cmd_plot(a) -> int:
+    from . import cli_inter
     from .plot import gantt
 
+    if cli_inter.is_inter_file(a.file):  # an intergroup schedule: cli_inter.py
+        return cli_inter.cmd_plot(a)
     out = Path(a.output)
     if not out.parent.is_dir():
         raise InputError(a.output, "-o", "expected a file in an existing directory")
@@ -328,6 +316,9 @@ def cmd_plot(a) -> int:
 def cmd_bench(a) -> int:
     from .lab.launch import check_options
 
+    if a.suite == "intergroup" or a.collective.startswith("inter-"):  # two groups: lab/intergroup.py
+        from .lab import intergroup
+        return intergroup.cmd_bench(a)
     check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to)  # real MPI's, before anything
     if a.suite == "compile-grid":
         from .lab.bench_compiler import run_grid_compile_bench
@@ -549,120 +540,6 @@ def cmd_measure(a) -> int:
     return EXIT_OK
 
 
-def _add_sweep_parser(sub) -> None:
-    from .lab import sweep as sw
-
-    s = sub.add_parser("sweep", help="the BDR paper's grid under SMPI (the defaults: all of it, about an "
-                                     "hour), printed as its Tables 3 and 4",
-                       description="Run the mini-benchmark for every P x N x maxDelay x algorithm of the "
-                                   "BDR paper (section 4) under SimGrid SMPI and print, per cell, the fastest "
-                                   "algorithm and a PAP-aware winner's speedup over the best regular one "
-                                   "(docs/sweep.md). The defaults run the paper's full grid: about an hour "
-                                   "on a 2-core machine. Results are cached per run: an interrupted sweep "
-                                   "resumes. A quick example: collsched sweep --ranks 4,8 --floats 128K "
-                                   "--max-delays-ms 0,5 --algorithms ring,bdr")
-    ranks = ",".join(map(str, sw.PAPER_RANKS))
-    floats = ",".join(sw.floats_label(n) for n in sw.PAPER_FLOATS)
-    delays = ",".join(f"{d:g}" for d in sw.PAPER_DELAYS_MS)
-    algs = ",".join(sw.PAPER_ALGORITHMS)
-    s.add_argument("--topology", default="topologies/tryton-48.yaml",
-                   help=h("topology YAML", "topologies/tryton-48.yaml", "--topology topologies/wan-3x16.yaml"))
-    s.add_argument("--ranks", default=ranks, help=h("comma-separated P values", f"the paper's, {ranks}", "--ranks 4,8"))
-    s.add_argument("--floats", default=floats,
-                   help=h("floats gathered in total, comma-separated (128K = 131072); each rank "
-                          "contributes floor(4 N / P) bytes", f"the paper's, {floats}", "--floats 128K"))
-    s.add_argument("--max-delays-ms", default=delays,
-                   help=h("comma-separated maxDelay values (ms)", f"the paper's, {delays}", "--max-delays-ms 0,5"))
-    s.add_argument("--algorithms", default=algs,
-                   help=h("comma-separated: compiled algorithms, native, native:NAME", f"the paper's, {algs}",
-                          "--algorithms ring,bdr"))
-    s.add_argument("--iterations", type=_int_opt("--iterations", 1, 1_000_000), default=sw.DEFAULT_ITERATIONS,
-                   help=h(f"iterations per run (the paper: {sw.PAPER_ITERATIONS})", str(sw.DEFAULT_ITERATIONS),
-                          "--iterations 8"))
-    s.add_argument("--seed", type=_int_opt("--seed", 0, 2**63 - 1), default=1,
-                   help=h("seed of the arrival patterns", "1", "--seed 2"))
-    s.add_argument("--network-model", default="CM02",
-                   help=h("SimGrid's network model: CM02, SMPI or LV08 (the lab's rule for each: "
-                          "docs/lab.md)", "CM02", "--network-model SMPI"))
-    s.add_argument("--cache", help=h("JSON cache of finished runs", "out/sweep/<topology>-cache.json "
-                                     "(other models than CM02: <topology>-<model>-cache.json)",
-                                     "--cache out/my-cache.json"))
-    s.add_argument("--fresh", action="store_true", help=h("drop the cache and run everything again", "off",
-                                                          "--fresh"))
-    s.add_argument("--redo", default="", help=h("comma-separated algorithms to run again despite the cache",
-                                                "none", "--redo bdr,bslb"))
-    s.add_argument("--json", help=h("write the whole sweep (every run, every verdict) to this JSON file",
-                                    "none", "--json out/sweep.json"))
-    s.add_argument("--plot", type=_plot_path("--plot"), help=h("PNG heat map of the tables", "none",
-                                                               "--plot sweep.png"))
-    s.add_argument("--doc", help=h("Markdown page to update (a marked section)", "none", "--doc docs/benchmarks.md"))
-    s.add_argument("--section", default="lab-sweep",
-                   help=h("the section of --doc to write", "lab-sweep", "--section lab-sweep"))
-
-
-def cmd_sweep(a) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from .lab import sweep as sw
-
-    def delays(text):
-        parse = _float_opt("--max-delays-ms", 0, 3.6e6)
-        return tuple(parse(x) for x in text.split(","))  # an empty item is refused too
-
-    for out in (a.json, a.plot):
-        if out and not Path(out).resolve().parent.is_dir():
-            raise InputError(out, "", "expected a file in an existing directory")
-    cfg = sw.SweepConfig(ranks=tuple(_int_list(a.ranks, "--ranks", lo=2)), floats=sw.parse_floats(a.floats),
-                         delays_ms=delays(a.max_delays_ms),
-                         algorithms=tuple(_algorithm_list(a.algorithms)),
-                         iterations=a.iterations, seed=a.seed, topology=a.topology,
-                         network_model=a.network_model, cache=a.cache)
-    root = resources.source_root() or Path.cwd()  # out/sweep/ (the cache) lives under it
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
-               TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, transient=True) as prog:
-        task = prog.add_task("sweep", total=None)
-        sweep = sw.run_sweep(cfg, root=root, fresh=a.fresh, redo=tuple(x for x in a.redo.split(",") if x),
-                             progress=lambda done, total, text: prog.update(
-                                 task, completed=done, total=total, description=text))
-    sw.summarize(sweep)
-    sw.print_tables(sweep)
-    if a.json:
-        write_atomic(a.json, _json(sweep, indent=1))
-    if a.plot:
-        sw.plot_heatmap(sweep, a.plot)
-    if a.doc:
-        import os
-
-        from .lab.benchdoc import replace_section
-
-        rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
-        replace_section(a.doc, a.section, sw.markdown(sweep, rel))
-    runs = [r for c in sweep["cells"] for r in c["results"].values()]
-    if any("error" in r for r in runs):
-        return EXIT_RUN_FAILED
-    return EXIT_OK if all(r.get("data_ok") for r in runs) else EXIT_INVALID
-
-
-def _algorithm_list(text: str, flag: str = "--algorithms") -> list[str]:
-    """Comma-separated compiled algorithms, native or native:NAME (the lab's names)."""
-    from .algorithms import REGISTRY
-
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    for name in names or [""]:
-        if name not in REGISTRY and name != "native" and not (name.startswith("native:") and name[7:]):
-            raise InputError(flag, _show(name), f"expected comma-separated names of "
-                             f"{', '.join(sorted(REGISTRY))}, native or native:NAME")
-    return names
-
-
-def _int_list(text: str, flag: str, lo: int = 1, hi: int = MAX_RANKS) -> list[int]:
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    if not items or not all(_INT.fullmatch(x) and lo <= int(x) <= hi for x in items):
-        raise InputError(flag, _show(text), f"expected comma-separated integers {lo}..{hi}")
-    return [int(x) for x in items]
-
-
 def cmd_pools(a) -> int:
     from .inputs import pools
     from .inputs.topology import load_topology
@@ -690,7 +567,7 @@ def cmd_pools(a) -> int:
 _COMMANDS = {"compile": cmd_compile, "verify": cmd_verify, "simulate": cmd_simulate,
              "show": cmd_show, "ls": cmd_ls, "plot": cmd_plot, "bench": cmd_bench}
 _COMMANDS["measure"] = cmd_measure
-_COMMANDS["sweep"] = cmd_sweep
+_COMMANDS.update(cli_sweep.COMMANDS)  # sweep
 _COMMANDS["pools"] = cmd_pools
 _COMMANDS.update(cli_trace.COMMANDS)  # trace
 _COMMANDS.update(cli_cache.COMMANDS)  # cache, tune

@@ -7,6 +7,7 @@ the lab (measure, sweep) add their parsers in cli.py: the core never imports the
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
@@ -118,13 +119,16 @@ def _add_compile(sub) -> None:
                        description=f"Generate, verify and simulate a schedule, then write it. "
                                    f"Algorithms: {algs}. Example: collsched compile --algorithm ring "
                                    f"--ranks 16 --bytes 64KiB -o ring.sched")
-    c.add_argument("--collective", default="allgather",
-                   help=h("collective (only allgather so far)", "allgather", "--collective allgather"))
+    c.add_argument("--collective", default="allgather", choices=("allgather",) + INTER_COLLECTIVES,
+                   help=h("allgather, or an intercommunicator collective over two groups (--groups; "
+                          "docs/intergroup.md)", "allgather", "--collective inter-allgather"))
+    _add_group_options(c)
     c.add_argument("--algorithm", required=True,
                    help=h(f"one of: {algs}; or auto: compile the applicable ones, write the fastest "
                           f"predicted (--json: auto)", "none, required", "--algorithm ring"))
-    c.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS), required=True,
-                   help=h(f"number of ranks P, 2..{MAX_RANKS}", "none, required", "--ranks 16"))
+    c.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS),
+                   help=h(f"number of ranks P, 2..{MAX_RANKS}", "none, required (intergroup: --groups "
+                          "instead)", "--ranks 16"))
     c.add_argument("--bytes", required=True,
                    help=h("bytes per rank: B, or MIN:MAX for one file serving the range; units such "
                           "as KiB, MiB", "none, required", "--bytes 64KiB or --bytes 1KiB:1MiB"))
@@ -228,7 +232,9 @@ def _add_bench(sub) -> None:
                                    "--algorithms, on SimGrid SMPI or real MPI, with measured and predicted "
                                    "times. compiler: compile+verify+simulate+write time and memory. Example: "
                                    "collsched bench --ranks 8 --bytes 64KiB --algorithms ring,bruck,native")
-    b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale", "recurring"),
+    _add_group_options(b)
+    b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale", "recurring",
+                                       "intergroup"),
                    default="lab",
                    help=h("lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
                           "compile time on the bundled grids, fresh processes, C kernels and "
@@ -236,7 +242,8 @@ def _add_bench(sub) -> None:
                           "predicted vs SMPI (records --doc); scale: P=256 x 1 MiB under SMPI, wall "
                           "time and memory (records --doc); recurring: recurring load patterns, trace -> "
                           "cache build -> the runtime's selection, against native, regular, bdr and the "
-                          "oracle (docs/lab.md; records --doc)", "lab", "--suite compiler"))
+                          "oracle (docs/lab.md; records --doc); intergroup: the Kang paper's settings "
+                          "1-8 (docs/intergroup.md; records --doc)", "lab", "--suite compiler"))
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi",
                    help=h("SimGrid SMPI or real MPI (through --launcher)", "smpi", "--backend mpi"))
     b.add_argument("--launcher", default=None,
@@ -296,3 +303,65 @@ def _add_bench(sub) -> None:
                           "--measured out/measured"))
     b.add_argument("--plot", type=_plot_path("--plot"), help=h("PNG of the results", "none", "--plot bench.png"))
     b.add_argument("--json", action="store_true", help=h("print JSON", "off: a table", "--json"))
+
+
+def _json(obj, **kw) -> str:
+    """JSON for stdout or a file: NaN and Infinity are not JSON, and never written.
+
+    compile and simulate refuse non-finite predictions before (pipeline.check_finite); a
+    long run's report (bench, sweep, measure) writes null for a value that is not a
+    number rather than losing the run."""
+    try:
+        return json.dumps(obj, allow_nan=False, **kw)
+    except ValueError:
+        return json.dumps(_finite_or_null(obj), allow_nan=False, **kw)
+
+
+def _finite_or_null(x):
+    import math
+
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite_or_null(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_or_null(v) for v in x]
+    if hasattr(x, "dtype") and hasattr(x, "tolist"):  # numpy scalars and arrays
+        return _finite_or_null(x.tolist())
+    return x
+
+
+def _algorithm_list(text: str, flag: str = "--algorithms") -> list[str]:
+    """Comma-separated compiled algorithms, native or native:NAME (the lab's names)."""
+    from .algorithms import REGISTRY
+
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    for name in names or [""]:
+        if name not in REGISTRY and name != "native" and not (name.startswith("native:") and name[7:]):
+            raise InputError(flag, _show(name), f"expected comma-separated names of "
+                             f"{', '.join(sorted(REGISTRY))}, native or native:NAME")
+    return names
+
+
+def _int_list(text: str, flag: str, lo: int = 1, hi: int = MAX_RANKS) -> list[int]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items or not all(_INT.fullmatch(x) and lo <= int(x) <= hi for x in items):
+        raise InputError(flag, _show(text), f"expected comma-separated integers {lo}..{hi}")
+    return [int(x) for x in items]
+
+
+INTER_COLLECTIVES = ("inter-allgather", "inter-allgatherv")
+
+
+def _add_group_options(p) -> None:
+    """The two groups of an intercommunicator collective (compile and bench)."""
+    p.add_argument("--groups", metavar="P:Q",
+                   help=h("intercommunicator collectives: ranks of group A and of group B",
+                          "none, required for inter-*", "--groups 25:7"))
+    p.add_argument("--bytes-b", metavar="B",
+                   help=h("intercommunicator collectives: bytes per rank of group B", "--bytes",
+                          "--bytes-b 4MiB"))
+    p.add_argument("--sizes", metavar="RULE|FILE",
+                   help=h("inter-allgatherv: block sizes: equal, arithmetic (rank i of a group "
+                          "sends (i + 1) x --bytes (B: --bytes-b)) or a YAML file with lists a: and b:",
+                          "equal", "--sizes arithmetic"))

@@ -15,6 +15,8 @@ import numpy as np
 from . import __version__
 from .errors import InputError, ScheduleFileError
 from .files import read_input, write_atomic
+from .intergroup import schedfile as inter_file
+from .intergroup.schedule import COLLECTIVES as INTER_COLLECTIVES, InterSchedule
 from .ir import COLLECTIVES, MAX_RANKS, MAX_SEGMENTS, Schedule
 
 MAGIC = b"COLLSCHD"
@@ -33,10 +35,15 @@ _OP = np.dtype([("peer", "<u4"), ("origin", "<u4"), ("segment", "<u2"), ("kind",
 assert _HEADER.size == HEADER_BYTES - 4 and _INDEX.itemsize == INDEX_ENTRY
 assert _OP.itemsize == OP_BYTES
 _COLLECTIVE_NAMES = {v: k for k, v in COLLECTIVES.items()}
+_INTER_NAMES = {v: k for k, v in INTER_COLLECTIVES.items()}
 
 
-def encode(sched: Schedule) -> bytes:
-    """The whole file as bytes."""
+def encode(sched) -> bytes:
+    """The whole file as bytes (a Schedule, or an intergroup InterSchedule: version 1.1)."""
+    if isinstance(sched, InterSchedule):
+        return inter_file.encode(sched, header=_HEADER, index_dtype=_INDEX, magic=MAGIC,
+                                 major=VERSION_MAJOR, flag_full_duplex=FLAG_FULL_DUPLEX,
+                                 ascii16=_ascii16)
     if sched.collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {sched.collective!r}")
     ops = np.empty(sched.total_ops, _OP)
@@ -62,7 +69,7 @@ def encode(sched: Schedule) -> bytes:
     return head + struct.pack("<I", zlib.crc32(head)) + index_bytes + body
 
 
-def write(sched: Schedule, path: str | os.PathLike) -> int:
+def write(sched, path: str | os.PathLike) -> int:
     """Write atomically; returns the number of bytes written."""
     return write_atomic(path, encode(sched))  # files.py: whole or not at all, mode 0666 & ~umask
 
@@ -72,7 +79,7 @@ def write(sched: Schedule, path: str | os.PathLike) -> int:
 MAX_FILE_BYTES = 1 << 30
 
 
-def read(path: str | os.PathLike) -> Schedule:
+def read(path: str | os.PathLike):
     """Read and check a whole schedule file; ScheduleFileError names what is wrong.
 
     Only a regular file of at most MAX_FILE_BYTES is read (files.read_input: a FIFO or a
@@ -84,7 +91,8 @@ def read(path: str | os.PathLike) -> Schedule:
     return decode(data, str(path))
 
 
-def decode(data: bytes, source: str = "<bytes>") -> Schedule:
+def decode(data: bytes, source: str = "<bytes>"):
+    """The schedule a file holds: a Schedule, or an InterSchedule for collectives 3 and 4."""
     def bad(field: str, expected: str) -> ScheduleFileError:
         return ScheduleFileError(source, field, expected)
 
@@ -96,13 +104,21 @@ def decode(data: bytes, source: str = "<bytes>") -> Schedule:
         raise bad("magic", f"expected {MAGIC.decode()!r}, found {magic!r}: not a collsched schedule")
     if major != VERSION_MAJOR:
         raise bad("version_major", f"expected {VERSION_MAJOR}, found {major}")
-    if header_bytes != HEADER_BYTES:
+    inter = coll in _INTER_NAMES
+    if header_bytes != HEADER_BYTES and not inter:
         raise bad("header_bytes", f"expected {HEADER_BYTES}, found {header_bytes}")
     (header_crc,) = struct.unpack_from("<I", data, HEADER_BYTES - 4)
     if zlib.crc32(data[:HEADER_BYTES - 4]) != header_crc:
         raise bad("header_crc32", "header checksum mismatch (corrupt file)")
-    if coll not in _COLLECTIVE_NAMES:
-        raise bad("collective", f"expected one of {sorted(_COLLECTIVE_NAMES)}, found {coll}")
+    if coll not in _COLLECTIVE_NAMES and not inter:
+        raise bad("collective", f"expected one of {sorted(_COLLECTIVE_NAMES) + sorted(_INTER_NAMES)}, "
+                  f"found {coll}")
+    if inter:
+        fields = dict(major=major, minor=minor, header_bytes=header_bytes, collective=coll,
+                      nranks=nranks, nseg=nseg, flags=flags, bytes_min=bmin, bytes_max=bmax,
+                      algorithm=alg, compiler_version=ver, input_hash=ihash,
+                      total_ops=total_ops, index_crc=index_crc)
+        return inter_file.decode(data, source, fields, _INDEX, _text)
     if not 1 <= nranks <= MAX_RANKS:
         raise bad("nranks", f"expected 1..{MAX_RANKS}, found {nranks}")
     if not 1 <= nseg <= MAX_SEGMENTS:

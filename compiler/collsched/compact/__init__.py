@@ -1,0 +1,8 @@
+"""The compact schedule form (issue 24; docs/compact.md): a small versioned description
+(desc.py) from which every rank computes its own operation list in C
+(runtime/src/compact_gen.c, called from Python by native.py), byte for byte the list the
+explicit compiler writes for that rank."""
+from __future__ import annotations
+
+from .desc import ALGORITHMS, NO_FIFO, CompactDesc, decode, fifo_min_piece, for_default  # noqa: F401
+from .native import OP_DTYPE, count, generate, schedule  # noqa: F401

@@ -1,0 +1,155 @@
+"""The compact description: what every rank needs to compute its own operation list.
+
+Version 1 covers the regular allgather algorithms (no arrival pattern, no topology of
+their own) on the default cost model, a homogeneous full-duplex cluster: the algorithm,
+the rank count, the segments per block, the byte range, and the one cost-model fact the
+lists depend on, the FIFO threshold (`fifo_min_piece`). Its encoding is a fixed 56-byte
+little-endian record (docs/compact.md says why binary): the runtime reads it without a
+parser, and every rank can receive it in one small broadcast.
+
+    offset  type      field
+    0       char[8]   magic "CSCOMPCT"
+    8       u16       version (1)
+    10      u16       algorithm code (ALGORITHMS)
+    12      u32       nranks
+    16      u32       nseg
+    20      u32       flags (bit 0: full duplex, required)
+    24      u64       bytes_min
+    32      u64       bytes_max
+    40      u64       fifo_min_piece (2^64 - 1: no send waits)
+    48      u32       desc_bytes (56)
+    52      u32       reserved (0)
+
+runtime/src/compact_gen.c reads the same record (cs_compact_decode).
+"""
+from __future__ import annotations
+
+import inspect
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..inputs.topology import homogeneous
+from ..ir import MAX_RANKS, MAX_SEGMENTS
+from ..model.policy import fifo_link
+
+VERSION = 1
+MAGIC = b"CSCOMPCT"
+DESC_BYTES = 56
+FLAG_FULL_DUPLEX = 1
+NO_FIFO = (1 << 64) - 1
+# Algorithm name -> code, as compact_gen.h numbers them.
+ALGORITHMS = {"ring": 1, "bruck": 2, "rd": 3, "spreading": 4, "nex": 5, "lnbc": 6,
+              "magpie": 7, "mpichg2": 8}
+_NAMES = {code: name for name, code in ALGORITHMS.items()}
+_RECORD = struct.Struct("<8sHHIII QQQ II")
+assert _RECORD.size == DESC_BYTES
+SOURCE = "compact description"
+
+
+@dataclass(frozen=True)
+class CompactDesc:
+    """One compact schedule: every rank's list follows from these fields."""
+
+    algorithm: str
+    nranks: int
+    nseg: int = 1
+    bytes_min: int = 0
+    bytes_max: int = 0
+    fifo_min_piece: int = NO_FIFO
+    full_duplex: bool = True
+    version: int = VERSION
+
+    def __post_init__(self):
+        why = self.refusal()
+        if why is not None:
+            raise InputError(SOURCE, *why)
+
+    def refusal(self) -> tuple[str, str] | None:
+        """(field, expected) for a description no generator serves, else None."""
+        if self.version != VERSION:
+            return "version", f"expected {VERSION}, found {self.version}"
+        if self.algorithm not in ALGORITHMS:
+            return "algorithm", f"expected one of {', '.join(ALGORITHMS)}, found {self.algorithm!r}"
+        if not (isinstance(self.nranks, int) and 1 <= self.nranks <= MAX_RANKS):
+            return "nranks", f"expected 1..{MAX_RANKS}, found {self.nranks}"
+        if not (isinstance(self.nseg, int) and 1 <= self.nseg <= MAX_SEGMENTS):
+            return "nseg", f"expected 1..{MAX_SEGMENTS}, found {self.nseg}"
+        if not self.full_duplex:
+            return "flags", "expected full duplex (half duplex has no compact form yet)"
+        if not 0 <= self.bytes_min <= self.bytes_max < 1 << 64:
+            return "bytes_min", f"expected 0 <= bytes_min <= bytes_max < 2^64, found {self.bytes_min}:{self.bytes_max}"
+        if not 0 <= self.fifo_min_piece <= NO_FIFO:
+            return "fifo_min_piece", f"expected 0..2^64-1, found {self.fifo_min_piece}"
+        p = self.nranks
+        if self.algorithm == "rd" and p & (p - 1):
+            return "algorithm", f"recursive doubling needs a power-of-two rank count, got {p}"
+        if self.algorithm == "nex" and p % 2:
+            return "algorithm", f"neighbor exchange needs an even rank count, got {p} (use ring)"
+        return None
+
+    def encode(self) -> bytes:
+        """The 56-byte record (module docstring)."""
+        return _RECORD.pack(MAGIC, self.version, ALGORITHMS[self.algorithm], self.nranks,
+                            self.nseg, FLAG_FULL_DUPLEX if self.full_duplex else 0,
+                            self.bytes_min, self.bytes_max, self.fifo_min_piece, DESC_BYTES, 0)
+
+
+def decode(data: bytes, source: str = SOURCE) -> CompactDesc:
+    """The description a 56-byte record holds; InputError (one line) for anything else."""
+    if len(data) != DESC_BYTES:
+        raise InputError(source, "size", f"expected {DESC_BYTES} bytes, found {len(data)}")
+    (magic, version, code, nranks, nseg, flags, bmin, bmax, fifo_min, size,
+     reserved) = _RECORD.unpack(data)
+    if magic != MAGIC:
+        raise InputError(source, "magic", f"expected {MAGIC.decode()!r}: not a compact description")
+    if size != DESC_BYTES or reserved:
+        raise InputError(source, "desc_bytes", f"expected {DESC_BYTES} and a zero reserved word")
+    if code not in _NAMES:
+        raise InputError(source, "algorithm", f"expected a code 1..{len(_NAMES)}, found {code}")
+    if flags & ~FLAG_FULL_DUPLEX:
+        raise InputError(source, "flags", f"unknown flag bits in {flags:#x}")
+    return CompactDesc(_NAMES[code], nranks, nseg, bmin, bmax, fifo_min,
+                       full_duplex=bool(flags & FLAG_FULL_DUPLEX), version=version)
+
+
+def _homogeneous_defaults() -> tuple[float, float]:
+    """(latency s, bandwidth B/s) of the default cluster compile_schedule uses without a
+    topology (inputs.topology.homogeneous), read from its signature: one source of truth."""
+    params = inspect.signature(homogeneous).parameters
+    return params["latency_s"].default, params["bandwidth_Bps"].default
+
+
+def fifo_min_piece(bytes_max: int, latency_s: float, bandwidth_Bps: float) -> int:
+    """The smallest piece of at most bytes_max bytes that policy.fifo_link marks FIFO on a
+    homogeneous link (latency_s, bandwidth_Bps, no TCP window cap, constant costs), or
+    NO_FIFO. fifo_link is `latency < m / bandwidth`, and IEEE division is monotone in m, so
+    the marked sizes are exactly those at or above this threshold; the search asks
+    fifo_link itself, with the float64 operands mark_fifo_links gives it."""
+    lat, bw = np.float64(latency_s) * np.float64(1.0), np.float64(bandwidth_Bps)
+
+    def marked(m: int) -> bool:
+        return bool(fifo_link(lat, np.float64(m), bw, bw))
+
+    if not marked(bytes_max):
+        return NO_FIFO
+    lo, hi = 0, bytes_max  # marked(hi); find the smallest
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if marked(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def for_default(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg: int = 1) -> CompactDesc:
+    """The description of what `compile_schedule(algorithm, nranks, nbytes, segments=nseg)`
+    writes with no topology, arrival pattern or duplex option (the default cluster)."""
+    lo, hi = (nbytes, nbytes) if isinstance(nbytes, int) else nbytes
+    latency, bandwidth = _homogeneous_defaults()
+    if not 0 <= lo <= hi:
+        raise InputError(SOURCE, "bytes", f"expected 0 <= MIN <= MAX, found {lo}:{hi}")
+    return CompactDesc(algorithm, nranks, nseg, lo, hi, fifo_min_piece(hi, latency, bandwidth))

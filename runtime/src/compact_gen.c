@@ -1,0 +1,337 @@
+/* compact_gen.c - every rank's operation list from a compact description (compact_gen.h).
+ *
+ * Each generator is the closed form of one Python algorithm (compiler/collsched/
+ * algorithms/<name>.py) as the pipeline turns it into lists: block_transfers cuts every
+ * block into nseg segment transfers in segment order, ir.from_transfers sorts a rank's ops
+ * by (step, receives before sends, transfer index), and the FIFO pass
+ * (policy.mark_fifo_links) marks sends by piece size. In every algorithm here a rank
+ * receives from at most one peer and sends to at most one peer per step, so "transfer
+ * index" is the order of the blocks in the Python loop: the generators walk the steps a
+ * rank takes part in and emit its receives, then its sends, block by block. Nothing is
+ * allocated; counts and ranks are held in 64 bits (P <= 2^24, nseg < 2^16).
+ * The proof that the lists are the compiler's: tests/compiler/test_compact_gen.py and
+ * tools/prove_compact.py (docs/compact.md).
+ */
+#include "compact_gen.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { SEND = 0, RECV = 1, FLAG_FIFO = 2 };
+
+typedef struct emitter {
+    cs_compact_op *out;
+    uint64_t cap, n;
+    uint32_t nseg;
+    uint64_t q, r;            /* bytes_max = q * nseg + r: piece sizes without overflow */
+    uint64_t fifo_min;
+} emitter;
+
+/* Bytes of segment s at bytes_max: (s+1)*c/nseg - s*c/nseg, as ir.Schedule.piece_bytes. */
+static uint64_t piece(const emitter *e, uint64_t s)
+{
+    return e->q + ((s + 1) * e->r) / e->nseg - (s * e->r) / e->nseg;
+}
+
+/* One block: its nseg segment operations, in segment order. */
+static void block(emitter *e, int kind, uint64_t peer, uint64_t origin)
+{
+    for (uint32_t s = 0; s < e->nseg; s++, e->n++) {
+        if (e->n >= e->cap) continue;   /* counting past the room: the caller is told */
+        cs_compact_op *op = &e->out[e->n];
+        op->peer = (uint32_t)peer;
+        op->origin = (uint32_t)origin;
+        op->segment = (uint16_t)s;
+        op->kind = (uint8_t)kind;
+        op->flags = kind == SEND && piece(e, s) >= e->fifo_min ? FLAG_FIFO : 0;
+    }
+}
+
+/* (a + b) mod p and (a - b) mod p for a, b < p. */
+static uint64_t add(uint64_t a, uint64_t b, uint64_t p) { return (a + b) % p; }
+static uint64_t sub(uint64_t a, uint64_t b, uint64_t p) { return (a + p - b % p) % p; }
+static uint64_t lowbit(uint64_t x) { return x & (~x + 1); }
+
+/* ring.py: in step k, rank i sends block i - k to i + 1 (and receives i - 1 - k). */
+static void ring(emitter *e, uint64_t p, uint64_t x)
+{
+    for (uint64_t k = 0; k + 1 < p; k++) {
+        block(e, RECV, sub(x, 1, p), sub(x, k + 1, p));
+        block(e, SEND, add(x, 1, p), sub(x, k, p));
+    }
+}
+
+/* bruck.py: in step k, rank r sends blocks r .. r+c-1 to r - 2^k, c = min(2^k, P - 2^k). */
+static void bruck(emitter *e, uint64_t p, uint64_t x)
+{
+    for (uint64_t dist = 1; dist < p; dist *= 2) {
+        uint64_t count = dist < p - dist ? dist : p - dist, from = add(x, dist, p);
+        for (uint64_t j = 0; j < count; j++) block(e, RECV, from, add(from, j, p));
+        for (uint64_t j = 0; j < count; j++) block(e, SEND, sub(x, dist, p), add(x, j, p));
+    }
+}
+
+/* rd.py: in step k, rank r swaps its aligned group of 2^k blocks with r XOR 2^k. */
+static void rd(emitter *e, uint64_t p, uint64_t x)
+{
+    for (uint64_t dist = 1; dist < p; dist *= 2) {
+        uint64_t partner = x ^ dist;
+        for (uint64_t o = partner & ~(dist - 1); o < (partner & ~(dist - 1)) + dist; o++)
+            block(e, RECV, partner, o);
+        for (uint64_t o = x & ~(dist - 1); o < (x & ~(dist - 1)) + dist; o++)
+            block(e, SEND, partner, o);
+    }
+}
+
+/* spreading.py: in step d - 1, rank j sends its own block to j + d. */
+static void spreading(emitter *e, uint64_t p, uint64_t x)
+{
+    for (uint64_t d = 1; d < p; d++) {
+        block(e, RECV, sub(x, d, p), sub(x, d, p));
+        block(e, SEND, add(x, d, p), x);
+    }
+}
+
+/* nex.py's partner: even ranks go right in even steps, odd ranks left; it alternates. */
+static uint64_t nex_partner(uint64_t r, uint64_t step, uint64_t p)
+{
+    int right = (r % 2 == 0) == (step % 2 == 0);
+    return right ? add(r, 1, p) : sub(r, 1, p);
+}
+
+/* The two blocks rank r receives in step s >= 1 of nex.py, in its list order: by
+ * induction over the steps (docs/compact.md), [r + s, r + s + 1] when r and s have the
+ * same parity, [r - s, r - s - 1] otherwise. */
+static void nex_received(uint64_t r, uint64_t s, uint64_t p, uint64_t out[2])
+{
+    if ((r % 2) == (s % 2)) {
+        out[0] = add(r, s % p, p);
+        out[1] = add(r, (s + 1) % p, p);
+    } else {
+        out[0] = sub(r, s, p);
+        out[1] = sub(r, s + 1, p);
+    }
+}
+
+/* nex.py: step 0 swaps own blocks in pairs; step 1 sends [own, step-0 partner's]; step
+ * s >= 2 forwards the two blocks received in step s - 1. */
+static void nex(emitter *e, uint64_t p, uint64_t x)
+{
+    uint64_t got[2], sent[2];
+    for (uint64_t s = 0; s < p / 2; s++) {
+        uint64_t peer = nex_partner(x, s, p);
+        if (s == 0) {
+            block(e, RECV, peer, peer);
+            block(e, SEND, peer, x);
+            continue;
+        }
+        nex_received(x, s, p, got);
+        if (s == 1) {
+            sent[0] = x;
+            sent[1] = nex_partner(x, 0, p);
+        } else {
+            nex_received(x, s - 1, p, sent);
+        }
+        block(e, RECV, peer, got[0]);
+        block(e, RECV, peer, got[1]);
+        block(e, SEND, peer, sent[0]);
+        block(e, SEND, peer, sent[1]);
+    }
+}
+
+/* Every block except `skip`, in origin order (the broadcasts' "everything it lacks"). */
+static void all_but(emitter *e, int kind, uint64_t peer, uint64_t p, uint64_t lo, uint64_t hi)
+{
+    for (uint64_t o = 0; o < p; o++)
+        if (o < lo || o >= hi) block(e, kind, peer, o);
+}
+
+/* lnbc.py: rank i sends its block to 0 in step i - 1; then in round k (step P - 1 + k)
+ * every rank r < 2^k sends r + 2^k every block but that rank's own. */
+static void lnbc(emitter *e, uint64_t p, uint64_t x)
+{
+    if (x == 0)
+        for (uint64_t i = 1; i < p; i++) block(e, RECV, i, i);
+    else
+        block(e, SEND, 0, x);
+    for (uint64_t mask = 1; mask < p; mask *= 2) {
+        if (x >= mask && x < 2 * mask) all_but(e, RECV, x - mask, p, x, x + 1);
+        if (x < mask && x + mask < p) all_but(e, SEND, x + mask, p, x + mask, x + mask + 1);
+    }
+}
+
+/* magpie.py's binomial_bcast on one site of ranks 0 .. P-1: masks from the largest power
+ * of two below P down to 1; a rank receives from x - lowbit(x) in the round of its lowest
+ * bit and then sends to x + mask for every smaller mask. Each member is sent every block
+ * outside [child, child + held(child)), the range it already holds. */
+static void binomial_bcast(emitter *e, uint64_t p, uint64_t x, int gathered)
+{
+    uint64_t top = 1;
+    while (top * 2 < p) top *= 2;
+    for (uint64_t mask = top; p > 1 && mask >= 1; mask /= 2) {
+        if (x != 0 && lowbit(x) == mask) {
+            uint64_t hi = gathered ? (x + mask < p ? x + mask : p) : x + 1;
+            all_but(e, RECV, x - mask, p, x, hi);
+        }
+        if ((x == 0 || lowbit(x) > mask) && x + mask < p) {
+            uint64_t c = x + mask, hi = gathered ? (c + mask < p ? c + mask : p) : c + 1;
+            all_but(e, SEND, c, p, c, hi);
+        }
+    }
+}
+
+/* magpie.py on one site (the default topology): linear gather to rank 0 (rank i in step
+ * i - 1), then the binomial broadcast of everything but each member's own block. */
+static void magpie(emitter *e, uint64_t p, uint64_t x)
+{
+    if (x == 0)
+        for (uint64_t i = 1; i < p; i++) block(e, RECV, i, i);
+    else
+        block(e, SEND, 0, x);
+    binomial_bcast(e, p, x, 0);
+}
+
+/* mpichg2.py on one site: binomial gather (in round k the member i with lowest bit 2^k
+ * sends blocks i .. i+2^k-1 to i - 2^k), then the binomial broadcast of what each member
+ * lacks (all but its gather subtree's blocks). */
+static void mpichg2(emitter *e, uint64_t p, uint64_t x)
+{
+    for (uint64_t half = 1; half < p; half *= 2) {
+        if ((x == 0 || lowbit(x) > half) && x + half < p) {
+            uint64_t hi = x + 2 * half < p ? x + 2 * half : p;
+            for (uint64_t o = x + half; o < hi; o++) block(e, RECV, x + half, o);
+        }
+        if (x != 0 && lowbit(x) == half) {
+            uint64_t hi = x + half < p ? x + half : p;
+            for (uint64_t o = x; o < hi; o++) block(e, SEND, x - half, o);
+        }
+    }
+    binomial_bcast(e, p, x, 1);
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return CS_COMPACT_EDESC;
+}
+
+/* The description's checks, each with the line the compiler would give. */
+static int check(const cs_compact_desc *d, uint32_t rank, char *err, size_t errlen)
+{
+    if (d->version != CS_COMPACT_VERSION)
+        return fail(err, errlen, "compact description: version: expected %u, found %u",
+                    CS_COMPACT_VERSION, d->version);
+    if (d->algorithm < CS_COMPACT_RING || d->algorithm > CS_COMPACT_MPICHG2)
+        return fail(err, errlen, "compact description: algorithm: expected a code 1..8, found %u",
+                    d->algorithm);
+    if (d->nranks < 1 || d->nranks > CS_COMPACT_MAX_RANKS)
+        return fail(err, errlen, "compact description: nranks: expected 1..%u, found %u",
+                    CS_COMPACT_MAX_RANKS, d->nranks);
+    if (d->nseg < 1 || d->nseg > CS_COMPACT_MAX_SEGMENTS)
+        return fail(err, errlen, "compact description: nseg: expected 1..%u, found %u",
+                    CS_COMPACT_MAX_SEGMENTS, d->nseg);
+    if (d->flags != CS_COMPACT_FULL_DUPLEX)
+        return fail(err, errlen, "compact description: flags: expected %#x (full duplex; "
+                    "half duplex has no compact form yet), found %#x", CS_COMPACT_FULL_DUPLEX, d->flags);
+    if (d->bytes_min > d->bytes_max)
+        return fail(err, errlen, "compact description: bytes_min: expected <= bytes_max, found "
+                    "%llu > %llu", (unsigned long long)d->bytes_min, (unsigned long long)d->bytes_max);
+    if (d->algorithm == CS_COMPACT_RD && (d->nranks & (d->nranks - 1)))
+        return fail(err, errlen, "compact description: algorithm: recursive doubling needs a "
+                    "power-of-two rank count, got %u", d->nranks);
+    if (d->algorithm == CS_COMPACT_NEX && d->nranks % 2)
+        return fail(err, errlen, "compact description: algorithm: neighbor exchange needs an "
+                    "even rank count, got %u (use ring)", d->nranks);
+    if (rank >= d->nranks)
+        return fail(err, errlen, "compact description: rank: expected below %u, found %u",
+                    d->nranks, rank);
+    return CS_COMPACT_OK;
+}
+
+int cs_compact_generate(const cs_compact_desc *d, uint32_t rank, cs_compact_op *out,
+                        uint64_t capacity, uint64_t *nops, char *err, size_t errlen)
+{
+    *nops = 0;
+    int rc = check(d, rank, err, errlen);
+    if (rc) return rc;
+    emitter e = { out, out ? capacity : 0, 0, d->nseg, d->bytes_max / d->nseg,
+                  d->bytes_max % d->nseg, d->fifo_min_piece };
+    uint64_t p = d->nranks, x = rank;
+    switch (d->algorithm) {
+    case CS_COMPACT_RING: ring(&e, p, x); break;
+    case CS_COMPACT_BRUCK: bruck(&e, p, x); break;
+    case CS_COMPACT_RD: rd(&e, p, x); break;
+    case CS_COMPACT_SPREADING: spreading(&e, p, x); break;
+    case CS_COMPACT_NEX: nex(&e, p, x); break;
+    case CS_COMPACT_LNBC: lnbc(&e, p, x); break;
+    case CS_COMPACT_MAGPIE: magpie(&e, p, x); break;
+    default: mpichg2(&e, p, x); break;
+    }
+    *nops = e.n;
+    if (e.n > UINT32_MAX)
+        return fail(err, errlen, "compact description: rank %u: %llu operations, expected at "
+                    "most %u (the schedule format's per-rank count)", rank,
+                    (unsigned long long)e.n, UINT32_MAX);
+    return e.n > e.cap ? CS_COMPACT_ECAPACITY : CS_COMPACT_OK;
+}
+
+static uint64_t le(const uint8_t *b, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+int cs_compact_decode(const void *buf, size_t len, cs_compact_desc *d, char *err, size_t errlen)
+{
+    const uint8_t *b = buf;
+    memset(d, 0, sizeof *d);
+    if (len != CS_COMPACT_DESC_BYTES)
+        return fail(err, errlen, "compact description: size: expected %u bytes, found %zu",
+                    CS_COMPACT_DESC_BYTES, len);
+    if (memcmp(b, "CSCOMPCT", 8) != 0)
+        return fail(err, errlen, "compact description: magic: expected 'CSCOMPCT': not a "
+                    "compact description");
+    if (le(b + 48, 4) != CS_COMPACT_DESC_BYTES || le(b + 52, 4) != 0)
+        return fail(err, errlen, "compact description: desc_bytes: expected %u and a zero "
+                    "reserved word", CS_COMPACT_DESC_BYTES);
+    d->version = (uint32_t)le(b + 8, 2);
+    d->algorithm = (uint32_t)le(b + 10, 2);
+    d->nranks = (uint32_t)le(b + 12, 4);
+    d->nseg = (uint32_t)le(b + 16, 4);
+    d->flags = (uint32_t)le(b + 20, 4);
+    d->bytes_min = le(b + 24, 8);
+    d->bytes_max = le(b + 32, 8);
+    d->fifo_min_piece = le(b + 40, 8);
+    return check(d, 0, err, errlen);
+}
+
+int64_t cs_compact_ops(const uint8_t *desc, int64_t desc_len, int64_t rank, int64_t capacity,
+                       uint8_t *ops, int64_t *nops, uint8_t *err, int64_t errlen)
+{
+    cs_compact_desc d;
+    char *msg = (char *)err;
+    size_t room = errlen > 0 ? (size_t)errlen : 0;
+    nops[0] = 0;
+    if (desc_len < 0 || capacity < 0)
+        return fail(msg, room, "compact description: expected non-negative lengths");
+    int rc = cs_compact_decode(desc, (size_t)desc_len, &d, msg, room);
+    if (rc) return rc;
+    if (rank < 0 || rank >= (int64_t)d.nranks)
+        return fail(msg, room, "compact description: rank: expected 0..%u, found %lld",
+                    d.nranks - 1, (long long)rank);
+    uint64_t n = 0;
+    /* cs_compact_op is the 12-byte file op: no padding (checked below at compile time). */
+    rc = cs_compact_generate(&d, (uint32_t)rank, (cs_compact_op *)(void *)ops,
+                             (uint64_t)capacity, &n, msg, room);
+    nops[0] = (int64_t)n;
+    return rc;
+}
+
+_Static_assert(sizeof(cs_compact_op) == 12, "cs_compact_op is the 12-byte file op");

@@ -1,0 +1,205 @@
+"""Compiling an intergroup schedule: plan -> InterSchedule -> verify -> predict -> file.
+
+`compile_intergroup` is what `collsched compile --collective inter-allgather(v)` calls
+(cli_inter.py) and what tests and the lab call directly. A schedule that fails the
+verifier is never written: that is a compiler bug (pipeline.VerificationFailed).
+
+Prediction: timing.predict (the DAG or fluid model on the topology), as for allgather
+schedules. Beside it the summary gives the paper's single-port model (cost.simulate)
+and its bounds, in seconds for one link cost (t_s, t_w) taken from the topology: its
+slowest pair of distinct ranks (the largest latency, the smallest one-flow bandwidth),
+which is every pair on a homogeneous cluster, the paper's setting.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__, schedfile
+from ..errors import InputError
+from ..model import budget
+from . import PLANS, cost
+from .groups import A, B, Groups
+from .plan import Plan
+from .schedule import COLLECTIVES, InterSchedule, collective_for, from_plan
+from .timing import MODELS, InterTiming, predict
+from .verify import verify
+
+AUTO = "auto"
+
+
+@dataclass
+class InterCompileResult:
+    schedule: InterSchedule
+    plan: Plan
+    timing: InterTiming  # the model's prediction on the topology
+    t_s: float  # the single-port model's link cost (module docstring)
+    t_w: float
+    topology: str
+    model: str
+    single_port_s: float  # cost.simulate's completion time for (t_s, t_w)
+    file_bytes: int | None = None
+    timings_s: dict = field(default_factory=dict)
+    # auto: every algorithm -> its predicted run time, or why it was not compiled
+    algorithms_tried: dict | None = None
+
+    @property
+    def compile_time_s(self) -> float:
+        return sum(self.timings_s.values())
+
+    def bounds(self) -> dict:
+        """The paper's bounds in seconds (None where a bound needs one block size per group).
+        M and Theorem 1 / Eq. 1 / Eq. 2 with their startup terms as the paper gives them; the
+        others are transfer terms (t_w only), as cost.py states."""
+        g, ts, tw = self.schedule.groups, self.t_s, self.t_w
+        uniform = collective_for(g) == "inter-allgather"
+        return {
+            "M_s": cost.lower_bound_m(g, tw),
+            "theorem1_s": cost.theorem1_bound(g, ts, tw) if uniform else None,
+            "kang_bound_s": cost.kang_bound(g, tw) if uniform else None,
+            "theorem3_eq4_s": cost.theorem3_bound(g, tw),
+            "kang_v_bound_s": cost.kang_v_bound(g, tw),
+            "eq1_s": cost.eq1_bound(g, ts, tw),
+            "eq2_s": cost.eq2_bound(g, ts, tw),
+        }
+
+    def summary(self) -> dict:
+        s, g = self.schedule, self.schedule.groups
+        bounds = self.bounds()
+        m = bounds["M_s"]
+        run = self.timing.run_time_s
+        return {
+            "algorithm": s.algorithm,
+            "collective": s.collective,
+            "p": g.p,
+            "q": g.q,
+            "ranks": s.nranks,
+            "blocks_a": _blocks(g.sizes(A)),
+            "blocks_b": _blocks(g.sizes(B)),
+            "total_ops": s.total_ops,
+            "file_bytes": self.file_bytes,
+            "topology": self.topology,
+            "model": self.model,
+            "predicted_run_time_s": run,
+            "predicted_avg_elapsed_s": self.timing.avg_elapsed_s,
+            "single_port": {"t_s": self.t_s, "t_w_s_per_byte": self.t_w,
+                            "predicted_s": self.single_port_s},
+            "bounds": bounds,
+            # the prediction over M, less 1 (M is the single-port model's; None when M = 0)
+            "gap_to_M": run / m - 1.0 if m > 0 else None,
+            "auto": ({"picked": s.algorithm, "predicted_run_time_s": self.algorithms_tried}
+                     if self.algorithms_tried is not None else None),
+            "compile_time_s": self.compile_time_s,
+            "timings_s": self.timings_s,
+            "input_hash": s.input_hash.hex(),
+            "compiler_version": s.compiler_version,
+        }
+
+
+def _blocks(sizes: tuple[int, ...]) -> dict:
+    return {"ranks": len(sizes), "min": min(sizes), "max": max(sizes), "total": sum(sizes),
+            "equal": len(set(sizes)) == 1}
+
+
+def link_costs(topo) -> tuple[float, float]:
+    """(t_s, t_w) of the topology's slowest pair of distinct ranks (module docstring)."""
+    n = topo.nranks
+    if n < 2:
+        return 0.0, 0.0
+    off = ~np.eye(n, dtype=bool)
+    return float(topo.latency[off].max()), float(1.0 / topo.flow_bandwidth()[off].min())
+
+
+def input_hash(algorithm: str, collective: str, groups: Groups, model: str, topo) -> bytes:
+    """SHA-256 of the canonical inputs (pipeline.input_hash over the topology and these)."""
+    from ..pipeline import input_hash as canonical
+
+    options = {"collective": collective, "model": model,
+               "sizes_a": list(groups.sizes_a), "sizes_b": list(groups.sizes_b)}
+    return canonical(algorithm, options, topo, np.zeros((1, groups.nranks)))
+
+
+def _verified(plan: Plan, collective: str) -> InterSchedule:
+    """The plan's schedule, verified; VerificationFailed (a compiler bug) if it is not."""
+    from ..pipeline import VerificationFailed
+
+    s = from_plan(plan, collective)
+    found = verify(s)
+    if found:
+        raise VerificationFailed(found)
+    return s
+
+
+def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = None,
+                       topology: str | None = None, output: str | Path | None = None, *,
+                       model: str = "dag", duplex: str | None = None) -> InterCompileResult:
+    """Plan, verify, predict and (with `output`) write one intergroup schedule.
+
+    algorithm: a name of intergroup.PLANS, or "auto": every one that can plan these groups,
+    keeping the fastest predicted run time (the first in name order on a tie).
+    collective: inter-allgather (one block size per group) or inter-allgatherv; default:
+    whichever the sizes are. topology: a topology file with p + q ranks, or None for
+    the default cluster (pipeline.resolve_topology). model: dag or fluid (timing.py)."""
+    from ..pipeline import resolve_topology
+
+    coll = collective or collective_for(groups)
+    if coll not in COLLECTIVES:
+        raise InputError("--collective", str(coll), "expected " + " or ".join(COLLECTIVES))
+    if coll == "inter-allgather" and collective_for(groups) != coll:
+        raise InputError("--collective", coll, "expected one block size per group for "
+                                               "inter-allgather; use inter-allgatherv")
+    if algorithm != AUTO and algorithm not in PLANS:
+        raise InputError("--algorithm", str(algorithm),
+                         "expected one of " + ", ".join(sorted(PLANS)) + " or auto")
+    if model not in MODELS:
+        raise InputError("--model", str(model), "expected " + " or ".join(MODELS))
+    n = groups.nranks
+    # Before a transfer is planned: the rings move about (p + q)^2 pieces.
+    budget.check(n, transfers=n * n, source="--groups", what=f"{groups.p} + {groups.q} ranks",
+                 hint="expected smaller groups")
+    timings = dict.fromkeys(("inputs", "plan", "verify", "simulate"), 0.0)
+    t = time.perf_counter()
+    topo = resolve_topology(n, topology, duplex)
+    t_s, t_w = link_costs(topo)
+    timings["inputs"] = time.perf_counter() - t
+    names = sorted(PLANS) if algorithm == AUTO else [algorithm]
+    found: dict[str, tuple[Plan, InterSchedule, InterTiming]] = {}
+    why: dict[str, str] = {}
+    for name in names:
+        t = time.perf_counter()
+        try:
+            plan = PLANS[name](groups)
+        except ValueError as e:  # a plan that cannot serve these groups
+            if algorithm != AUTO:
+                raise InputError("--algorithm", name, f"cannot plan these groups: {e}") from None
+            why[name] = f"not applicable: {e}"
+            continue
+        finally:
+            timings["plan"] += time.perf_counter() - t
+        t = time.perf_counter()
+        s = _verified(plan, coll)
+        timings["verify"] += time.perf_counter() - t
+        t = time.perf_counter()
+        found[name] = (plan, s, predict(s, topo, model))
+        timings["simulate"] += time.perf_counter() - t
+    if not found:
+        raise InputError("--algorithm", algorithm, "no algorithm serves these groups: "
+                         + "; ".join(f"{k}: {v}" for k, v in why.items()))
+    pick = min(found, key=lambda k: (found[k][2].run_time_s, k))
+    plan, s, timing = found[pick]
+    s.compiler_version = __version__
+    s.input_hash = input_hash(algorithm, coll, groups, model, topo)
+    single = cost.simulate(groups, plan.transfers, t_s=t_s, t_w=t_w).finish
+    result = InterCompileResult(s, plan, timing, t_s, t_w, topo.name, model, single,
+                                timings_s=timings)
+    if algorithm == AUTO:
+        result.algorithms_tried = {k: (found[k][2].run_time_s if k in found else why[k])
+                                   for k in names}
+    if output is not None:
+        t = time.perf_counter()
+        result.file_bytes = schedfile.write(s, output)
+        timings["write"] = time.perf_counter() - t
+    return result

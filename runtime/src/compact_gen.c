@@ -34,11 +34,15 @@ static uint64_t piece(const emitter *e, uint64_t s)
     return e->q + ((s + 1) * e->r) / e->nseg - (s * e->r) / e->nseg;
 }
 
-/* One block: its nseg segment operations, in segment order. */
+/* One block: its nseg segment operations, in segment order. Without room for them it
+ * only counts (in O(1): counting a rank's list costs O(blocks), not O(ops)). */
 static void block(emitter *e, int kind, uint64_t peer, uint64_t origin)
 {
+    if (e->cap < e->nseg || e->n > e->cap - e->nseg) {
+        e->n += e->nseg;
+        return;
+    }
     for (uint32_t s = 0; s < e->nseg; s++, e->n++) {
-        if (e->n >= e->cap) continue;   /* counting past the room: the caller is told */
         cs_compact_op *op = &e->out[e->n];
         op->peer = (uint32_t)peer;
         op->origin = (uint32_t)origin;

@@ -55,7 +55,8 @@ int cs_compact_decode(const void *buf, size_t len, cs_compact_desc *d, char *err
 /* Rank `rank`'s list into out[0 .. capacity): *nops is its length. CS_COMPACT_ECAPACITY
  * when capacity is too small (*nops says how many; out is then partly written; capacity 0
  * with out NULL only counts). CS_COMPACT_EDESC with one line in err for a description or
- * rank it does not serve. O(nops) time, no allocation. */
+ * rank it does not serve. O(nops) time, no allocation; counting (no room) takes O(nops /
+ * nseg). A list longer than the format's u32 count is refused (*nops still says how long). */
 int cs_compact_generate(const cs_compact_desc *d, uint32_t rank, cs_compact_op *out,
                         uint64_t capacity, uint64_t *nops, char *err, size_t errlen);
 

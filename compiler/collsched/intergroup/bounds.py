@@ -40,6 +40,7 @@ from . import cost
 from .groups import A, B, Groups, even_cuts
 from ..errors import InputError
 from ..model import fluid
+from ..model.lowerbound import _path_latency
 
 
 def paper_rates(topo) -> tuple[float, float]:
@@ -82,8 +83,11 @@ def _rates(topo, max_bytes: int):
 
 
 def _port_bound(groups: Groups, lat, into) -> float:
-    """M on the topology: max over ranks of min latency in + remote bytes / fastest rate in."""
+    """M on the topology: max over ranks of the earliest a remote byte can reach the rank
+    (the shortest chain of latencies from the remote group: a relay may be nearer) + the
+    remote group's bytes at the fastest rate the rank can receive at."""
     p = groups.p
+    lat = _path_latency(np.where(np.isfinite(lat), lat, 0.0))
     best = 0.0
     for g, ranks, remote in ((A, slice(0, p), slice(p, None)), (B, slice(p, None), slice(0, p))):
         k_remote = groups.total(groups.other(g))

@@ -6,7 +6,8 @@
  *      goes through the same code.
  * Either way the schedules come from COLLSCHED_SCHEDULES (a file or a directory) or from
  * collsched_set_schedules(). A call no schedule serves runs the MPI library's own
- * collective (unless COLLSCHED_STRICT=1). Documentation: docs/runtime.md.
+ * collective (unless COLLSCHED_STRICT=1). Intercommunicators are served too, by intergroup
+ * schedules (collectives 3 and 4). Documentation: docs/runtime.md.
  */
 #ifndef COLLSCHED_H
 #define COLLSCHED_H
@@ -33,6 +34,20 @@ COLLSCHED_API int collsched_allgather(const void *sendbuf, int sendcount, MPI_Da
 COLLSCHED_API int collsched_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                          void *recvbuf, const int recvcounts[], const int displs[],
                          MPI_Datatype recvtype, MPI_Comm comm);
+
+/* The intercommunicator MPI_Allgather(v) on an intracommunicator split in two groups:
+ * ranks 0..p-1 of comm are group A, p..size-1 group B (1 <= p < size), and each rank gets
+ * the other group's blocks only, exactly as on an intercommunicator of those groups
+ * (recvcount / recvcounts / displs describe the remote group, indexed by remote rank).
+ * For simulators without MPI_Intercomm_create (SimGrid SMPI): the same intergroup
+ * schedules, strict mode and fallback (a root gathering built from the MPI library's
+ * gather, sendrecv and bcast on the two groups). MPI error codes, as MPI_Allgather(v). */
+COLLSCHED_API int collsched_inter_allgather_merged(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                                     MPI_Comm comm, int p);
+COLLSCHED_API int collsched_inter_allgatherv_merged(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                      void *recvbuf, const int recvcounts[], const int displs[],
+                                      MPI_Datatype recvtype, MPI_Comm comm, int p);
 
 /* Where schedules come from (a .sched file or a directory of them); overrides
  * COLLSCHED_SCHEDULES for communicators first used after this call. NULL restores the

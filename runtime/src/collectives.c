@@ -47,24 +47,12 @@ static int raise_error(MPI_Comm comm, int rc)
 /* Strict mode: no schedule serves the call, and it is refused (MPI_ERR_OTHER). */
 static int refuse(cs_comm *st, const call *c, uint64_t lo, uint64_t hi)
 {
-    if (st) {
-        cs_note_refused(st, c->name, lo, hi);
-    } else { /* intercommunicator: no state; rank 0 of each group says it, once per process */
-        static int said;
-        int r = 0;
-        PMPI_Comm_rank(c->comm, &r);
-        if (r == 0 && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
-            fprintf(stderr, "collsched: COLLSCHED_STRICT=1: %s refused on an intercommunicator "
-                    "(not supported), no fallback to the MPI library\n", c->name);
-            fflush(stderr);
-        }
-        PMPI_Barrier(c->comm); /* the line is out before any rank's handler aborts the job */
-    }
+    cs_note_refused(st, c->name, lo, hi);
     return raise_error(c->comm, MPI_ERR_OTHER);
 }
 
 /* A datatype of n bytes; n may exceed INT_MAX. */
-static int byte_type(uint64_t n, MPI_Datatype *t)
+int cs_byte_type(uint64_t n, MPI_Datatype *t)
 {
     const uint64_t G = 1u << 30;
     if (n <= INT_MAX) return PMPI_Type_contiguous((int)n, MPI_BYTE, t);
@@ -89,11 +77,11 @@ static int self_copy(const void *src, int scount, MPI_Datatype stype, void *dst,
 }
 
 /* The same, into or out of `bytes` contiguous bytes. */
-static int copy_bytes(const void *src, int scount, MPI_Datatype stype, void *dst, uint64_t bytes,
+int cs_copy_bytes(const void *src, int scount, MPI_Datatype stype, void *dst, uint64_t bytes,
                       int pack, MPI_Comm priv, int rank)
 {
     MPI_Datatype b;
-    int rc = byte_type(bytes, &b);
+    int rc = cs_byte_type(bytes, &b);
     if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&b);
     if (rc != MPI_SUCCESS) return rc;
     rc = pack ? self_copy(src, scount, stype, dst, 1, b, priv, rank)
@@ -105,62 +93,80 @@ static int copy_bytes(const void *src, int scount, MPI_Datatype stype, void *dst
 /* Where the executor puts the blocks: straight into the receive buffer when its type is
  * a run of bytes, else into staging (*stage, malloc'ed) laid out like the receive buffer
  * would be with a contiguous type: allgather block o at o * block; allgatherv block o at
- * displs[o] * esize, staging covering only the span the blocks use. */
-static int open_recv(const call *c, cs_layout *lay, char **stage)
+ * displs[o] * esize, staging covering only the span the blocks use. (The intergroup
+ * executor stages the remote group's blocks the same way: inter_exec.c.) */
+int cs_stage_open(const cs_recv_spec *r, char **base, char **stage)
 {
     MPI_Aint off = 0;
     int64_t lo = 0, hi = 0;
     *stage = NULL;
-    lay->rank = (uint32_t)c->rank;
-    if (c->counts) {
-        lay->counts = c->counts;
-        lay->displs = c->displs;
-        lay->extent = c->esize;
-        for (int o = 0, first = 1; o < c->size; o++) {
+    if (r->counts) {
+        for (int o = 0, first = 1; o < r->n; o++) {
             int64_t a, b;
-            if (c->counts[o] == 0) continue;
-            if (__builtin_mul_overflow((int64_t)c->displs[o], (int64_t)c->esize, &a)
-                || __builtin_mul_overflow((int64_t)c->counts[o], (int64_t)c->esize, &b)
+            if (r->counts[o] == 0) continue;
+            if (__builtin_mul_overflow((int64_t)r->displs[o], (int64_t)r->esize, &a)
+                || __builtin_mul_overflow((int64_t)r->counts[o], (int64_t)r->esize, &b)
                 || __builtin_add_overflow(a, b, &b))
                 return MPI_ERR_NO_MEM;
             if (first || a < lo) lo = a;
             if (first || b > hi) hi = b;
             first = 0;
         }
-    } else {
-        lay->block = c->block;
-        if (__builtin_mul_overflow((int64_t)c->block, (int64_t)c->size, &hi)) return MPI_ERR_NO_MEM;
+    } else if (__builtin_mul_overflow((int64_t)r->block, (int64_t)r->n, &hi)) {
+        return MPI_ERR_NO_MEM;
     }
-    if (hi == lo || cs_type_run(c->recvtype, &off)) { /* nothing to move, or in place */
-        lay->base = hi == lo ? (char *)c->recvbuf : (char *)c->recvbuf + off;
+    if (hi == lo || cs_type_run(r->type, &off)) { /* nothing to move, or in place */
+        *base = hi == lo ? (char *)r->buf : (char *)r->buf + off;
         return MPI_SUCCESS;
     }
     if ((uint64_t)(hi - lo) > SIZE_MAX || !(*stage = malloc((size_t)(hi - lo))))
         return MPI_ERR_NO_MEM;
     /* block o's bytes at base + displs[o] * esize: inside the staging buffer */
-    lay->base = (char *)((uintptr_t)*stage - (uintptr_t)lo);
+    *base = (char *)((uintptr_t)*stage - (uintptr_t)lo);
     return MPI_SUCCESS;
 }
 
+static int open_recv(const call *c, cs_layout *lay, char **stage)
+{
+    cs_recv_spec r = { c->recvbuf, c->recvcount, c->counts, c->displs, c->recvtype, c->esize,
+                       c->block, c->size };
+    lay->rank = (uint32_t)c->rank;
+    if (c->counts) {
+        lay->counts = c->counts;
+        lay->displs = c->displs;
+        lay->extent = c->esize;
+    } else {
+        lay->block = c->block;
+    }
+    return cs_stage_open(&r, &lay->base, stage);
+}
+
 /* The staged blocks into the user's receive layout (one message to oneself). */
-static int close_recv(const call *c, const cs_layout *lay, MPI_Comm priv)
+int cs_stage_close(const cs_recv_spec *r, const char *base, MPI_Comm priv, int rank)
 {
     MPI_Datatype from = MPI_DATATYPE_NULL, to = MPI_DATATYPE_NULL, e = MPI_DATATYPE_NULL;
-    int rc = byte_type(c->counts ? c->esize : c->block, &e);
+    int rc = cs_byte_type(r->counts ? r->esize : r->block, &e);
     if (rc == MPI_SUCCESS)
-        rc = c->counts ? PMPI_Type_indexed(c->size, c->counts, c->displs, e, &from)
-                       : PMPI_Type_contiguous(c->size, e, &from);
+        rc = r->counts ? PMPI_Type_indexed(r->n, r->counts, r->displs, e, &from)
+                       : PMPI_Type_contiguous(r->n, e, &from);
     if (rc == MPI_SUCCESS)
-        rc = c->counts ? PMPI_Type_indexed(c->size, c->counts, c->displs, c->recvtype, &to)
-                       : PMPI_Type_contiguous(c->recvcount, c->recvtype, &to);
+        rc = r->counts ? PMPI_Type_indexed(r->n, r->counts, r->displs, r->type, &to)
+                       : PMPI_Type_contiguous(r->count, r->type, &to);
     if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&from);
     if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&to);
     if (rc == MPI_SUCCESS)
-        rc = self_copy(lay->base, 1, from, c->recvbuf, c->counts ? 1 : c->size, to, priv, c->rank);
+        rc = self_copy(base, 1, from, r->buf, r->counts ? 1 : r->n, to, priv, rank);
     MPI_Datatype *all[3] = { &from, &to, &e };
     for (int i = 0; i < 3; i++)
         if (*all[i] != MPI_DATATYPE_NULL) PMPI_Type_free(all[i]);
     return rc;
+}
+
+static int close_recv(const call *c, const cs_layout *lay, MPI_Comm priv)
+{
+    cs_recv_spec r = { c->recvbuf, c->recvcount, c->counts, c->displs, c->recvtype, c->esize,
+                       c->block, c->size };
+    return cs_stage_close(&r, lay->base, priv, c->rank);
 }
 
 /* The own block at its place in the layout: a send buffer that is a run of bytes is left
@@ -180,7 +186,7 @@ static int place_own(const call *c, cs_layout *lay, int staged, MPI_Comm priv)
         int rc = PMPI_Type_get_extent(c->recvtype, &lb, &ext);
         if (rc != MPI_SUCCESS) return rc;
         MPI_Aint at = (MPI_Aint)(c->counts ? c->displs[c->rank] : (int64_t)c->rank * c->recvcount) * ext;
-        return copy_bytes((char *)c->recvbuf + at, n, c->recvtype, dst, bytes, 1, priv, c->rank);
+        return cs_copy_bytes((char *)c->recvbuf + at, n, c->recvtype, dst, bytes, 1, priv, c->rank);
     }
     if (cs_type_run(c->sendtype, &off)) {
         lay->own_src = (const char *)c->sendbuf + off;
@@ -188,7 +194,7 @@ static int place_own(const call *c, cs_layout *lay, int staged, MPI_Comm priv)
         lay->own_bytes = bytes;
         return MPI_SUCCESS;
     }
-    return copy_bytes(c->sendbuf, c->sendcount, c->sendtype, dst, bytes, 1, priv, c->rank);
+    return cs_copy_bytes(c->sendbuf, c->sendcount, c->sendtype, dst, bytes, 1, priv, c->rank);
 }
 
 /* Runs the schedule: layout, own block, executor (taking over what was started), unstaging. */
@@ -264,9 +270,9 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
     if (comm == MPI_COMM_NULL || recvcount < 0 || !type_bytes(recvtype, &c.esize)
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
         goto pmpi; /* erroneous call: MPI reports it */
-    if (inter) {
-        if (cs_strict()) return refuse(NULL, &c, 0, 0);
-        goto pmpi;
+    if (inter) { /* between two groups: inter_call.c */
+        cs_inter_args a = { c.name, sendbuf, sendcount, sendtype, recvbuf, recvcount, NULL, NULL, recvtype };
+        return cs_inter_collective(&a, comm, -1, ctx);
     }
     int rc = cs_comm_state(comm, &st);
     if (rc != MPI_SUCCESS) return rc;
@@ -356,8 +362,8 @@ static int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
         goto pmpi;
     if (inter) {
-        if (cs_strict()) return refuse(NULL, &c, 0, 0);
-        goto pmpi;
+        cs_inter_args a = { c.name, sendbuf, sendcount, sendtype, recvbuf, 0, recvcounts, displs, recvtype };
+        return cs_inter_collective(&a, comm, -1, ctx);
     }
     int rc = cs_comm_state(comm, &st);
     if (rc != MPI_SUCCESS) return rc;

@@ -57,4 +57,68 @@ static inline uint64_t cs_seg_lo(uint64_t s, uint64_t c, uint64_t nseg)
 int cs_bdr_build(uint32_t nranks, const double *arrivals, double tau, uint32_t rank,
                  collsched_op **out, uint32_t *nout);
 
+/* ---- Intergroup schedules (collectives 3 and 4, file version 1.1; docs/schedule-format.md
+ * #intergroup-schedules, docs/semantics.md#intergroup-schedules). No MPI. ---- */
+enum { CS_INTER_ALLGATHER = 3, CS_INTER_ALLGATHERV = 4 };
+enum { CS_GROUP_A = 0, CS_GROUP_B = 1 };
+
+/* The 128-byte header and the groups extension. */
+typedef struct cs_inter_header {
+    collsched_header h;
+    uint32_t header_bytes;
+    uint32_t p, q;              /* ranks of A and B; schedule rank i < p is a_i, p + j is b_j */
+    uint64_t *blocks;           /* p + q block sizes in bytes, A's then B's (malloc'ed) */
+    uint64_t total[2];          /* K_A, K_B: each group's data */
+    uint64_t hash;              /* header + extension + index: equal where the same file was read */
+} cs_inter_header;
+
+/* One operation of a rank's list, with what the walk of semantics.md derives from it. */
+typedef struct cs_inter_op {
+    uint64_t lo, hi;            /* [lo, hi) of group `group`'s data */
+    uint32_t peer;
+    uint8_t kind, group, fifo;
+    uint8_t dup;                /* recv: bytes held already (taken into scratch, dropped) */
+    int32_t prev;               /* FIFO send: the previous send to the same peer, else -1 */
+    uint32_t dep0, ndep;        /* send: deps[dep0 .. dep0 + ndep) are the recvs it waits for */
+} cs_inter_op;
+
+/* One rank's section, walked: deps, duplicates, where its own group's data lives. */
+typedef struct cs_inter_section {
+    uint32_t rank, nops;
+    cs_inter_op *ops;
+    uint32_t *deps;             /* the earlier new receives whose ranges meet each send's */
+    int own_scratch;            /* it receives own-group data: a scratch copy of the group's data */
+    uint64_t dup_bytes;         /* bytes of its duplicate receives (each its own scratch place) */
+} cs_inter_section;
+
+static inline int cs_inter_group_of(const cs_inter_header *h, uint32_t rank)
+{
+    return rank < h->p ? CS_GROUP_A : CS_GROUP_B;
+}
+/* First byte of schedule rank r's block in its group's data. */
+uint64_t cs_inter_block_offset(const cs_inter_header *h, uint32_t rank);
+void cs_inter_header_free(cs_inter_header *h);
+void cs_inter_section_free(cs_inter_section *s);
+
+/* inter_file.c: header and groups extension only (file size checked against the index
+ * later). Refuses with one line "FILE: FIELD: expected ..." (COLLSCHED_E* codes). */
+int cs_inter_read_header(const char *path, cs_inter_header *h, char *err, size_t len);
+/* Header, extension, index and rank `rank`'s section, every field checked, then walked
+ * (cs_inter_walk). *h is filled (free with cs_inter_header_free) even on failure. */
+int cs_inter_load(const char *path, uint32_t rank, cs_inter_header *h, cs_inter_section **out,
+                  char *err, size_t len);
+/* The whole file: every section read, checked and walked, then matching and progress
+ * (cs_inter_whole_check). COLLSCHED_OK or an error code with one line in err. */
+int cs_inter_check_file(const char *path, char *err, size_t len);
+
+/* inter_check.c: the walk of one rank's list (rules 1, 2, 4, 5 of semantics.md: holding,
+ * the receives each send waits for, new / duplicate / partly duplicate receives,
+ * delivery); fills the section's deps, dup flags, own_scratch and dup_bytes. 0, or -1
+ * with "rank R, op I: what" in why. */
+int cs_inter_walk(const cs_inter_header *h, cs_inter_section *s, char *why, size_t len);
+/* The whole schedule (every rank's walked section, in rank order): per-pair matching of
+ * group and range in order (rule 3) and progress of the dataflow walks (no deadlock). */
+int cs_inter_whole_check(const cs_inter_header *h, cs_inter_section *const *secs, char *why,
+                         size_t len);
+
 #endif

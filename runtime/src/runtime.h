@@ -162,6 +162,105 @@ int cs_allgatherv_at(const void *site, const void *sendbuf, int sendcount, MPI_D
                      void *recvbuf, const int recvcounts[], const int displs[],
                      MPI_Datatype recvtype, MPI_Comm comm);
 
+/* collectives.c: the pieces of a call the intergroup path shares. A receive layout: n
+ * blocks of `block` bytes (counts NULL; `count` elements of `type` in all) or counts[o]
+ * elements at displs[o] (units of the type's extent, esize bytes per element). */
+typedef struct cs_recv_spec {
+    void *buf;
+    int count;
+    const int *counts, *displs;
+    MPI_Datatype type;
+    uint64_t esize, block;
+    int n;
+} cs_recv_spec;
+/* *base: where block o's bytes go (o * block or displs[o] * esize from it): the receive
+ * buffer when its type is a run of bytes, else a staging buffer (*stage, malloc'ed). */
+int cs_stage_open(const cs_recv_spec *r, char **base, char **stage);
+/* The staged blocks into the user's layout (a message to oneself on priv). */
+int cs_stage_close(const cs_recv_spec *r, const char *base, MPI_Comm priv, int rank);
+/* A datatype of n bytes (n may exceed INT_MAX); the caller commits and frees it. */
+int cs_byte_type(uint64_t n, MPI_Datatype *t);
+/* scount elements of stype into `bytes` contiguous bytes at dst (pack = 1), or back
+ * (pack = 0: from dst into src's layout): a message to oneself on priv. */
+int cs_copy_bytes(const void *src, int scount, MPI_Datatype stype, void *dst, uint64_t bytes,
+                  int pack, MPI_Comm priv, int rank);
+
+/* inter_call.c: MPI_Allgather(v) between two groups. comm is an intercommunicator
+ * (split_p < 0), or the lab's merged form: an intracommunicator whose ranks 0..split_p-1
+ * are one group and the rest the other (collsched_inter_*_merged). counts == NULL:
+ * allgather (recvcount elements per remote rank), else allgatherv. Runs a schedule, or the
+ * MPI library's collective (intercommunicator) / a root gathering built from it (merged),
+ * or refuses in strict mode; returns an MPI error code. */
+typedef struct cs_inter_args {
+    const char *name;
+    const void *sendbuf;
+    int sendcount;
+    MPI_Datatype sendtype;
+    void *recvbuf;
+    int recvcount;
+    const int *counts, *displs;
+    MPI_Datatype recvtype;
+} cs_inter_args;
+int cs_inter_collective(const cs_inter_args *a, MPI_Comm comm, int split_p, cs_call_ctx *ctx);
+/* What the last intergroup call on comm did; 0 if comm never had one (collsched_last_call
+ * then answers from the intracommunicator state). */
+int cs_inter_last_call(MPI_Comm comm, collsched_call_info *info);
+/* inter_state.c: per two-group communicator state (attribute on it; collective on first
+ * use): a private merged communicator, the communicators in each schedule numbering, the
+ * intergroup schedules of the source, proven on first use. G0 is the merge's low group
+ * (the merged form: ranks 0..split_p-1), G1 the other. */
+typedef struct cs_inter cs_inter;
+int cs_inter_state(MPI_Comm comm, int split_p, cs_inter **out);
+/* What a call needs of a schedule: this rank's block and the remote group's blocks (one
+ * size for allgather, counts[j] * esize for allgatherv). */
+typedef struct cs_inter_need {
+    int v;
+    uint64_t own, remote;
+    const int *counts;
+    uint64_t esize;
+} cs_inter_need;
+/* The schedule a call runs: its header and this rank's section under the chosen group
+ * mapping, the communicator in the schedule's numbering, this rank's group there. */
+typedef struct cs_inter_choice {
+    const cs_inter_header *h;
+    const cs_inter_section *sec;
+    MPI_Request *reqs;
+    MPI_Comm comm;
+    int role;                 /* CS_GROUP_A or CS_GROUP_B */
+    const char *path;
+} cs_inter_choice;
+/* Chooses (allgather: a local decision every rank makes alike; allgatherv: one allreduce
+ * of the fit flags on the merged communicator) and proves on first use (collective).
+ * ch->h == NULL: fall back, the reason recorded. Returns an MPI error code. */
+int cs_inter_select(cs_inter *st, const cs_inter_need *need, cs_inter_choice *ch);
+void cs_inter_note(cs_inter *st, const char *used, const char *reason);
+const char *cs_inter_reason(const cs_inter *st);
+int cs_inter_mine(const cs_inter *st);      /* 0: this rank is in G0; 1: in G1 */
+int cs_inter_lrank(const cs_inter *st);
+int cs_inter_lsize(const cs_inter *st);
+int cs_inter_rsize(const cs_inter *st);
+MPI_Comm cs_inter_merged(const cs_inter *st);
+/* The merged form's fallback: this rank's group alone (created on first use, collective). */
+int cs_inter_half(cs_inter *st, MPI_Comm *half);
+/* Strict mode: says once per communicator (rank 0 of the merged one) what was refused. */
+void cs_inter_refused(cs_inter *st, const char *call);
+
+/* inter_exec.c: runs this rank's section (docs/semantics.md#intergroup-schedules): the
+ * remote group's blocks straight into `base` (block j at displs[j] * esize, or j * block),
+ * own-group ranges from own_src (this rank's block, contiguous) or a scratch copy of the
+ * group's data, duplicates into scratch. Returns an MPI error code; nothing outlives it. */
+typedef struct cs_inter_layout {
+    char *base;
+    const int *counts, *displs;
+    uint64_t esize, block;
+    const char *own_src;
+} cs_inter_layout;
+int cs_inter_execute(const cs_inter_choice *ch, const cs_inter_layout *lay);
+
+/* comm_state.c: the configured schedule source (collsched_set_schedules, else
+ * COLLSCHED_SCHEDULES), NULL if none. */
+const char *cs_source_path(void);
+
 /* comm_state.c: the runtime's messages, one line each on stderr prefixed "collsched: "
  * (cs_say), and snprintf that may truncate long paths on purpose (cs_text). */
 void cs_text(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -12,7 +12,11 @@ marked, and one where none is (bytes_min is half of bytes_max: a range).
 Prints one line per algorithm and a JSON summary; exits 1 at the first difference (its
 line says which rank and operation). docs/compact.md records a run.
 
+With --bench P it proves nothing and measures instead: per-rank generation time and list
+size of every algorithm at P ranks (compact.bench.measure; one JSON line each).
+
 Usage: python tools/prove_compact.py [--max-ranks N] [--algorithms ring,bruck] [--jobs J]
+       python tools/prove_compact.py --bench 65536 [--segments K] [--bytes B]
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "compiler"))
 
 from collsched.compact import ALGORITHMS, for_default  # noqa: E402
+from collsched.compact.bench import measure  # noqa: E402
 from collsched.compact.desc import _homogeneous_defaults, fifo_min_piece  # noqa: E402
 from collsched.compact.identity import first_difference  # noqa: E402
 
@@ -55,6 +60,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-ranks", type=int, default=1024)
     ap.add_argument("--algorithms", default=",".join(ALGORITHMS))
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--bench", type=int, metavar="P", help="measure at P ranks instead of proving")
+    ap.add_argument("--segments", type=int, default=1, help="--bench: segments per block")
+    ap.add_argument("--bytes", type=int, default=65536, help="--bench: bytes per rank")
     args = ap.parse_args(argv)
     algorithms = [a for a in args.algorithms.split(",") if a]
     unknown = [a for a in algorithms if a not in ALGORITHMS]
@@ -62,6 +70,11 @@ def main(argv=None) -> int:
         print(f"prove_compact: --algorithms: expected names from {', '.join(ALGORITHMS)} and "
               f"--max-ranks >= 1, got {unknown or args.max_ranks}", file=sys.stderr)
         return 2
+    if args.bench:
+        for a in algorithms:
+            if case(a, args.bench) is not None:
+                print(json.dumps(measure(for_default(a, args.bench, args.bytes, args.segments))), flush=True)
+        return 0
     # Largest first: the workers' last tasks are short ones.
     tasks = [(a, p) for p in range(args.max_ranks, 0, -1) for a in algorithms]
     start = time.perf_counter()

@@ -208,3 +208,13 @@ def test_explicit_reference_is_the_pipelines():
     desc = for_default("bruck", 6, 65536, 2)
     compiled = compile_schedule("bruck", 6, 65536, segments=2).schedule
     assert compiled.same_ops(explicit(desc))
+
+
+def test_bench_measures_sampled_ranks():
+    from collsched.compact.bench import measure, sample_ranks
+
+    assert sample_ranks(64, 5) == sorted(set(sample_ranks(64, 5)))
+    assert {0, 32, 63} <= set(sample_ranks(64, 5))
+    row = measure(for_default("lnbc", 64, 1000), ranks=4, repeats=1)
+    assert row["max_ops"] == 63 * 7 and row["max_list_bytes"] == 12 * 63 * 7
+    assert 0 < row["median_s"] <= row["max_s"] and row["description_bytes"] == 56

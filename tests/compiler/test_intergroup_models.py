@@ -192,6 +192,21 @@ def test_a_wan_link_between_the_groups_binds_the_cut(tmp_path):
 
 # ---- the result: per-operation times, arrivals, errors, scale ------------------------
 
+@HYP
+@given(groups(max_ranks=7, max_block=5000), st.sampled_from(sorted(PLANS)))
+def test_each_send_waits_for_exactly_the_receives_meeting_its_range(g, name):
+    """match_transfers' vectorised dependency search against the rule read literally:
+    the earlier receives of the sender's list, of the same group, whose ranges meet."""
+    sched = from_plan(PLANS[name](g))
+    tr = match_transfers(sched)
+    recv_of_op = {int(op): t for t, op in enumerate(tr.recv_op)}
+    for t in range(tr.n):
+        op, r = int(tr.send_op[t]), int(tr.src[t])
+        want = sorted(recv_of_op[i] for i in range(int(sched.offsets[r]), op)
+                      if i in recv_of_op and sched.group[i] == sched.group[op]
+                      and sched.lo[i] < sched.hi[op] and sched.lo[op] < sched.hi[i])
+        assert sorted(tr.needs(t)) == want
+
 def test_per_operation_times_and_the_gantt_chart(tmp_path):
     g = Groups.equal(5, 3, 40_000, 70_000)
     sched = from_plan(PLANS["kang-v"](g))

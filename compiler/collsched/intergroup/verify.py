@@ -76,33 +76,29 @@ def check_offsets(s: InterSchedule) -> list[Violation]:
 
 
 def check_shape(c: _Ctx) -> list[Violation]:
+    """Each op's fields, as numpy masks; an op is named once, for its first fault."""
     s = c.s
     n = s.nranks
-    out: list[Violation] = []
-    total = [s.groups.total(0), s.groups.total(1)]
-    for i in range(len(c.kind)):
-        k, p, g, lo, hi = c.kind[i], c.peer[i], c.group[i], c.lo[i], c.hi[i]
-        reason = None
-        if k not in (SEND, RECV):
-            reason = "kind is neither send nor recv"
-        elif not 0 <= p < n:
-            reason = f"peer {p} out of range 0..{n - 1}"
-        elif p == c.rank[i]:
-            reason = "peer is the rank itself"
-        elif g not in (0, 1):
-            reason = f"group {g} is neither 0 (A) nor 1 (B)"
-        elif not 0 <= lo < hi <= total[g]:
-            reason = (f"range [{lo}, {hi}) is empty or outside group {GROUP_NAMES[g]}'s data "
-                      f"[0, {total[g]})")
-        elif c.fifo[i] not in (0, 1):
-            reason = "FIFO flag is neither 0 nor 1"
-        elif c.fifo[i] and k == RECV:
-            reason = "FIFO flag on a recv"
-        if reason:
-            out.append(c.v("shape", i, reason))
-            if len(out) >= MAX_REPORTED:
-                break
-    return out
+    rank = s.rank_of_op
+    grp = s.group.astype(np.int64)
+    total = np.array([s.groups.total(0), s.groups.total(1), -1], np.int64)[np.minimum(grp, 2)]
+    tests = (
+        ((s.kind != SEND) & (s.kind != RECV), lambda i: "kind is neither send nor recv"),
+        ((s.peer < 0) | (s.peer >= n), lambda i: f"peer {c.peer[i]} out of range 0..{n - 1}"),
+        (s.peer == rank, lambda i: "peer is the rank itself"),
+        (grp > 1, lambda i: f"group {c.group[i]} is neither 0 (A) nor 1 (B)"),
+        ((grp <= 1) & ((s.lo < 0) | (s.lo >= s.hi) | (s.hi > total)),
+         lambda i: f"range [{c.lo[i]}, {c.hi[i]}) is empty or outside group "
+                   f"{GROUP_NAMES[c.group[i]]}'s data [0, {s.groups.total(c.group[i])})"),
+        (s.fifo > 1, lambda i: "FIFO flag is neither 0 nor 1"),
+        ((s.fifo == 1) & (s.kind == RECV), lambda i: "FIFO flag on a recv"),
+    )
+    first: dict[int, str] = {}
+    for mask, reason in tests:
+        for i in np.nonzero(mask)[0][:MAX_REPORTED].tolist():
+            if i not in first:
+                first[i] = reason(i)
+    return [c.v("shape", i, first[i]) for i in sorted(first)[:MAX_REPORTED]]
 
 
 def check_matching(c: _Ctx) -> list[Violation]:

@@ -88,10 +88,10 @@ def _sizes_text(g) -> str:
 def _bounds_line(d: dict) -> str:
     b = d["bounds"]
     parts = [f"{name} {b[key] * 1e3:.3f} ms" for name, key in (
-        ("M", "M_s"), ("Theorem 1", "theorem1_s"), ("Eq. 4", "theorem3_eq4_s"), ("Eq. 1", "eq1_s"),
-        ("Eq. 2", "eq2_s")) if b[key] is not None]
+        ("M", "M"), ("cut", "cut"), ("Theorem 1", "theorem1"), ("Eq. 4", "theorem3"), ("Eq. 1", "eq1"),
+        ("Eq. 2", "eq2")) if b[key] is not None]
     gap = "" if d["gap_to_M"] is None else f"; predicted run time {d['gap_to_M'] * 100:.1f}% above M"
-    return "paper's bounds (single-port model, t_s = {:.3g} s, t_w = {:.3g} s/B): {}{}".format(
+    return "bounds (the paper's at t_s = {:.3g} s, t_w = {:.3g} s/B): {}{}".format(
         d["single_port"]["t_s"], d["single_port"]["t_w_s_per_byte"], ", ".join(parts), gap)
 
 

@@ -5,10 +5,9 @@
 verifier is never written: that is a compiler bug (pipeline.VerificationFailed).
 
 Prediction: timing.predict (the DAG or fluid model on the topology), as for allgather
-schedules. Beside it the summary gives the paper's single-port model (cost.simulate)
-and its bounds, in seconds for one link cost (t_s, t_w) taken from the topology: its
-slowest pair of distinct ranks (the largest latency, the smallest one-flow bandwidth),
-which is every pair on a homogeneous cluster, the paper's setting.
+schedules. Beside it the summary gives the bounds on the topology (bounds.py: the lower
+bounds M and cut, and the paper's bounds with t_s, t_w read off the topology's slowest
+pair) and the paper's single-port model (cost.simulate) at that t_s, t_w.
 """
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from .. import __version__, schedfile
 from ..errors import InputError
 from ..model import budget
 from . import PLANS, cost
+from .bounds import bounds as topology_bounds, paper_rates
 from .groups import A, B, Groups
 from .plan import Plan
 from .schedule import COLLECTIVES, InterSchedule, collective_for, from_plan
@@ -36,8 +36,7 @@ class InterCompileResult:
     schedule: InterSchedule
     plan: Plan
     timing: InterTiming  # the model's prediction on the topology
-    t_s: float  # the single-port model's link cost (module docstring)
-    t_w: float
+    bounds: dict  # bounds.bounds on the topology, seconds (t_s, t_w: the paper's link cost)
     topology: str
     model: str
     single_port_s: float  # cost.simulate's completion time for (t_s, t_w)
@@ -50,27 +49,14 @@ class InterCompileResult:
     def compile_time_s(self) -> float:
         return sum(self.timings_s.values())
 
-    def bounds(self) -> dict:
-        """The paper's bounds in seconds (None where a bound needs one block size per group).
-        M and Theorem 1 / Eq. 1 / Eq. 2 with their startup terms as the paper gives them; the
-        others are transfer terms (t_w only), as cost.py states."""
-        g, ts, tw = self.schedule.groups, self.t_s, self.t_w
-        uniform = collective_for(g) == "inter-allgather"
-        return {
-            "M_s": cost.lower_bound_m(g, tw),
-            "theorem1_s": cost.theorem1_bound(g, ts, tw) if uniform else None,
-            "kang_bound_s": cost.kang_bound(g, tw) if uniform else None,
-            "theorem3_eq4_s": cost.theorem3_bound(g, tw),
-            "kang_v_bound_s": cost.kang_v_bound(g, tw),
-            "eq1_s": cost.eq1_bound(g, ts, tw),
-            "eq2_s": cost.eq2_bound(g, ts, tw),
-        }
-
     def summary(self) -> dict:
         s, g = self.schedule, self.schedule.groups
-        bounds = self.bounds()
-        m = bounds["M_s"]
+        b = self.bounds
         run = self.timing.run_time_s
+
+        def gap(bound):  # the prediction over a lower bound, less 1 (None for a zero bound)
+            return run / bound - 1.0 if bound > 0 else None
+
         return {
             "algorithm": s.algorithm,
             "collective": s.collective,
@@ -85,11 +71,11 @@ class InterCompileResult:
             "model": self.model,
             "predicted_run_time_s": run,
             "predicted_avg_elapsed_s": self.timing.avg_elapsed_s,
-            "single_port": {"t_s": self.t_s, "t_w_s_per_byte": self.t_w,
+            "single_port": {"t_s": b["t_s"], "t_w_s_per_byte": b["t_w"],
                             "predicted_s": self.single_port_s},
-            "bounds": bounds,
-            # the prediction over M, less 1 (M is the single-port model's; None when M = 0)
-            "gap_to_M": run / m - 1.0 if m > 0 else None,
+            "bounds": {k: v for k, v in b.items() if k not in ("t_s", "t_w")},
+            "gap_to_M": gap(b["M"]),
+            "gap_to_lower_bound": gap(b["lower_bound"]),
             "auto": ({"picked": s.algorithm, "predicted_run_time_s": self.algorithms_tried}
                      if self.algorithms_tried is not None else None),
             "compile_time_s": self.compile_time_s,
@@ -102,15 +88,6 @@ class InterCompileResult:
 def _blocks(sizes: tuple[int, ...]) -> dict:
     return {"ranks": len(sizes), "min": min(sizes), "max": max(sizes), "total": sum(sizes),
             "equal": len(set(sizes)) == 1}
-
-
-def link_costs(topo) -> tuple[float, float]:
-    """(t_s, t_w) of the topology's slowest pair of distinct ranks (module docstring)."""
-    n = topo.nranks
-    if n < 2:
-        return 0.0, 0.0
-    off = ~np.eye(n, dtype=bool)
-    return float(topo.latency[off].max()), float(1.0 / topo.flow_bandwidth()[off].min())
 
 
 def input_hash(algorithm: str, collective: str, groups: Groups, model: str, topo) -> bytes:
@@ -163,7 +140,13 @@ def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = 
     timings = dict.fromkeys(("inputs", "plan", "verify", "simulate"), 0.0)
     t = time.perf_counter()
     topo = resolve_topology(n, topology, duplex)
-    t_s, t_w = link_costs(topo)
+    if groups.total(A) or groups.total(B):
+        bounds = topology_bounds(groups, topo)
+    else:  # nothing to move: every bound is 0 (bounds.py divides by the data: Eq. 5)
+        t_s, t_w = paper_rates(topo)
+        bounds = dict.fromkeys(("M", "cut", "lower_bound", "M_paper", "theorem1", "kang",
+                                "theorem3", "kang_v", "eq1", "eq2"), 0.0)
+        bounds.update(t_s=t_s, t_w=t_w, eq5_ratio=None)
     timings["inputs"] = time.perf_counter() - t
     names = sorted(PLANS) if algorithm == AUTO else [algorithm]
     found: dict[str, tuple[Plan, InterSchedule, InterTiming]] = {}
@@ -192,8 +175,8 @@ def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = 
     plan, s, timing = found[pick]
     s.compiler_version = __version__
     s.input_hash = input_hash(algorithm, coll, groups, model, topo)
-    single = cost.simulate(groups, plan.transfers, t_s=t_s, t_w=t_w).finish
-    result = InterCompileResult(s, plan, timing, t_s, t_w, topo.name, model, single,
+    single = cost.simulate(groups, plan.transfers, t_s=bounds["t_s"], t_w=bounds["t_w"]).finish
+    result = InterCompileResult(s, plan, timing, bounds, topo.name, model, single,
                                 timings_s=timings)
     if algorithm == AUTO:
         result.algorithms_tried = {k: (found[k][2].run_time_s if k in found else why[k])

@@ -220,3 +220,58 @@ def test_bench_measures_sampled_ranks():
     row = measure(for_default("lnbc", 64, 1000), ranks=4, repeats=1)
     assert row["max_ops"] == 63 * 7 and row["max_list_bytes"] == 12 * 63 * 7
     assert 0 < row["median_s"] <= row["max_s"] and row["description_bytes"] == 56
+
+
+# A stand-alone program around compact_gen.c (the runtime's use: no MPI, no other runtime
+# file): records on stdin, every rank's list of each on stdout, rank after rank.
+DRIVER = r"""
+#include "compact_gen.h"
+#include <stdio.h>
+#include <stdlib.h>
+int main(void)
+{
+    unsigned char rec[CS_COMPACT_DESC_BYTES];
+    char err[256];
+    cs_compact_desc d;
+    while (fread(rec, 1, sizeof rec, stdin) == sizeof rec) {
+        if (cs_compact_decode(rec, sizeof rec, &d, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+        for (uint32_t rank = 0; rank < d.nranks; rank++) {
+            uint64_t n = 0, m = 0;
+            if (cs_compact_generate(&d, rank, NULL, 0, &n, err, sizeof err) != (n ? CS_COMPACT_ECAPACITY : CS_COMPACT_OK))
+                return 4;
+            cs_compact_op *ops = malloc((n ? n : 1) * sizeof *ops);
+            if (!ops || cs_compact_generate(&d, rank, ops, n, &m, err, sizeof err) || m != n) return 5;
+            fwrite(ops, sizeof *ops, m, stdout);
+            free(ops);
+        }
+    }
+    return 0;
+}
+"""
+
+
+def test_standalone_under_sanitizers(tmp_path):
+    """compact_gen.c builds alone (no MPI, no other runtime file) with ASan and UBSan, and
+    the program's lists are the library's, for every algorithm and rank at a few P."""
+    import shutil
+    import subprocess
+
+    from collsched.compact.native import sources
+
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    c, h = sources()
+    (tmp_path / "driver.c").write_text(DRIVER)
+    exe = tmp_path / "driver"
+    subprocess.run([cc, "-std=c11", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                    "-Wall", "-Wextra", "-Werror", f"-I{h.parent}", str(tmp_path / "driver.c"), str(c),
+                    "-o", str(exe)], check=True, capture_output=True)
+    descs = [for_default(a, p, (0, 3 * THRESHOLD - 1), 3) for a in sorted(ALGORITHMS)
+             for p in (1, 2, 6, 16, 37) if valid(a, p)]
+    run = subprocess.run([str(exe)], input=b"".join(d.encode() for d in descs), capture_output=True)
+    assert run.returncode == 0, run.stderr.decode()
+    assert run.stdout == b"".join(generate(d, r).tobytes() for d in descs for r in range(d.nranks))
+    bad = subprocess.run([str(exe)], input=CompactDesc("ring", 4).encode()[:-8] + b"\1" * 8,
+                         capture_output=True)
+    assert bad.returncode == 1 and bad.stderr.decode().count("\n") == 1

@@ -136,6 +136,14 @@ def test_bad_compile_input(tmp_path, capsys, extra, message):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_unknown_size_rule(tmp_path, capsys):
+    status, _, err = run(capsys, "compile", "--collective", "inter-allgatherv", "--groups", "3:2",
+                         "--bytes", "1KiB", "--sizes", "arithmetc", "--algorithm", "kang-v",
+                         "-o", tmp_path / "x.sched")
+    assert status == 2 and "--sizes: arithmetc: expected equal, arithmetic or a YAML file" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_missing_groups(tmp_path, capsys):
     status, _, err = run(capsys, "compile", "--collective", "inter-allgather", "--bytes", "1KiB",
                          "--algorithm", "kang", "-o", tmp_path / "x.sched")

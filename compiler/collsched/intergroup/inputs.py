@@ -7,6 +7,7 @@ expected. A size file is YAML with two lists of byte counts, `a:` (p entries) an
 """
 from __future__ import annotations
 
+import os
 import re
 
 from ..errors import InputError
@@ -109,6 +110,9 @@ def groups_from_options(groups: str | None, nbytes: str | None, nbytes_b: str | 
             if sum(s) > MAX_BYTES:
                 raise InputError(flag, str(s[0]), f"expected at most {MAX_BYTES} bytes in all per group")
         return Groups(sizes_a, sizes_b)
+    if not os.path.lexists(rule):
+        raise InputError("--sizes", rule, "expected equal, arithmetic or a YAML file of block sizes "
+                                          "(no such file)")
     if nbytes_b is not None:
         raise InputError("--bytes-b", str(nbytes_b), f"expected no --bytes-b with a size file "
                                                      f"({rule} gives every block)")

@@ -11,7 +11,7 @@ from collsched.errors import InputError
 from collsched.inputs.topology import load_topology
 from collsched.intergroup import (A, B, Groups, Transfer, check_plan, plan_kang, plan_kang_v,
                                   simulate)
-from collsched.intergroup.grid import (plan_kang_grid, plan_kang_grid_on, simulate_pairs,
+from collsched.intergroup.grid import (_fast_timing, plan_kang_grid, plan_kang_grid_on, simulate_pairs,
                                        site_costs, site_indices, sites_from_topology,
                                        topology_costs, wide_area_bytes, wide_area_minimum,
                                        wide_area_violations)
@@ -52,6 +52,10 @@ def test_correct_and_each_byte_enters_each_site_once(case, wan_flows):
     assert wide_area_bytes(plan, site) == wide_area_minimum(g, site)
     # Algorithm 1 is correct too but never below the minimum (the minimum is one).
     assert wide_area_bytes(plan_kang(g), site) >= wide_area_minimum(g, site)
+    # The fast timing that picks the candidates is the model's.
+    t_s, t_w = site_costs(site_indices(site, g.nranks), lan=(3.0, 1.0), wan=(30.0, 10.0))
+    assert _fast_timing(g, plan.transfers, t_s, t_w)[0] == pytest.approx(
+        simulate_pairs(g, plan.transfers, t_s, t_w).finish)
 
 
 @HYP

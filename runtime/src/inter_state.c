@@ -366,7 +366,7 @@ static int first_use(cs_inter *st, cand *c, int a)
     char why[REASON_LEN] = "";
     if (c->state == 0 && me == 0) {
         whole = cs_inter_check_file(c->path, why, sizeof why) != COLLSCHED_OK;
-        if (cs_verbose()) cs_say("%s: whole intergroup schedule checked on rank 0: %s", c->path, whole ? why : "correct");
+        if (cs_verbose()) cs_say("%s: whole intergroup schedule checked on rank 0: %s", c->path, whole ? "refused" : "correct");
     }
     uint64_t x[4] = { hash, ~hash, ok ? 0 : (uint64_t)(P - me), (uint64_t)whole };
     int rc = PMPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_UINT64_T, MPI_MAX, st->merged);

@@ -273,13 +273,17 @@ def test_shape_violations_name_the_field():
 
 
 def test_large_blocks_cost_what_small_ones_do():
-    """Interval arithmetic: 8 MiB blocks verify as fast as 8-byte ones (same op count)."""
+    """Interval arithmetic: 8 MiB blocks verify as fast as 8-byte ones (same op count; a
+    walk over bytes would take minutes). Best of three runs, against a loaded machine."""
     import time
 
     times = []
     for k in (8, 8 << 20):
         s = from_plan(PLANS["kang-v"](Groups.equal(24, 9, k, k)))
-        t = time.perf_counter()
-        assert verify(s) == []
-        times.append(time.perf_counter() - t)
-    assert times[1] < 5 * times[0] + 0.05
+        best = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            assert verify(s) == []
+            best = min(best, time.perf_counter() - t)
+        times.append(best)
+    assert times[1] < 5 * times[0] + 0.2

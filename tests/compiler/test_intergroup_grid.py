@@ -16,6 +16,8 @@ from collsched.intergroup.grid import (_fast_timing, plan_kang_grid, plan_kang_g
                                        topology_costs, wide_area_bytes, wide_area_minimum,
                                        wide_area_violations)
 from collsched.intergroup.plan import Plan, PlanInfo
+from collsched.intergroup.schedule import from_plan
+from collsched.intergroup.timing import predict
 
 HYP = settings(max_examples=60, deadline=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -182,3 +184,8 @@ def test_on_wan_3x16_each_byte_over_the_wide_area_once_and_faster():
     assert wide_area_bytes(plan, site) == wide_area_minimum(g, site) < wide_area_bytes(plan_kang(g), site)
     mine = simulate_pairs(g, plan.transfers, t_s, t_w).finish
     assert mine < 0.5 * simulate_pairs(g, plan_kang(g).transfers, t_s, t_w).finish
+    # The same in the topology's port model (timing.py: shared WAN links, the TCP
+    # window, the executor's range rules), on the schedule compiled from the plan.
+    topo48 = load_topology("wan-3x16", 48)
+    dag = [predict(from_plan(x), topo48, "dag").run_time_s for x in (plan, plan_kang(g))]
+    assert dag[0] < 0.5 * dag[1]

@@ -4,13 +4,22 @@ LAB := runtime/lab
 
 .PHONY: lab
 # Only what the present compilers allow (runtime.mk's line says what is not built).
-lab: $(if $(HAVE_MPICC),$(RT_BUILD)/bin/collsched-minibench) \
-     $(if $(HAVE_SMPICC),$(RT_BUILD)/smpi/bin/collsched-minibench)
+lab: $(if $(HAVE_MPICC),$(RT_BUILD)/bin/collsched-minibench $(RT_BUILD)/bin/collsched-inter-bench) \
+     $(if $(HAVE_SMPICC),$(RT_BUILD)/smpi/bin/collsched-minibench $(RT_BUILD)/smpi/bin/collsched-inter-bench)
 
 $(RT_BUILD)/bin/collsched-minibench: $(LAB)/minibench.c $(RT_BUILD)/lib/libcollsched.a $(RT_HDRS)
 	@mkdir -p $(@D)
 	$(MPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/lib/libcollsched.a $(RT_LIBS)
 
 $(RT_BUILD)/smpi/bin/collsched-minibench: $(LAB)/minibench.c $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(SMPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_LIBS) 2>&1 | { grep -v '^\[smpicc\]' || true; }; test -f $@
+
+# The intergroup allgather(v) driver (issue 19; docs/lab.md, "Intergroup").
+$(RT_BUILD)/bin/collsched-inter-bench: $(LAB)/inter_bench.c $(RT_BUILD)/lib/libcollsched.a $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(MPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/lib/libcollsched.a $(RT_LIBS)
+
+$(RT_BUILD)/smpi/bin/collsched-inter-bench: $(LAB)/inter_bench.c $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_HDRS)
 	@mkdir -p $(@D)
 	$(SMPICC) $(RT_CFLAGS) -o $@ $< $(RT_BUILD)/smpi/lib/libcollsched.a $(RT_LIBS) 2>&1 | { grep -v '^\[smpicc\]' || true; }; test -f $@

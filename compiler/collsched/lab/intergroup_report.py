@@ -59,8 +59,10 @@ def print_case(report: dict) -> None:
         t.add_row(*_cells(r))
     console = Console(width=max(120, Console().width))
     console.print(t)
-    b = report["bounds"]
-    console.print(f"M = {_ms(b['M_s'])} ms, Eq. 1 {_ms(b['eq1_s'])} ms, Eq. 2 {_ms(b['eq2_s'])} ms, "
+    b = report.get("bounds")
+    if b is None:
+        return
+    console.print(f"M = {_ms(b['M'])} ms, Eq. 1 {_ms(b['eq1'])} ms, Eq. 2 {_ms(b['eq2'])} ms, "
                   f"Eq. 5 ratio {b['eq5_ratio']:.2f} (t_s {b['t_s'] * 1e6:.1f} us, 1/t_w "
                   f"{1 / b['t_w'] / 1e6:.1f} MB/s)")
 

@@ -197,6 +197,26 @@ def test_deadlock_example():
     assert "deadlock" in str(found[0]) and "rank 2" in str(found[0])
 
 
+def test_a_send_does_not_wait_for_duplicates():
+    """b_0 and b_1 each get A from a_0, then again from each other (duplicates), and each
+    sends it on to the other after the duplicate in its list: a send waits for the new
+    receive only (as the runtime derives it), so the walks finish; were duplicates waited
+    for, each would wait for the other."""
+    g = Groups((4,), (2, 2))
+    a0, b0, b1 = 0, 1, 2
+    lists = [[(SEND, b0, 0, 0, 4, 0), (SEND, b1, 0, 0, 4, 0), (RECV, b0, 1, 0, 2, 0),
+              (RECV, b1, 1, 2, 4, 0)],
+             [(RECV, a0, 0, 0, 4, 0), (RECV, b1, 0, 0, 4, 0), (SEND, b1, 0, 0, 4, 0),
+              (SEND, a0, 1, 0, 2, 0)],
+             [(RECV, a0, 0, 0, 4, 0), (RECV, b0, 0, 0, 4, 0), (SEND, b0, 0, 0, 4, 0),
+              (SEND, a0, 1, 2, 4, 0)]]
+    assert verify(build(g, lists)) == []
+    # Without the new receive the forward is not held.
+    lists[1][0] = (RECV, a0, 0, 0, 3, 0)
+    lists[0][0] = (SEND, b0, 0, 0, 3, 0)
+    assert checks(verify(build(g, lists))) == {"duplicates"}  # A[0, 4) from b_1: partly new
+
+
 def fifo_example(fifo: int) -> tuple[Groups, list[list[tuple]]]:
     """b_1 sends B[2, 3) and B[3, 4) to b_0 (the second FIFO or not), then B[2, 4) to a_0;
     a_0 forwards it to b_0, which forwards it to b_1 (a duplicate there) before posting its

@@ -14,10 +14,11 @@ earlier ones establish), each returning `collsched.verify.Violation`s so that
   both;
 - delivery: every rank ends with all of the remote group's data;
 - progress: the dataflow walks of every rank complete (receives posted at once; a send
-  waits for every earlier receive meeting its range outside the own block, complete once
+  waits for the earlier new receives that bring bytes of its range, each complete once
   its matching send is issued; a FIFO send waits for the peer to post the receive of the
-  previous send to it). Waiting for every meeting receive, duplicates included, is the
-  strictest reading of the rule: progress under it implies progress under any looser one.
+  previous send to it). These are the waits the runtime derives (runtime/src/
+  inter_check.c): a duplicate receive brings nothing a send needs (its bytes are the own
+  block or came with an earlier new receive), so no send waits for one.
 
 Ranges are tracked with interval maps (intervals.py): 8 MiB blocks cost what 8 bytes do.
 """
@@ -135,9 +136,10 @@ def check_matching(c: _Ctx) -> list[Violation]:
 
 
 class _Receipts:
-    """The receives of one rank and group so far: which receive ops cover each byte.
+    """The new receives of one rank and group so far: which receive brings each byte.
 
-    Disjoint sorted segments [lo, hi) -> the receive ops meeting them, in list order."""
+    Disjoint sorted segments [lo, hi) -> the receive ops meeting them, in list order (one
+    each, as new receives do not overlap; a list keeps the structure honest if they did)."""
 
     def __init__(self):
         self.lo: list[int] = []
@@ -179,16 +181,6 @@ class _Receipts:
         return found
 
 
-def _minus(lo: int, hi: int, olo: int, ohi: int) -> list[tuple[int, int]]:
-    """[lo, hi) without [olo, ohi)."""
-    out = []
-    if lo < min(hi, olo):
-        out.append((lo, min(hi, olo)))
-    if max(lo, ohi) < hi:
-        out.append((max(lo, ohi), hi))
-    return out
-
-
 def _walk(c: _Ctx) -> tuple[list[Violation], list[Violation], list[Violation]]:
     """One walk over every rank's list: (holding, duplicates, delivery) violations, and the
     receives each send waits for (c.deps)."""
@@ -198,7 +190,7 @@ def _walk(c: _Ctx) -> tuple[list[Violation], list[Violation], list[Violation]]:
     delivery: list[Violation] = []
     deps: list[list[int]] = [[] for _ in c.kind]
     for r in range(s.nranks):
-        own_g, own_lo, own_hi = groups.own_range(r)
+        own_g, own_lo, own_hi = groups.own_range(r)  # held from entry, waited for by nothing
         held = [EarliestMap(), EarliestMap()]  # own block and everything received or incoming
         held[own_g].add(own_lo, own_hi, 0)
         receipts = [_Receipts(), _Receipts()]
@@ -210,19 +202,16 @@ def _walk(c: _Ctx) -> tuple[list[Violation], list[Violation], list[Violation]]:
                     dups.append(c.v("duplicates", i, f"recv from {c.peer[i]} of {c.what(i)} is "
                                                      f"partly new and partly held or already "
                                                      f"incoming ({dup} of {hi - lo} bytes)"))
-                receipts[g].add(lo, hi, i)
+                if not dup:  # a new receive: the only kind a send waits for
+                    receipts[g].add(lo, hi, i)
                 continue
-            need = _minus(lo, hi, own_lo, own_hi) if g == own_g else [(lo, hi)]
-            gaps = [gap for a, b in need for gap in held[g].missing(a, b)]
+            gaps = held[g].missing(lo, hi)
             if gaps and len(holding) < MAX_REPORTED:
                 holding.append(c.v("holding", i, f"sends {c.what(i)} to {c.peer[i]} before holding "
                                                  f"it: no earlier receive brings "
                                                  + ", ".join(f"[{a}, {b})" for a, b in gaps[:3])
                                                  + (" ..." if len(gaps) > 3 else "")))
-            found: set[int] = set()
-            for a, b in need:
-                found |= receipts[g].meeting(a, b)
-            deps[i] = sorted(found)
+            deps[i] = sorted(receipts[g].meeting(lo, hi))
         remote = groups.other(own_g)
         gaps = held[remote].missing(0, groups.total(remote))
         if gaps and len(delivery) < MAX_REPORTED:

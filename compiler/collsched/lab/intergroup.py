@@ -95,7 +95,9 @@ def _suite(a, command: str) -> int:
     from . import intergroup_report as rep
     from . import intergroup_suite as suite
 
-    with Progress(transient=True) as bar:
+    from rich.console import Console
+
+    with Progress(transient=True, console=Console(stderr=True)) as bar:  # stdout keeps --json clean
         task = bar.add_task("intergroup", total=None)
 
         def progress(done, total, label):
@@ -116,7 +118,9 @@ def _suite(a, command: str) -> int:
         rep.print_settings(report)
     plots = {}
     if a.backend == "smpi" and a.plot:
-        bound = Path(a.plot).with_name(Path(a.plot).stem + "-bound" + Path(a.plot).suffix)
+        stem = Path(a.plot).stem  # intergroup-speedup.png -> intergroup-bound.png beside it
+        bound = Path(a.plot).with_name((stem.replace("speedup", "bound") if "speedup" in stem
+                                        else stem + "-bound") + Path(a.plot).suffix)
         rep.plot_speedups(report, a.plot)
         rep.plot_bound_ratios(report, bound)
         plots = {"speedups": a.plot, "measured over bound": str(bound)}

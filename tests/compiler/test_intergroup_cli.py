@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from collsched import schedfile
 from collsched.cli import main
 from collsched.intergroup import PLANS, Groups
-from collsched.intergroup.compile import compile_intergroup
+from collsched.intergroup.compile import algorithms, compile_intergroup
 from collsched.intergroup.inputs import MAX_GROUP, groups_from_options, parse_groups
 from collsched.intergroup.schedule import InterSchedule
 from collsched.intergroup.verify import verify
@@ -23,7 +23,7 @@ def run(capsys, *argv):
     return status, out, err
 
 
-@pytest.mark.parametrize("algorithm", sorted(PLANS) + ["auto"])
+@pytest.mark.parametrize("algorithm", algorithms() + ["auto"])
 def test_compile_each_algorithm(tmp_path, capsys, algorithm):
     out = tmp_path / "k.sched"
     status, text, err = run(capsys, *INTER, "--algorithm", algorithm, "-o", out, "--json")
@@ -45,6 +45,7 @@ def test_compile_each_algorithm(tmp_path, capsys, algorithm):
     if algorithm == "auto":
         tried = d["auto"]["predicted_run_time_s"]
         assert set(tried) == set(PLANS) and min(tried.values()) == d["predicted_run_time_s"]
+        # (one site: kang-grid is Kang's exchange again, not a candidate)
 
 
 def test_compile_text_show_simulate_plot_verify(tmp_path, capsys):
@@ -86,6 +87,17 @@ def test_verify_command(tmp_path, capsys):
     assert run(capsys, *INTER, "--algorithm", "kang", "-o", out)[0] == 0
     status, text, err = run(capsys, "verify", out)
     assert (status, err) == (0, "") and "valid (kang, 8 ranks" in text
+
+
+def test_duplex_is_recorded_and_simulated_by_default(tmp_path, capsys):
+    out = tmp_path / "h.sched"
+    status, text, _ = run(capsys, *INTER, "--algorithm", "kang", "-o", out, "--duplex", "half", "--json")
+    assert status == 0 and not schedfile.read(out).full_duplex
+    compiled = json.loads(text)["predicted_run_time_s"]
+    status, text, _ = run(capsys, "simulate", out, "--json")
+    assert status == 0 and json.loads(text)["run_time_s"] == pytest.approx(compiled)
+    status, text, _ = run(capsys, "simulate", out, "--json", "--duplex", "full")
+    assert status == 0 and json.loads(text)["run_time_s"] < compiled
 
 
 def test_ls_does_not_break_on_intergroup_files(tmp_path, capsys):
@@ -245,6 +257,18 @@ def test_auto_compiles_a_verified_file_within_the_models(tmp_path_factory, p, q,
         assert res.single_port_s >= b["M_paper"] * (1 - 1e-12)
         assert res.timing.run_time_s >= b["lower_bound"] * (1 - 1e-12)
     assert res.timing.run_time_s == min(v for v in res.algorithms_tried.values())
+
+
+def test_auto_on_a_grid_tries_the_grid_plan(tmp_path):
+    """wan-3x16: three sites of 16 hosts; A on the first 10 ranks, B on the next 14."""
+    res = compile_intergroup("auto", Groups.equal(10, 14, 1 << 16, 1 << 16),
+                             topology="topologies/wan-3x16.yaml", output=tmp_path / "g.sched")
+    assert set(res.algorithms_tried) == set(PLANS) | {"kang-grid"}
+    assert res.timing.run_time_s == min(res.algorithms_tried.values())
+    grid = compile_intergroup("kang-grid", Groups.equal(10, 14, 1 << 16, 1 << 16),
+                              topology="topologies/wan-3x16.yaml")
+    assert verify(grid.schedule) == [] and grid.schedule.algorithm == "kang-grid"
+    assert set(compile_intergroup("auto", Groups.equal(2, 2, 8, 8)).algorithms_tried) == set(PLANS)
 
 
 def test_input_hash_names_the_inputs():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from ..errors import InputError
 from ..model import budget
 from . import PLANS, cost
 from .bounds import bounds as topology_bounds, paper_rates
+from .grid import plan_kang_grid_on
 from .groups import A, B, Groups
 from .plan import Plan
 from .schedule import COLLECTIVES, InterSchedule, collective_for, from_plan
@@ -29,6 +31,23 @@ from .timing import MODELS, InterTiming, predict
 from .verify import verify
 
 AUTO = "auto"
+GRID = "kang-grid"  # grid.py's plan: it needs the topology's sites, so it is not in PLANS
+
+
+def algorithms() -> list[str]:
+    """Every algorithm name compile_intergroup takes (besides auto)."""
+    return sorted(set(PLANS) | {GRID})
+
+
+def _planner(name: str, topo) -> Callable[[Groups], Plan]:
+    return plan_kang_grid_on(topo) if name == GRID else PLANS[name]
+
+
+def _auto_names(topo) -> list[str]:
+    """auto's candidates: every plan, and the grid-aware one where ranks sit on several
+    sites (on one site it is Kang's exchange again)."""
+    several = len(set(topo.rank_site())) > 1
+    return [n for n in algorithms() if n != GRID or several]
 
 
 @dataclass
@@ -115,8 +134,9 @@ def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = 
                        model: str = "dag", duplex: str | None = None) -> InterCompileResult:
     """Plan, verify, predict and (with `output`) write one intergroup schedule.
 
-    algorithm: a name of intergroup.PLANS, or "auto": every one that can plan these groups,
-    keeping the fastest predicted run time (the first in name order on a tie).
+    algorithm: a name of intergroup.PLANS, kang-grid (grid.py, on the topology's sites), or
+    "auto": every one that can plan these groups (kang-grid where the ranks sit on several
+    sites), keeping the fastest predicted run time (the first in name order on a tie).
     collective: inter-allgather (one block size per group) or inter-allgatherv; default:
     whichever the sizes are. topology: a topology file with p + q ranks, or None for
     the default cluster (pipeline.resolve_topology). model: dag or fluid (timing.py)."""
@@ -128,9 +148,9 @@ def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = 
     if coll == "inter-allgather" and collective_for(groups) != coll:
         raise InputError("--collective", coll, "expected one block size per group for "
                                                "inter-allgather; use inter-allgatherv")
-    if algorithm != AUTO and algorithm not in PLANS:
+    if algorithm != AUTO and algorithm not in algorithms():
         raise InputError("--algorithm", str(algorithm),
-                         "expected one of " + ", ".join(sorted(PLANS)) + " or auto")
+                         "expected one of " + ", ".join(algorithms()) + " or auto")
     if model not in MODELS:
         raise InputError("--model", str(model), "expected " + " or ".join(MODELS))
     n = groups.nranks
@@ -148,13 +168,13 @@ def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = 
                                 "theorem3", "kang_v", "eq1", "eq2"), 0.0)
         bounds.update(t_s=t_s, t_w=t_w, eq5_ratio=None)
     timings["inputs"] = time.perf_counter() - t
-    names = sorted(PLANS) if algorithm == AUTO else [algorithm]
+    names = _auto_names(topo) if algorithm == AUTO else [algorithm]
     found: dict[str, tuple[Plan, InterSchedule, InterTiming]] = {}
     why: dict[str, str] = {}
     for name in names:
         t = time.perf_counter()
         try:
-            plan = PLANS[name](groups)
+            plan = _planner(name, topo)(groups)
         except ValueError as e:  # a plan that cannot serve these groups
             if algorithm != AUTO:
                 raise InputError("--algorithm", name, f"cannot plan these groups: {e}") from None
@@ -174,6 +194,7 @@ def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = 
     pick = min(found, key=lambda k: (found[k][2].run_time_s, k))
     plan, s, timing = found[pick]
     s.compiler_version = __version__
+    s.full_duplex = bool(topo.full_duplex)  # what it was timed for; simulate's default
     s.input_hash = input_hash(algorithm, coll, groups, model, topo)
     single = cost.simulate(groups, plan.transfers, t_s=bounds["t_s"], t_w=bounds["t_w"]).finish
     result = InterCompileResult(s, plan, timing, bounds, topo.name, model, single,

@@ -17,7 +17,7 @@ from collsched.inputs.topology import homogeneous, load_topology
 from collsched.intergroup import A, B, PLANS, Groups, Plan, PlanInfo, Transfer, simulate
 from collsched.intergroup.bounds import bounds, paper_rates
 from collsched.intergroup.schedule import from_plan
-from collsched.intergroup.timing import match_transfers, predict
+from collsched.intergroup.timing import _time_fluid, match_transfers, predict
 
 HYP = settings(max_examples=40, deadline=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -127,6 +127,19 @@ def test_algorithm1_meets_its_derived_bound_in_the_dag_model(p, q, ka, kb):
 
 
 # ---- sharing: NICs, the TCP window, a WAN link between the groups --------------------
+
+@HYP
+@given(groups(max_ranks=9), st.sampled_from(sorted(PLANS)), st.booleans())
+def test_local_sharing_is_the_global_max_min(g, name, full_duplex):
+    """fluid._share_flows(local=True) solves the sharing again only for the flows connected
+    to those that started or ended: the same times as solving it for every flow."""
+    tr = match_transfers(from_plan(PLANS[name](g)))
+    topo = cluster(g, 50e-6, full_duplex)
+    a = np.zeros(g.nranks)
+    local, whole = _time_fluid(tr, topo, a, False), _time_fluid(tr, topo, a, False, False)
+    for x, y in zip(local, whole):
+        assert x == pytest.approx(y, rel=REL, abs=1e-15)
+
 
 def fan(m):
     """a_0 sends its block to b_0 and b_1 and receives both of theirs: every list issues
@@ -264,6 +277,8 @@ def test_512_ranks_predict_in_seconds():
     t0 = time.perf_counter()
     timing = predict(sched, topo, "dag")
     elapsed = time.perf_counter() - t0
-    assert elapsed < 15, f"{elapsed:.1f} s for {sched.total_ops} operations"
+    # 2-3 s on an idle 2-core machine; the limit leaves room for a loaded one and still
+    # catches anything quadratic (minutes).
+    assert elapsed < 30, f"{elapsed:.1f} s for {sched.total_ops} operations"
     # Algorithm 1, p = q: one exchange round and p - 1 ring steps of k bytes and latency.
     assert timing.run_time_s == pytest.approx(256 * (50e-6 + (1 << 20) / 125e6), rel=REL)

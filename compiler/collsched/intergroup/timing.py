@@ -27,8 +27,10 @@ receives its range needs have delivered; a FIFO send once the previous message t
 peer has completed, holding back the walk), each transfer waits its latency, then moves
 its bytes as a flow, and the flows in progress share the NICs, shared links and pair
 links max-min fairly under the TCP window cap: model/fluid.py's network, costs and
-sharing (_Network, _flow_costs, _share_flows), imported, not copied. An event simulation:
-for the lab's sizes (a few thousand transfers), as model/fluid.py is.
+sharing (_Network, _flow_costs, _share_flows), imported, not copied; the sharing is
+solved again after each event only for the flows connected to the ones that changed
+(_share_flows(local=True)). An event simulation: for the lab's sizes (a few thousand
+transfers in seconds), as model/fluid.py is.
 
 Both return an `InterTiming`: run time, average elapsed time, per-rank exits, per-transfer
 start and end (its `timeline` is a model/dag.py Timeline, so collsched.plot.gantt draws
@@ -359,9 +361,11 @@ def _time_dag(tr: Transfers, topo, a: np.ndarray):
     return np.array(start), np.array(end)
 
 
-def _time_fluid(tr: Transfers, topo, a: np.ndarray, simgrid_eager: bool):
+def _time_fluid(tr: Transfers, topo, a: np.ndarray, simgrid_eager: bool,
+                local_sharing: bool = True):
     """(start, end, when each send is done for its sender) per transfer under the fluid
-    model. start is when the transfer's latency phase begins."""
+    model. start is when the transfer's latency phase begins. local_sharing: solve the
+    sharing again only where flows changed (the tests compare it with the global solve)."""
     n = tr.n
     inf = float("inf")
     size = tr.nbytes.astype(np.float64)
@@ -392,7 +396,7 @@ def _time_fluid(tr: Transfers, topo, a: np.ndarray, simgrid_eager: bool):
             walks.resume(("done", f), now)
         walks.advance()
 
-    fluid._share_flows(net, starts, moved, cap, weight, finish, ended)
+    fluid._share_flows(net, starts, moved, cap, weight, finish, ended, local=local_sharing)
     start_a, end_a = np.array(start), np.array(finish)
     if n and not np.isfinite(end_a).all():
         raise ValueError("the fluid model could not complete the schedule (does it verify?)")

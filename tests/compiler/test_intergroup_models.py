@@ -115,6 +115,16 @@ def test_m_on_a_homogeneous_cluster_is_the_papers(g):
     assert b["eq1"] <= b["eq2"]
 
 
+def test_no_data_no_time():
+    g = Groups.equal(3, 2, 0, 0)
+    b = bounds(g, cluster(g, 50e-6))
+    assert b["M"] == b["cut"] == b["lower_bound"] == 0.0 and b["eq5_ratio"] is None
+    sched = from_plan(PLANS["kang"](g))
+    assert sched.total_ops == 0
+    for model in ("dag", "fluid"):
+        assert predict(sched, cluster(g, 50e-6), model).run_time_s == 0.0
+
+
 @HYP
 @given(st.integers(1, 10), st.integers(1, 10), st.integers(1, 1 << 16), st.integers(1, 1 << 16))
 def test_algorithm1_meets_its_derived_bound_in_the_dag_model(p, q, ka, kb):

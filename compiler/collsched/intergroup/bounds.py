@@ -167,5 +167,5 @@ def bounds(groups: Groups, topo) -> dict:
         "kang_v": cost.kang_v_bound(groups, t_w) + kang_v_startup,
         "eq1": cost.eq1_bound(groups, t_s, t_w),
         "eq2": cost.eq2_bound(groups, t_s, t_w),
-        "eq5_ratio": cost.eq5_ratio(groups),
+        "eq5_ratio": cost.eq5_ratio(groups) if largest else None,  # a ratio of zero times
     }

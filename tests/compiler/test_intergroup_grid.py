@@ -18,6 +18,7 @@ from collsched.intergroup.grid import (_fast_timing, plan_kang_grid, plan_kang_g
 from collsched.intergroup.plan import Plan, PlanInfo
 from collsched.intergroup.schedule import from_plan
 from collsched.intergroup.timing import predict
+from collsched.intergroup.verify import verify
 
 HYP = settings(max_examples=60, deadline=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -58,6 +59,15 @@ def test_correct_and_each_byte_enters_each_site_once(case, wan_flows):
     t_s, t_w = site_costs(site_indices(site, g.nranks), lan=(3.0, 1.0), wan=(30.0, 10.0))
     assert _fast_timing(g, plan.transfers, t_s, t_w)[0] == pytest.approx(
         simulate_pairs(g, plan.transfers, t_s, t_w).finish)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(placed())
+def test_schedule_from_the_plan_passes_the_verifier(case):
+    """The plan as the runtime executes it (schedule.from_plan) passes the IR's verifier:
+    the planning core's steps order every rank's operations as the executor needs."""
+    g, site = case
+    assert verify(from_plan(plan_kang_grid(g, site))) == []
 
 
 @HYP

@@ -22,7 +22,7 @@ from .. import __version__, schedfile
 from ..errors import InputError
 from ..model import budget
 from . import PLANS, cost
-from .bounds import bounds as topology_bounds, paper_rates
+from .bounds import bounds as topology_bounds
 from .grid import plan_kang_grid_on
 from .groups import A, B, Groups
 from .plan import Plan
@@ -160,13 +160,7 @@ def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = 
     timings = dict.fromkeys(("inputs", "plan", "verify", "simulate"), 0.0)
     t = time.perf_counter()
     topo = resolve_topology(n, topology, duplex)
-    if groups.total(A) or groups.total(B):
-        bounds = topology_bounds(groups, topo)
-    else:  # nothing to move: every bound is 0 (bounds.py divides by the data: Eq. 5)
-        t_s, t_w = paper_rates(topo)
-        bounds = dict.fromkeys(("M", "cut", "lower_bound", "M_paper", "theorem1", "kang",
-                                "theorem3", "kang_v", "eq1", "eq2"), 0.0)
-        bounds.update(t_s=t_s, t_w=t_w, eq5_ratio=None)
+    bounds = topology_bounds(groups, topo)
     timings["inputs"] = time.perf_counter() - t
     names = _auto_names(topo) if algorithm == AUTO else [algorithm]
     found: dict[str, tuple[Plan, InterSchedule, InterTiming]] = {}

@@ -138,32 +138,49 @@ def _as_transfer(op: np.ndarray, tr_of_op: np.ndarray) -> np.ndarray:
 
 
 def _data_needs(s: InterSchedule, rank, tr_of_op, send_ops):
-    """CSR (start, receive transfers) per send transfer: the receives earlier in the
-    sender's list, of the same group, whose ranges meet the send's (rule 2).
-
-    Receives are sorted by (rank, group, lo) on one integer key; a send's candidates are
-    the run from the first receive whose running maximum of hi passes the send's lo to the
-    last that starts before its hi, filtered by overlap and list position: exact whether
-    or not the receives overlap (duplicates), and a few numpy calls for the whole list."""
-    span = int(s.hi.max(initial=0)) + 1
+    """CSR (start, receive transfers) per send transfer: the *new* receives earlier in the
+    sender's list, of the same group, whose ranges meet the send's (rule 2, as the
+    runtime's walk derives it: runtime/src/inter_check.c keeps the ranges each new receive
+    brings and a send waits for those it meets; a duplicate brings nothing to wait for)."""
     recv_ops = np.nonzero(s.kind == RECV)[0]
-    rbase = (rank[recv_ops] * 2 + s.group[recv_ops]) * span
-    rlo, rhi = rbase + s.lo[recv_ops], rbase + s.hi[recv_ops]
-    order = np.argsort(rlo, kind="stable")
-    rlo, rhi, recv_ops = rlo[order], rhi[order], recv_ops[order]
-    reach = np.maximum.accumulate(rhi) if len(rhi) else rhi
-    sbase = (rank[send_ops] * 2 + s.group[send_ops]) * span
-    slo, shi = sbase + s.lo[send_ops], sbase + s.hi[send_ops]
-    first = np.searchsorted(reach, slo, "right")
-    lens = np.maximum(np.searchsorted(rlo, shi, "left") - first, 0)
-    owner = np.repeat(np.arange(len(send_ops)), lens)
-    cand = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens) + first[owner]
-    keep = (rhi[cand] > slo[owner]) & (recv_ops[cand] < send_ops[owner])
-    owner, needs = owner[keep], tr_of_op[recv_ops[cand[keep]]]
+    # A receive is new when it meets neither the rank's own block nor an earlier receive
+    # (rule 4: a duplicate lies wholly within what is held or already on its way).
+    owner, cand = _earlier_receives_meeting(s, rank, recv_ops, recv_ops)
+    dup = np.zeros(len(recv_ops), bool)
+    dup[owner] = True
+    own_g, own_lo, own_hi = (np.array(col, np.int64)[rank[recv_ops]] for col in
+                             zip(*(s.groups.own_range(r) for r in range(s.nranks))))
+    dup |= (s.group[recv_ops] == own_g) & (s.lo[recv_ops] < own_hi) & (own_lo < s.hi[recv_ops])
+    owner, cand = _earlier_receives_meeting(s, rank, send_ops, recv_ops[~dup])
+    needs = tr_of_op[recv_ops[~dup][cand]]
     # send_ops are in transfer order (transfer t is send_ops[t]), so owner is the transfer.
     start = np.zeros(len(send_ops) + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=len(send_ops)), out=start[1:])
     return start, needs[np.argsort(owner, kind="stable")]
+
+
+def _earlier_receives_meeting(s: InterSchedule, rank, query_ops, recv_ops):
+    """Pairs (i, j): receive recv_ops[j] comes before query_ops[i] in the same rank's
+    list, is of the same group, and its range meets query_ops[i]'s.
+
+    Receives are sorted by (rank, group, lo) on one integer key; a query's candidates are
+    the run from the first receive whose running maximum of hi passes the query's lo to
+    the last that starts before its hi, filtered by overlap and list position: exact
+    whether or not the receives overlap, and a few numpy calls for the whole list."""
+    span = int(s.hi.max(initial=0)) + 1
+    rbase = (rank[recv_ops] * 2 + s.group[recv_ops]) * span
+    rlo, rhi = rbase + s.lo[recv_ops], rbase + s.hi[recv_ops]
+    order = np.argsort(rlo, kind="stable")
+    rlo, rhi = rlo[order], rhi[order]
+    reach = np.maximum.accumulate(rhi) if len(rhi) else rhi
+    qbase = (rank[query_ops] * 2 + s.group[query_ops]) * span
+    qlo, qhi = qbase + s.lo[query_ops], qbase + s.hi[query_ops]
+    first = np.searchsorted(reach, qlo, "right")
+    lens = np.maximum(np.searchsorted(rlo, qhi, "left") - first, 0)
+    owner = np.repeat(np.arange(len(query_ops)), lens)
+    cand = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens) + first[owner]
+    keep = (rhi[cand] > qlo[owner]) & (recv_ops[order][cand] < query_ops[owner])
+    return owner[keep], order[cand[keep]]
 
 
 @dataclass

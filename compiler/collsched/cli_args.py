@@ -114,11 +114,15 @@ _DUPLEX = h("override the topology's duplex mode: half or full", "the topology's
 def _add_compile(sub) -> None:
     from .algorithms import REGISTRY
 
+    from .intergroup import PLANS
+
     algs = ", ".join(sorted(REGISTRY))
+    inter = ", ".join(sorted(PLANS) + ["kang-grid"])
     c = sub.add_parser("compile", help="generate a verified schedule file",
                        description=f"Generate, verify and simulate a schedule, then write it. "
-                                   f"Algorithms: {algs}. Example: collsched compile --algorithm ring "
-                                   f"--ranks 16 --bytes 64KiB -o ring.sched")
+                                   f"Algorithms: {algs}; intercommunicator collectives (--collective "
+                                   f"inter-allgather|inter-allgatherv --groups P:Q): {inter}. Example: "
+                                   f"collsched compile --algorithm ring --ranks 16 --bytes 64KiB -o ring.sched")
     c.add_argument("--collective", default="allgather", choices=("allgather",) + INTER_COLLECTIVES,
                    help=h("allgather, or an intercommunicator collective over two groups (--groups; "
                           "docs/intergroup.md)", "allgather", "--collective inter-allgather"))

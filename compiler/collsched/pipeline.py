@@ -26,6 +26,8 @@ from .ir import BACKGROUND, FOREGROUND, RECV, SEND, Schedule
 from .model.policy import DIRECT_MAX_PAIRS, execution_candidates, segment_candidates
 from .model.simulate import Metrics, simulate_pattern
 from .inputs.units import MAX_BYTES
+from .intergroup.schedule import InterSchedule
+from .intergroup.verify import verify as verify_intergroup
 from .verify import Violation, verify_and_match
 
 
@@ -508,6 +510,8 @@ def verify_file(path: str | Path) -> tuple[Schedule, list[Violation]]:
     budget.check(sched.nranks, transfers=sched.total_ops // 2, source=str(path),
                  what=f"{sched.total_ops} ops on {sched.nranks} ranks",
                  hint="expected a smaller schedule, or a machine with more memory")
+    if isinstance(sched, InterSchedule):  # two groups: the intergroup verifier's passes
+        return sched, verify_intergroup(sched)
     violations, _ = verify_and_match(sched)
     return sched, violations
 

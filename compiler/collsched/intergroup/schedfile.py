@@ -25,6 +25,17 @@ _OP = np.dtype([("peer", "<u4"), ("kind", "u1"), ("flags", "u1"), ("group", "u1"
                 ("reserved", "u1"), ("lo", "<u8"), ("hi", "<u8")])
 assert _OP.itemsize == OP_BYTES
 _NAMES = {v: k for k, v in COLLECTIVES.items()}
+# The header's algorithm field holds 16 ASCII bytes; names longer than that are stored
+# under a fixed short form and read back as the name (never silently truncated).
+FILE_NAMES = {"root-gather-mpich": "rootgather-mpich"}
+_FROM_FILE = {v: k for k, v in FILE_NAMES.items()}
+
+
+def _file_name(algorithm: str) -> str:
+    name = FILE_NAMES.get(algorithm, algorithm)
+    if len(name.encode("ascii", "replace")) > 16:
+        raise ValueError(f"algorithm name {algorithm!r} exceeds the header's 16 bytes: add it to FILE_NAMES")
+    return name
 
 
 def header_bytes(p: int, q: int) -> int:
@@ -51,7 +62,7 @@ def encode(s: InterSchedule, *, header, index_dtype, magic: bytes, major: int,
     head = header.pack(
         magic, major, VERSION_MINOR, hb, COLLECTIVES[s.collective], g.nranks, 1,
         flag_full_duplex if s.full_duplex else 0, s.bytes_min, s.bytes_max,
-        ascii16(s.algorithm), ascii16(s.compiler_version or __version__), s.input_hash,
+        ascii16(_file_name(s.algorithm)), ascii16(s.compiler_version or __version__), s.input_hash,
         s.total_ops, zlib.crc32(index_bytes))
     ext = struct.pack(f"<II{g.p + g.q}Q", g.p, g.q, *g.sizes_a, *g.sizes_b)
     ext += struct.pack("<II", zlib.crc32(ext), 0)
@@ -124,7 +135,8 @@ def decode(data: bytes, source: str, fields: dict, index_dtype, text) -> InterSc
         groups=groups, offsets=offsets, kind=ops["kind"].copy(),
         peer=ops["peer"].astype(np.int32),  # out-of-range peers are refused below
         group=ops["group"].copy(), lo=ops["lo"].astype(np.int64), hi=ops["hi"].astype(np.int64),
-        fifo=(ops["flags"] >> 1).astype(np.uint8), algorithm=text(fields["algorithm"]),
+        fifo=(ops["flags"] >> 1).astype(np.uint8),
+        algorithm=_FROM_FILE.get(text(fields["algorithm"]), text(fields["algorithm"])),
         collective=coll, full_duplex=bool(fields["flags"] & 1), input_hash=fields["input_hash"],
         compiler_version=text(fields["compiler_version"]),
         format_version=f"{fields['major']}.{fields['minor']}", file_bytes=len(data))

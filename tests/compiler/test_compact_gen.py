@@ -49,6 +49,12 @@ def test_threshold_matches_fifo_link_everywhere(m, lat, bw):
     assert marked == (t != NO_FIFO and m >= t)
 
 
+def test_first_difference_finds_a_difference():
+    """The check can fail: a description without the FIFO marks the compiler sets."""
+    desc = CompactDesc("ring", 8, 1, 0, 65536, NO_FIFO)
+    assert first_difference(desc) == f"{desc}: rank 0 op 1: fifo generated 0, explicit 1"
+
+
 def test_ring_exhaustive_small():
     for p in range(1, 161):
         nseg = 1 + p % 3

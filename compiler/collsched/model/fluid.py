@@ -261,16 +261,14 @@ def _share_flows(net, starts, size, cap, weight, finish, ended, local=False):
     move the flows at their max-min fair rates until none is left; set finish[f] as each
     ends and call ended(flows, now) for every batch that ends together.
 
-    local: after each event, share again only among the flows connected to the ones that
-    started or ended through the resources they cross (_local_rates): the max-min rates of
-    other components do not change, so the result is the same up to the solver's relative
-    tolerance, in time proportional to the component instead of every flow in progress.
-    The intergroup models use it; fluid_timeline keeps the global solve (bit for bit)."""
+    local: _share_flows_local, the same sharing solved only where flows changed. The
+    intergroup models use it; fluid_timeline keeps this global solve (bit for bit)."""
+    if local:
+        return _share_flows_local(net, starts, size, cap, weight, finish, ended)
     inf = float("inf")
     resources, capacity = net.resources, net.capacity
     active: dict = {}  # transfer -> bytes still to move
     rate: dict = {}
-    users: dict = {}  # local: resource -> flows in progress across it
     now = 0.0
     while starts or active:
         t_end, ending = inf, []
@@ -287,29 +285,72 @@ def _share_flows(net, starts, size, cap, weight, finish, ended, local=False):
         for f in active:
             active[f] -= rate[f] * (t_next - now)
         now = t_next
-        started = []
         if t_start <= t_end:
             while starts and starts[0][0] <= now:
                 _, f = heapq.heappop(starts)
                 active[f] = size[f]
-                started.append(f)
             ending = [f for f, rem in active.items() if rem <= _EPS * max(size[f], 1.0)]
         for f in ending:
             del active[f]
             finish[f] = now
         ended(ending, now)
-        if local:
-            _local_rates(rate, users, started, ending, resources, cap, weight, capacity)
-            continue
         rate = _max_min(list(active), resources, cap, weight, capacity) if active else {}
         for f in active:
             if not resources[f]:
                 rate[f] = cap[f]
 
 
-def _local_rates(rate, users, started, ending, resources, cap, weight, capacity):
-    """_share_flows(local=True): max-min rates again for the flows in progress that share a
-    resource, directly or through other flows, with one that started or ended."""
+def _share_flows_local(net, starts, size, cap, weight, finish, ended):
+    """_share_flows(local=True): after each event, share again only among the flows
+    connected, through the resources they cross, to those that started or ended (the
+    max-min rates of the other components cannot change), and keep every flow's projected
+    end in a heap, its remaining bytes brought up to date only when its rate changes. The
+    same times up to the solver's relative tolerance, at a cost per event proportional to
+    the component instead of every flow in progress."""
+    inf = float("inf")
+    resources = net.resources
+    rem: dict = {}  # flow in progress -> (bytes left at t0, t0)
+    rate: dict = {}
+    users: dict = {}  # resource -> flows in progress across it
+    ends: list = []  # heap of (projected end, version, flow)
+    version: dict = {}
+    while starts or rem:
+        while ends and (ends[0][2] not in rem or ends[0][1] != version[ends[0][2]]):
+            heapq.heappop(ends)  # stale: the flow ended or its rate changed since
+        t_end = ends[0][0] if ends else inf
+        t_start = starts[0][0] if starts else inf
+        if t_start == inf and t_end == inf:
+            break  # nothing can move: the verifier would have refused the schedule
+        now = min(t_start, t_end)
+        started, ending = [], []
+        while starts and starts[0][0] <= now:
+            _, f = heapq.heappop(starts)
+            rem[f], rate[f], version[f] = (size[f], now), 0.0, 0
+            started.append(f)
+        while ends and ends[0][0] <= now * (1 + _EPS):
+            _, v, f = heapq.heappop(ends)
+            if f in rem and v == version[f]:
+                ending.append(f)
+        for f in started:
+            if size[f] <= _EPS * max(size[f], 1.0):
+                ending.append(f)  # nothing to move
+        for f in ending:
+            del rem[f]
+            finish[f] = now
+        ended(ending, now)
+        for f, r in _local_rates(rate, users, started, ending, resources, cap, weight,
+                                 net.capacity).items():
+            left, t0 = rem[f]
+            left -= rate[f] * (now - t0)
+            rem[f], rate[f] = (left, now), r
+            version[f] += 1
+            if r > 0:
+                heapq.heappush(ends, (now + max(left, 0.0) / r, version[f], f))
+
+
+def _local_rates(rate, users, started, ending, resources, cap, weight, capacity) -> dict:
+    """The max-min rates of the flows in progress that share a resource, directly or
+    through other flows, with one that started or ended (_share_flows_local)."""
     for f in started:
         for r, _ in resources[f]:
             users.setdefault(r, set()).add(f)
@@ -332,8 +373,7 @@ def _local_rates(rate, users, started, ending, resources, cap, weight, capacity)
                 todo.extend(x for x, _ in resources[f])
     flows = sorted(component)
     shares = _max_min(flows, resources, cap, weight, capacity) if flows else {}
-    for f in flows:
-        rate[f] = shares[f] if resources[f] else cap[f]
+    return {f: shares[f] if resources[f] else cap[f] for f in flows}
 
 
 def _flow_costs(topo, net, src, dst, size):

@@ -52,7 +52,7 @@ static void block(emitter *e, int kind, uint64_t peer, uint64_t origin)
     }
 }
 
-/* (a + b) mod p and (a - b) mod p for a, b < p. */
+/* (a + b) mod p for a, b < p; (a - b) mod p for a < p and any b. */
 static uint64_t add(uint64_t a, uint64_t b, uint64_t p) { return (a + b) % p; }
 static uint64_t sub(uint64_t a, uint64_t b, uint64_t p) { return (a + p - b % p) % p; }
 static uint64_t lowbit(uint64_t x) { return x & (~x + 1); }

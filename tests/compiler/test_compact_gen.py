@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from collsched import schedfile
-from collsched.compact import ALGORITHMS, NO_FIFO, CompactDesc, count, decode, fifo_min_piece, for_default, generate
+from collsched.compact import (ALGORITHMS, NO_FIFO, CompactDesc, count, decode, fifo_min_piece, for_default,
+                               generate, schedule)
 from collsched.compact.desc import DESC_BYTES, _homogeneous_defaults
 from collsched.compact.identity import explicit, first_difference
 from collsched.errors import InputError
@@ -281,3 +282,21 @@ def test_standalone_under_sanitizers(tmp_path):
     bad = subprocess.run([str(exe)], input=CompactDesc("ring", 4).encode()[:-8] + b"\1" * 8,
                          capture_output=True)
     assert bad.returncode == 1 and bad.stderr.decode().count("\n") == 1
+
+
+def test_pattern_and_engine_do_not_change_the_lists(tmp_path):
+    """compact.refusal's claim: with an imbalanced arrival pattern and every engine, the
+    compiled lists are still the generated ones; a topology or half duplex is refused."""
+    from collsched.compact import refusal
+
+    pap = tmp_path / "late.yaml"
+    pap.write_text("arrivals: [0.0, 0.003, 0.0, 0.001, 0.0, 0.0, 0.002, 0.0]\n")
+    for algorithm in ("ring", "mpichg2", "nex"):
+        assert refusal(algorithm, duplex="full") is None
+        desc = for_default(algorithm, 8, 65536, 2)
+        for engine in ("pat", "none", "ahead"):
+            compiled = compile_schedule(algorithm, 8, 65536, pap=str(pap), engine=engine, segments=2).schedule
+            assert compiled.same_ops(schedule(desc)), (algorithm, engine)
+    assert "topology" in refusal("ring", topology="topologies/tryton-48.yaml")
+    assert "half duplex" in refusal("ring", duplex="half")
+    assert "not a regular algorithm" in refusal("min3")

@@ -4,5 +4,5 @@
 explicit compiler writes for that rank."""
 from __future__ import annotations
 
-from .desc import ALGORITHMS, NO_FIFO, CompactDesc, decode, fifo_min_piece, for_default  # noqa: F401
+from .desc import ALGORITHMS, NO_FIFO, CompactDesc, decode, fifo_min_piece, for_default, refusal  # noqa: F401
 from .native import OP_DTYPE, count, generate, schedule  # noqa: F401

@@ -145,6 +145,21 @@ def fifo_min_piece(bytes_max: int, latency_s: float, bandwidth_Bps: float) -> in
     return lo
 
 
+def refusal(algorithm: str, *, topology: str | None = None, duplex: str | None = None) -> str | None:
+    """Why version 1 cannot describe what compile_schedule writes for these options, or None
+    (for_default describes it). An arrival pattern (--pap) and the engine (--engine) do
+    not matter: a regular algorithm ignores the pattern, and all its operations are
+    foreground, which every engine leaves as they are. The topology does (the FIFO marks,
+    magpie's and mpichg2's sites), and half duplex does (from_transfers' sub-steps)."""
+    if algorithm not in ALGORITHMS:
+        return f"{algorithm} is not a regular algorithm (the compact form has {', '.join(ALGORITHMS)})"
+    if topology is not None:
+        return "a topology file (version 1 describes the default cluster only)"
+    if duplex not in (None, "full"):
+        return "half duplex (version 1 describes full duplex only)"
+    return None
+
+
 def for_default(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg: int = 1) -> CompactDesc:
     """The description of what `compile_schedule(algorithm, nranks, nbytes, segments=nseg)`
     writes with no topology, arrival pattern or duplex option (the default cluster)."""

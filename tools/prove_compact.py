@@ -42,9 +42,14 @@ from collsched.compact.identity import first_difference  # noqa: E402
 THRESHOLD = fifo_min_piece(1 << 40, *_homogeneous_defaults())
 
 
+def serves(algorithm: str, p: int) -> bool:
+    """Whether the algorithm takes P ranks (rd: a power of two; nex: even)."""
+    return not ((algorithm == "rd" and p & (p - 1)) or (algorithm == "nex" and p % 2))
+
+
 def case(algorithm: str, p: int):
     """The description proven for (algorithm, P), or None where the algorithm refuses P."""
-    if (algorithm == "rd" and p & (p - 1)) or (algorithm == "nex" and p % 2):
+    if not serves(algorithm, p):
         return None
     nseg = 1 + p % 3 if p <= 256 else 1
     nbytes = ((THRESHOLD - 1) * nseg + p % (nseg + 1), 65536 * nseg, 1000)[p % 3]
@@ -81,15 +86,20 @@ def main(argv=None) -> int:
         return 2
     if args.bench:
         for a in algorithms:
-            if case(a, args.bench) is not None:
+            if serves(a, args.bench):
                 print(json.dumps(measure(for_default(a, args.bench, args.bytes, args.segments))), flush=True)
         return 0
     # Largest first: the workers' last tasks are short ones.
     tasks = [(a, p) for p in range(args.max_ranks, args.min_ranks - 1, -1) for a in algorithms]
     if args.random:
         rng = random.Random(args.seed)
-        tasks = [(rng.choice(algorithms), rng.randint(args.min_ranks, args.max_ranks))
-                 for _ in range(args.random)]
+        pairs = [(a, p) for a in algorithms for p in range(args.min_ranks, args.max_ranks + 1)
+                 if serves(a, p)]
+        if not pairs:
+            print(f"prove_compact: --random: no P in {args.min_ranks}..{args.max_ranks} that "
+                  f"{', '.join(algorithms)} serve", file=sys.stderr)
+            return 2
+        tasks = [rng.choice(pairs) for _ in range(args.random)]
     start = time.perf_counter()
     summary = {a: {"cases": 0, "ranks": 0} for a in algorithms}
     with Pool(args.jobs) as pool:
@@ -102,7 +112,7 @@ def main(argv=None) -> int:
                 summary[algorithm]["cases"] += 1
                 summary[algorithm]["ranks"] += ranks
     elapsed = time.perf_counter() - start
-    for a in algorithms:
+    for a in (a for a in algorithms if summary[a]["cases"] or not args.random):
         which = "the drawn P" if args.random else "every P"
         print(f"{a}: identical for {which} in {args.min_ranks}..{args.max_ranks} it serves "
               f"({summary[a]['cases']} schedules, {summary[a]['ranks']} rank lists)")

@@ -167,7 +167,7 @@ def cmd_compile(a) -> int:
         res = compile_schedule(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), topology=a.topology,
                                pap=a.pap, duplex=a.duplex, segments=_segments_arg(a.segments),
                                tau=_time_arg(a.tau, "--tau"), collective=a.collective, output=out,
-                               lower_bound=a.lower_bound, model=a.model, engine=a.engine)
+                               lower_bound=a.lower_bound, model=a.model or "dag", engine=a.engine)
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID
@@ -239,7 +239,7 @@ def _simulate(a):
 
     try:
         return simulate_file(a.file, topology=a.topology, pap=a.pap, nbytes=_size_arg(a.bytes),
-                             duplex=a.duplex, model=getattr(a, "model", "dag"))
+                             duplex=a.duplex, model=getattr(a, "model", None) or "dag")
     except VerificationFailed as e:
         print(f"{a.file}: invalid: {e}", file=sys.stderr)
         raise SystemExit(EXIT_INVALID)

@@ -60,7 +60,7 @@ def cmd_compile(a) -> int:
         raise InputError(a.output, "-o", "expected a file in an existing directory")
     try:
         res = compile_intergroup(a.algorithm, groups, a.collective, a.topology, out,
-                                 model=a.model, duplex=a.duplex)
+                                 model=a.model or "fluid", duplex=a.duplex)
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID
@@ -145,7 +145,7 @@ def _timed(a):
     if duplex is None and a.topology is None:
         duplex = "full" if s.full_duplex else "half"
     topo = resolve_topology(s.nranks, a.topology, duplex)
-    return s, topo, predict(s, topo, getattr(a, "model", "dag"))
+    return s, topo, predict(s, topo, getattr(a, "model", None) or "fluid")
 
 
 def cmd_simulate(a) -> int:

@@ -69,7 +69,7 @@ def test_compile_text_show_simulate_plot_verify(tmp_path, capsys):
     assert status == 0 and "rank 0 (a_0)" in one and "rank 1 " not in one
 
     status, text, _ = run(capsys, "simulate", out)
-    assert status == 0 and "run time" in text and "dag model" in text
+    assert status == 0 and "run time" in text and "fluid model" in text
     status, text, _ = run(capsys, "simulate", out, "--json", "--model", "fluid")
     d = json.loads(text)
     assert status == 0 and d["model"] == "fluid" and len(d["exit_times_s"]) == 7
@@ -274,4 +274,4 @@ def test_input_hash_names_the_inputs():
     h = [compile_intergroup("kang", x).schedule.input_hash
          for x in (g, g, Groups.equal(3, 2, 100, 101))]
     assert h[0] == h[1] != h[2]
-    assert compile_intergroup("kang", g, model="fluid").schedule.input_hash != h[0]
+    assert compile_intergroup("kang", g, model="dag").schedule.input_hash != h[0]

@@ -131,7 +131,7 @@ def _verified(plan: Plan, collective: str) -> InterSchedule:
 
 def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = None,
                        topology: str | None = None, output: str | Path | None = None, *,
-                       model: str = "dag", duplex: str | None = None) -> InterCompileResult:
+                       model: str = "fluid", duplex: str | None = None) -> InterCompileResult:
     """Plan, verify, predict and (with `output`) write one intergroup schedule.
 
     algorithm: a name of intergroup.PLANS, kang-grid (grid.py, on the topology's sites), or
@@ -139,7 +139,8 @@ def compile_intergroup(algorithm: str, groups: Groups, collective: str | None = 
     sites), keeping the fastest predicted run time (the first in name order on a tie).
     collective: inter-allgather (one block size per group) or inter-allgatherv; default:
     whichever the sizes are. topology: a topology file with p + q ranks, or None for
-    the default cluster (pipeline.resolve_topology). model: dag or fluid (timing.py)."""
+    the default cluster (pipeline.resolve_topology). model: fluid (the default: within 0.1% of
+    SMPI CM02 for the four plans, docs/intergroup.md) or dag (timing.py)."""
     from ..pipeline import resolve_topology
 
     coll = collective or collective_for(groups)

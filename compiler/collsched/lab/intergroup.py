@@ -49,7 +49,7 @@ def cmd_bench(a) -> int:
     from ..cli_args import _json
     from . import intergroup_report as rep
 
-    command = "collsched bench " + " ".join(_argv_tail())
+    command = "collsched " + " ".join(_argv_tail())
     if a.suite == "intergroup":
         _refuse_with_suite(a)
         return _suite(a, command)

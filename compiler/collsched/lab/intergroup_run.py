@@ -30,7 +30,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +76,6 @@ class InterConfig:
     bind_to: str | None = None
     workdir: str | None = None
     inject_error: bool = False  # the driver flips a checked byte (tests)
-    extra: dict = field(default_factory=dict)
 
     def inputs(self) -> dict:
         g = self.groups

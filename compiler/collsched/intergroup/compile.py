@@ -26,7 +26,7 @@ from .bounds import bounds as topology_bounds
 from .grid import plan_kang_grid_on
 from .groups import A, B, Groups
 from .plan import Plan
-from .schedule import COLLECTIVES, InterSchedule, collective_for, from_plan
+from .schedule import COLLECTIVES, InterSchedule, collective_for, from_plan, mark_fifo_links
 from .timing import MODELS, InterTiming, predict
 from .verify import verify
 
@@ -118,11 +118,19 @@ def input_hash(algorithm: str, collective: str, groups: Groups, model: str, topo
     return canonical(algorithm, options, topo, np.zeros((1, groups.nranks)))
 
 
+# The paper's algorithms forward several messages to one neighbour (their rings): FIFO per
+# link keeps them pipelined (schedule.mark_fifo_links). The root-gathering baselines are
+# left as the MPI libraries run them.
+FIFO_PLANS = frozenset({"kang", "kang-v", GRID})
+
+
 def _verified(plan: Plan, collective: str) -> InterSchedule:
     """The plan's schedule, verified; VerificationFailed (a compiler bug) if it is not."""
     from ..pipeline import VerificationFailed
 
     s = from_plan(plan, collective)
+    if plan.name in FIFO_PLANS:
+        mark_fifo_links(s)
     found = verify(s)
     if found:
         raise VerificationFailed(found)

@@ -9,7 +9,7 @@ MPIRUN_ROOT := $(shell [ "$$(id -u)" -eq 0 ] && echo --allow-run-as-root)
 # The one version string is the package's __version__ (pyproject reads it too).
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' compiler/collsched/__init__.py)
 
-.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-bound bench-sweep bench-recurring clean
+.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-bound bench-sweep bench-recurring bench-intergroup clean
 all: runtime lab
 
 deps:
@@ -72,7 +72,8 @@ demo: deps runtime lab
 	    --plot $(OUT)/demo-lab.png
 	@echo "demo: Gantt chart in $(OUT)/demo-ring.png, lab comparison in $(OUT)/demo-lab.png"
 
-bench: deps bench-compiler bench-runtime bench-trace bench-lab bench-bound bench-sweep bench-recurring
+bench: deps bench-compiler bench-runtime bench-trace bench-lab bench-bound bench-sweep bench-recurring \
+	bench-intergroup
 
 bench-compiler: deps
 	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png
@@ -174,6 +175,13 @@ bench-recurring: deps runtime lab
 	    --doc docs/benchmarks.md --section lab-recurring-smpi --plot docs/img/lab-recurring-smpi.png
 	$(CLI) bench --suite recurring --backend mpi --keep $(OUT)/recurring-mpi \
 	    --doc docs/benchmarks.md --section lab-recurring-mpi --plot docs/img/lab-recurring-mpi.png
+
+# Intergroup allgather(v) (issue 19, docs/lab.md "The intergroup suite"): the Kang paper's
+# settings 1-8 under SMPI CM02 at 64 ranks, 64 KiB to 8 MiB (about 8 minutes), then the
+# real-MPI comparison with Open MPI's own intercommunicator collectives at P = 8.
+bench-intergroup: deps runtime lab
+	$(CLI) bench --suite intergroup --doc docs/benchmarks.md --plot docs/img/intergroup-speedup.png
+	$(CLI) bench --suite intergroup --backend mpi --doc docs/benchmarks.md
 
 clean:
 	rm -rf build $(OUT)

@@ -388,7 +388,7 @@ def cmd_bench(a) -> int:
         delays = pap - pap.min(axis=1, keepdims=True)
     a.iterations = (4 if delays is None else len(delays)) if a.iterations is None else a.iterations
     nbytes = _size_arg("64KiB" if a.bytes is None else a.bytes)
-    algorithms = _algorithm_list(a.algorithms)
+    algorithms = _algorithm_list(a.algorithms or "ring,bruck,native")
     from .lab.native import check_names
 
     check_names(algorithms, a.backend)  # native:NAME on this backend, before anything runs

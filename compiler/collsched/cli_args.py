@@ -267,9 +267,11 @@ def _add_bench(sub) -> None:
     b.add_argument("--bytes", help=h("bytes per rank", "lab 64KiB; compiler 1MiB; recurring smpi "
                                                        "4 x floor(256Ki / ranks) (37448 at 28 ranks), mpi 64KiB",
                                      "--bytes 1MiB"))
-    b.add_argument("--algorithms", default="ring,bruck,native",
+    b.add_argument("--algorithms", default=None,
                    help=h("comma-separated: compiled algorithms, native, native:NAME, cache:DIR, "
-                          "cache-pat:DIR, oracle, oracle-pat", "ring,bruck,native",
+                          "cache-pat:DIR, oracle, oracle-pat; intergroup: kang, kang-v, root-gather, "
+                          "root-gather-mpich, kang-grid, native", "ring,bruck,native; intergroup: the "
+                          "collective's Kang algorithm, root-gather, root-gather-mpich, native",
                           "--algorithms bdr,ring,native:ompi"))
     b.add_argument("--algorithm", default="ring", help=h("compiler suite: the algorithm to compile", "ring",
                                                          "--algorithm min3"))

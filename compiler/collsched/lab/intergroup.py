@@ -14,7 +14,6 @@ from .intergroup_run import COLLECTIVES, InterConfig, check_algorithms, run_inte
 
 __all__ = ["InterConfig", "cmd_bench", "groups_from_args", "run_intergroup"]
 
-LAB_DEFAULT_ALGORITHMS = "ring,bruck,native"  # cli_args' --algorithms default: not given
 DEFAULT_ALGORITHMS = {"inter-allgather": "kang,root-gather,root-gather-mpich,native",
                       "inter-allgatherv": "kang-v,root-gather,root-gather-mpich,native"}
 def groups_from_args(a) -> Groups:
@@ -59,7 +58,7 @@ def cmd_bench(a) -> int:
     if a.collective not in COLLECTIVES:
         raise InputError("--collective", a.collective, f"expected one of {', '.join(COLLECTIVES)}")
     groups = groups_from_args(a)
-    text = DEFAULT_ALGORITHMS[a.collective] if a.algorithms == LAB_DEFAULT_ALGORITHMS else a.algorithms
+    text = a.algorithms or DEFAULT_ALGORITHMS[a.collective]
     names = [x.strip() for x in text.split(",") if x.strip()]
     check_algorithms(names, a.collective)
     cfg = InterConfig(groups, a.collective, backend=a.backend, network_model=a.network_model or "CM02",

@@ -262,8 +262,8 @@ static int create(MPI_Comm comm, int split_p, cs_inter **out)
     int rc = open_comms(st, comm, split_p);
     uint64_t h = scan_source(st), x[2] = { h, ~h };
     if (rc == MPI_SUCCESS) rc = PMPI_Allreduce(MPI_IN_PLACE, x, 2, MPI_UINT64_T, MPI_MAX, st->merged);
-    int same = x[0] == h && x[1] == ~h, first = 0;
-    PMPI_Comm_rank(st->merged, &first);
+    int same = x[0] == h && x[1] == ~h, first = 1;
+    if (rc == MPI_SUCCESS) PMPI_Comm_rank(st->merged, &first);
     first = first == 0;
     st->enabled = same && st->ncand > 0;
     if (rc == MPI_SUCCESS && !same) {

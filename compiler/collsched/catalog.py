@@ -5,7 +5,9 @@ directory like this: names not starting with '.', sorted by byte value (strcmp);
 regular files (symbolic links followed); files whose header is not valid are skipped.
 A call is served by the *first* file in that order whose header says allgather, whose
 nranks equals the communicator size and whose [bytes_min, bytes_max] holds the call's
-bytes per rank. So where two files of the same rank count cover overlapping byte ranges,
+bytes per rank. An intercommunicator call (runtime/src/inter_state.c) is served by the
+first intergroup file (collectives 3 and 4) of its collective whose groups' block sizes
+are the call's, either group being A. So where two files of the same rank count cover overlapping byte ranges,
 the one whose name sorts first wins there, and the other is never used for those sizes.
 
 Only the 128-byte header of each file is read (the runtime also reads only headers to
@@ -28,7 +30,8 @@ HEADER_BYTES = 128
 _MAGIC = b"COLLSCHD"
 _KNOWN_FLAGS = 1 | 2 | 4
 _FULL_DUPLEX, _BACKGROUND, _SERIAL = 1, 2, 4
-_ALLGATHER = 1  # the one collective the runtime serves
+_ALLGATHER = 1
+_INTER = {3: "inter-allgather", 4: "inter-allgatherv"}  # docs/schedule-format.md, version 1.1
 _MAX_RANKS, _MAX_SEGMENTS = 1 << 24, 65535
 
 
@@ -47,6 +50,15 @@ class Header:
     background: bool
     serial: bool
     total_ops: int
+    # Intergroup files: (p, q) and both groups' block sizes (A's, B's); None otherwise.
+    groups: tuple[int, int] | None = None
+    blocks: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+
+    def serves_same_calls(self, other: "Header") -> bool:
+        """Intergroup: the runtime would take either for exactly the same calls."""
+        if self.blocks is None or other.blocks is None or self.collective != other.collective:
+            return False
+        return other.blocks in (self.blocks, self.blocks[::-1])
 
 
 @dataclass
@@ -108,9 +120,11 @@ def read_header(path: str | os.PathLike) -> Header:
     checks = (
         (magic == _MAGIC, "magic", "expected 'COLLSCHD': not a collsched schedule"),
         (major == 1, "version_major", f"expected 1, found {major}"),
-        (header_bytes == HEADER_BYTES, "header_bytes", f"expected {HEADER_BYTES}, found {header_bytes}"),
+        (header_bytes == HEADER_BYTES or coll in _INTER, "header_bytes",
+         f"expected {HEADER_BYTES}, found {header_bytes}"),
         (zlib.crc32(data[:HEADER_BYTES - 4]) == crc, "header_crc32", "header checksum mismatch (corrupt file)"),
-        (coll == _ALLGATHER, "collective", f"expected 1 (allgather), found {coll}"),
+        (coll == _ALLGATHER or coll in _INTER, "collective",
+         f"expected 1 (allgather), 3 or 4 (intergroup), found {coll}"),
         (1 <= nranks <= _MAX_RANKS, "nranks", f"expected 1..{_MAX_RANKS}, found {nranks}"),
         (1 <= nseg <= _MAX_SEGMENTS, "nseg", f"expected 1..{_MAX_SEGMENTS}, found {nseg}"),
         (not flags & ~_KNOWN_FLAGS, "flags", f"unknown flag bits in {flags:#x}"),
@@ -119,9 +133,32 @@ def read_header(path: str | os.PathLike) -> Header:
     for ok, fld, expected in checks:
         if not ok:
             raise bad(fld, expected)
-    return Header(src, "allgather", nranks, nseg, bmin, bmax, _text(alg), _text(ver),
+    groups = blocks = None
+    if coll in _INTER:
+        groups, blocks = _groups_extension(src, nranks, header_bytes, st.st_size, bad)
+    return Header(src, _INTER.get(coll, "allgather"), nranks, nseg, bmin, bmax, _text(alg), _text(ver),
                   bool(flags & _FULL_DUPLEX), bool(flags & _BACKGROUND), bool(flags & _SERIAL),
-                  total_ops)
+                  total_ops, groups, blocks)
+
+
+def _groups_extension(src: str, nranks: int, header_bytes: int, size: int, bad):
+    """An intergroup file's (p, q) and block sizes, checked as the runtime checks them."""
+    want = 144 + 8 * nranks
+    if header_bytes != want:
+        raise bad("header_bytes", f"expected {want} for an intergroup file of {nranks} ranks, found {header_bytes}")
+    if size < want:
+        raise bad("groups", f"truncated: expected {want} header bytes, file has {size}")
+    with open(src, "rb") as f:  # a regular file (checked by the caller)
+        f.seek(HEADER_BYTES)
+        ext = f.read(want - HEADER_BYTES)
+    p, q = struct.unpack_from("<II", ext)
+    crc, _ = struct.unpack_from("<II", ext, 8 + 8 * nranks)
+    if p < 1 or q < 1 or p + q != nranks:
+        raise bad("groups.p", f"expected p, q >= 1 with p + q = nranks = {nranks}, found {p}, {q}")
+    if zlib.crc32(ext[:8 + 8 * nranks]) != crc:
+        raise bad("groups_crc32", "groups extension checksum mismatch (corrupt file)")
+    sizes = struct.unpack_from(f"<{nranks}Q", ext, 8)
+    return (p, q), (tuple(sizes[:p]), tuple(sizes[p:]))
 
 
 def _uncovered(lo: int, hi: int, covers: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -162,6 +199,10 @@ def list_directory(directory: str | os.PathLike) -> Listing:
         e = Entry(name, h)
         for prev in entries:
             p = prev.header
+            if h.blocks is not None or p.blocks is not None:  # intergroup: same calls or none
+                if p.serves_same_calls(h):
+                    e.shadowed.append((h.bytes_min, h.bytes_max, prev.name))
+                continue
             if p.nranks == h.nranks and p.bytes_min <= h.bytes_max and h.bytes_min <= p.bytes_max:
                 e.shadowed.append((max(p.bytes_min, h.bytes_min), min(p.bytes_max, h.bytes_max), prev.name))
         entries.append(e)
@@ -185,6 +226,11 @@ def overlaps(directory: str | os.PathLike, new: Header, new_name: str) -> list[O
     for e in list_directory(directory).entries:
         h = e.header
         if e.name == new_name or h.nranks != new.nranks:
+            continue
+        if h.blocks is not None or new.blocks is not None:
+            if h.serves_same_calls(new):
+                first = e.name if os.fsencode(e.name) < os.fsencode(new_name) else new_name
+                out.append(Overlap(e.name, h.algorithm, new.bytes_min, new.bytes_max, first))
             continue
         if h.bytes_min <= new.bytes_max and new.bytes_min <= h.bytes_max:
             first = e.name if os.fsencode(e.name) < os.fsencode(new_name) else new_name
@@ -210,7 +256,8 @@ def describe(listing: Listing) -> list[str]:
     lines = [f"{listing.directory}: {len(listing.entries)} schedule(s), in the order the runtime tries them"]
     for e in listing.entries:
         h = e.header
-        lines.append(f"  {e.name}  {h.collective} {h.nranks} ranks  {_range(h.bytes_min, h.bytes_max)} bytes/rank  "
+        ranks = f"{h.groups[0]}:{h.groups[1]}" if h.groups else f"{h.nranks}"
+        lines.append(f"  {e.name}  {h.collective} {ranks} ranks  {_range(h.bytes_min, h.bytes_max)} bytes/rank  "
                      f"{h.algorithm}  {h.nseg} seg  {'full' if h.full_duplex else 'half'} duplex")
         if e.never_used:
             lines.append(f"    never used: earlier files serve its whole range "

@@ -64,6 +64,9 @@ def cmd_compile(a) -> int:
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID
+    from .cli import _warn_overlaps  # the allgather compile's warning: same rule, same line
+
+    _warn_overlaps(out)
     d = res.summary()
     if a.json:
         print(_json(d))

@@ -275,3 +275,21 @@ def test_input_hash_names_the_inputs():
          for x in (g, g, Groups.equal(3, 2, 100, 101))]
     assert h[0] == h[1] != h[2]
     assert compile_intergroup("kang", g, model="dag").schedule.input_hash != h[0]
+
+
+def test_ls_lists_intergroup_files_and_who_wins(tmp_path, capsys):
+    """`collsched ls` reads intergroup headers (groups extension checked) and says which
+    file the runtime takes when two serve the same calls (either group being A)."""
+    d = tmp_path / "s"
+    d.mkdir()
+    assert run(capsys, *INTER, "--algorithm", "kang", "-o", d / "a.sched")[0] == 0
+    status, _, err = run(capsys, "compile", "--collective", "inter-allgather", "--groups", "3:5",
+                         "--bytes", "64KiB", "--algorithm", "kang-v", "-o", d / "b.sched")
+    assert status == 0 and "overlaps other schedules" in err and "a.sched (kang)" in err
+    status, text, _ = run(capsys, "ls", d)
+    assert status == 0 and "a.sched  inter-allgather 5:3 ranks" in text
+    assert "never used: earlier files serve its whole range (a.sched)" in text
+    raw = bytearray((d / "b.sched").read_bytes())
+    raw[140] ^= 1  # a block size in the groups extension
+    (d / "b.sched").write_bytes(bytes(raw))
+    assert "skipped b.sched: groups_crc32" in run(capsys, "ls", d)[1]

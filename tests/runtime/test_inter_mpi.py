@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from collsched import schedfile
 from collsched.errors import ScheduleFileError
 from collsched.intergroup import PLANS, Groups
-from collsched.intergroup.schedule import from_plan
+from collsched.intergroup.compile import FIFO_PLANS
+from collsched.intergroup.schedule import from_plan, mark_fifo_links
 from rt_helpers import APPS, BUILD, DATA, ROOT, TIMEOUT, build_c_tool, build_mpi_app, mpirun_cmd
 from test_preload_mpi import preload_env
 
@@ -31,7 +32,12 @@ ITERS = 3
 
 
 def write(path: Path, algorithm: str, a: list[int], b: list[int], collective: str | None = None) -> Path:
-    schedfile.write(from_plan(PLANS[algorithm](Groups(a, b)), collective), path)
+    """The plan's schedule as the compiler writes it: the paper's algorithms with FIFO sends
+    per link (synchronous, each waiting for the previous one to the same peer)."""
+    s = from_plan(PLANS[algorithm](Groups(a, b)), collective)
+    if algorithm in FIFO_PLANS:
+        mark_fifo_links(s)
+    schedfile.write(s, path)
     return path
 
 

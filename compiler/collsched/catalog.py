@@ -239,6 +239,18 @@ def overlaps(directory: str | os.PathLike, new: Header, new_name: str) -> list[O
     return out
 
 
+def new_file_warning(path: str | os.PathLike) -> str | None:
+    """compile's warning for a file it just wrote (None: nothing beside it overlaps, or the
+    directory cannot be listed)."""
+    out = os.fspath(path)
+    directory, name = os.path.dirname(out) or ".", os.path.basename(out)
+    try:
+        found = overlaps(directory, read_header(out), name)
+    except (ScheduleFileError, OSError):  # an unreadable directory: no listing, no warning
+        return None
+    return overlap_warning(out, directory, found) if found else None
+
+
 def overlap_warning(path: str, directory: str, found: list[Overlap]) -> str:
     """compile's one-line warning about `found`."""
     parts = [f"{o.name} ({o.algorithm}) at {_range(o.lo, o.hi)} bytes/rank, where {o.winner} is used"

@@ -191,14 +191,11 @@ def cmd_compile(a) -> int:
 def _warn_overlaps(out: Path) -> None:
     """One line on stderr when files beside the new one serve some of its calls (or it
     theirs): the runtime takes the first in name order (catalog.py). The status is unchanged."""
-    from .catalog import overlap_warning, overlaps, read_header
+    from .catalog import new_file_warning
 
-    try:
-        found = overlaps(out.parent, read_header(out), out.name)
-    except (InputError, OSError):  # an unreadable directory: no listing, no warning
-        return
-    if found:
-        _say(overlap_warning(str(out), str(out.parent), found), EXIT_OK)
+    line = new_file_warning(out)
+    if line:
+        _say(line, EXIT_OK)
 
 
 def cmd_verify(a) -> int:
@@ -388,7 +385,7 @@ def cmd_bench(a) -> int:
         delays = pap - pap.min(axis=1, keepdims=True)
     a.iterations = (4 if delays is None else len(delays)) if a.iterations is None else a.iterations
     nbytes = _size_arg("64KiB" if a.bytes is None else a.bytes)
-    algorithms = _algorithm_list(a.algorithms or "ring,bruck,native")
+    algorithms = _algorithm_list("ring,bruck,native" if a.algorithms is None else a.algorithms)
     from .lab.native import check_names
 
     check_names(algorithms, a.backend)  # native:NAME on this backend, before anything runs

@@ -64,9 +64,11 @@ def cmd_compile(a) -> int:
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID
-    from .cli import _warn_overlaps  # the allgather compile's warning: same rule, same line
+    from .catalog import new_file_warning  # the allgather compile's warning, same rule
 
-    _warn_overlaps(out)
+    line = new_file_warning(out)
+    if line:
+        print(line, file=sys.stderr)
     d = res.summary()
     if a.json:
         print(_json(d))

@@ -58,7 +58,7 @@ def cmd_bench(a) -> int:
     if a.collective not in COLLECTIVES:
         raise InputError("--collective", a.collective, f"expected one of {', '.join(COLLECTIVES)}")
     groups = groups_from_args(a)
-    text = a.algorithms or DEFAULT_ALGORITHMS[a.collective]
+    text = DEFAULT_ALGORITHMS[a.collective] if a.algorithms is None else a.algorithms
     names = [x.strip() for x in text.split(",") if x.strip()]
     check_algorithms(names, a.collective)
     cfg = InterConfig(groups, a.collective, backend=a.backend, network_model=a.network_model or "CM02",

@@ -95,6 +95,8 @@ static const char *source_path(void)
 }
 
 int cs_source_configured(void) { return source_path() != NULL; }
+/* The same source for the intergroup path (inter_state.c). */
+const char *cs_source_path(void) { return source_path(); }
 
 int collsched_set_schedules(const char *path)
 {
@@ -724,6 +726,7 @@ int collsched_last_call(MPI_Comm comm, collsched_call_info *info)
     int found = 0;
     cs_comm *st = NULL;
     memset(info, 0, sizeof *info);
+    if (cs_inter_last_call(comm, info)) return MPI_SUCCESS; /* a two-group communicator */
     if (keyval != MPI_KEYVAL_INVALID)
         PMPI_Comm_get_attr(comm, keyval, &st, &found);
     if (!found) {

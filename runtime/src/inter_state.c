@@ -62,14 +62,6 @@ static pthread_mutex_t states_mu = PTHREAD_MUTEX_INITIALIZER;
 #define UNLOCK() ((void)0)
 #endif
 
-/* The environment's part of cs_source_path, until comm_state.c exports the real one (which
- * also sees collsched_set_schedules): a strong definition there replaces this one. */
-__attribute__((weak)) const char *cs_source_path(void)
-{
-    const char *v = getenv("COLLSCHED_SCHEDULES");
-    return v && *v ? v : NULL;
-}
-
 /* ---- lifetime ---- */
 
 static void free_comm(MPI_Comm *c, int usable)

@@ -23,7 +23,6 @@
 
 #ifdef LINKED
 #include "collsched.h"
-int cs_inter_last_call(MPI_Comm comm, collsched_call_info *info); /* libcollsched.a, internal */
 #endif
 
 #define MAXR 64
@@ -133,7 +132,7 @@ static int run_case(const opts *oo, int ncase, int wrank, int wsize)
                 bad += got[(o.v ? displs[j] : (long)j * rsz[0]) + k] != value(!mine, j, k, it);
 #ifdef LINKED
         collsched_call_info info;
-        used += cs_inter_last_call(strcmp(o.api, "merged") ? inter : MPI_COMM_WORLD, &info) && info.used_schedule;
+        used += (collsched_last_call(strcmp(o.api, "merged") ? inter : MPI_COMM_WORLD, &info) == MPI_SUCCESS) && info.used_schedule;
 #endif
     }
     int local3[2] = { bad, err }, all[2], least = 0;

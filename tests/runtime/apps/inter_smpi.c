@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "collsched.h"
-int cs_inter_last_call(MPI_Comm comm, collsched_call_info *info); /* libcollsched.a, internal */
 
 static void sizes(const char *s, int n, int *v)
 {
@@ -58,7 +57,7 @@ int main(int argc, char **argv)
             for (int j = 0; j < rsize; j++)
                 for (long k = 0; k < rsz[j]; k++) bad += recv[displs[j] + k] != value(!mine, j, k, it);
             collsched_call_info info;
-            used &= cs_inter_last_call(MPI_COMM_WORLD, &info) && info.used_schedule;
+            used &= (collsched_last_call(MPI_COMM_WORLD, &info) == MPI_SUCCESS) && info.used_schedule;
         }
         int mine2[2] = { bad, !used }, all[2];
         MPI_Allreduce(mine2, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

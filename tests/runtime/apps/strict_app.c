@@ -6,7 +6,8 @@
  *                               call with that error. Prints "strict_app: OK" on rank 0.
  *   strict_app fatal [inter]    the default handler (MPI_ERRORS_ARE_FATAL): the job must
  *                               abort in MPI_Allgather; prints "strict_app: returned" if not.
- * With "inter", the calls are on an intercommunicator between the even and odd ranks. */
+ * With "inter", the calls are on an intercommunicator between the even and odd ranks (the
+ * schedules given serve no intergroup call: an allgather file only). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>

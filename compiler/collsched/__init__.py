@@ -38,6 +38,9 @@ _API = {
     "tune": ("cache.tune", "tune"),
     "bundled_topologies": ("resources", "bundled_topologies"),
     "topology_path": ("resources", "topology_path"),
+    "compile_intergroup": ("intergroup.compile", "compile_intergroup"),
+    "Groups": ("intergroup.groups", "Groups"),
+    "InterSchedule": ("intergroup.schedule", "InterSchedule"),
     "InputError": ("errors", "InputError"),
     "ScheduleFileError": ("errors", "ScheduleFileError"),
 }

@@ -86,7 +86,7 @@ def _compact_ops():
         _, header = sources()
         proto = kernels.parse_prototypes(header.read_text())["compact_ops"]
         lib = ctypes.CDLL(str(build()))
-        _kernel = kernels._Kernel(proto, lib.cs_compact_ops)
+        _kernel = kernels.Kernel(proto, lib.cs_compact_ops)
     return _kernel
 
 

@@ -116,7 +116,7 @@ def parse_prototypes(text: str, definitions: bool = False) -> dict[str, Prototyp
 
 _lib = None
 _why = None
-_kernels: dict[str, "_Kernel"] = {}
+_kernels: dict[str, "Kernel"] = {}
 
 
 def _load():
@@ -140,7 +140,7 @@ def _load():
         return
     try:
         lib = ctypes.CDLL(str(LIBRARY))
-        kernels = {name: _Kernel(proto, getattr(lib, "cs_" + name))
+        kernels = {name: Kernel(proto, getattr(lib, "cs_" + name))
                    for name, proto in parse_prototypes(HEADER.read_text()).items()}
     except (OSError, AttributeError, ValueError) as exc:
         _why = f"{LIBRARY.name} does not load: {exc}"
@@ -190,7 +190,7 @@ def _address(a: np.ndarray) -> int:
         return a.ctypes.data
 
 
-class _Kernel:
+class Kernel:
     """One C kernel with its declared prototype: called with every parameter by name."""
 
     def __init__(self, proto: Prototype, fn):

@@ -30,12 +30,22 @@ class Timing:
     end: tuple[float, ...]
 
 
-def simulate(groups: Groups, transfers: Sequence[Transfer], *, t_s: float = 0.0,
-             t_w: float = 1.0, mode: str = "dataflow") -> Timing:
+def _per_pair(c):
+    """A cost that is one number, or a matrix indexed [src][dst] (per-pair costs)."""
+    if hasattr(c, "__len__"):
+        return lambda src, dst: float(c[src][dst])
+    return lambda src, dst: c
+
+
+def simulate(groups: Groups, transfers: Sequence[Transfer], *, t_s=0.0, t_w=1.0,
+             mode: str = "dataflow") -> Timing:
     """Completion time of `transfers` in the single-port model (module docstring).
 
-    Raises ValueError when a transfer's source never holds its bytes by then (run the
-    checker first: a plan that passes it always times)."""
+    t_s and t_w are numbers, or (n x n) matrices indexed [src][dst] for per-pair costs
+    (the grid-aware plan times its candidates so). Raises ValueError when a transfer's
+    source never holds its bytes by then (run the checker first: a plan that passes it
+    always times)."""
+    startup, per_byte = _per_pair(t_s), _per_pair(t_w)
     if mode not in ("dataflow", "blocking"):
         raise ValueError(f"mode must be dataflow or blocking, not {mode!r}")
     n = groups.nranks
@@ -69,7 +79,7 @@ def simulate(groups: Groups, transfers: Sequence[Transfer], *, t_s: float = 0.0,
         s = max(ready, send_free[t.src], recv_free[t.dst], 0.0)
         if blocking:
             s = max(s, barrier(t.src, t.step), barrier(t.dst, t.step))
-        e = s + t_s + (t.hi - t.lo) * t_w
+        e = s + startup(t.src, t.dst) + (t.hi - t.lo) * per_byte(t.src, t.dst)
         start[i], end[i] = s, e
         send_free[t.src] = e
         recv_free[t.dst] = e

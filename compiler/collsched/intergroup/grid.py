@@ -28,7 +28,7 @@ the result is never slower there than Algorithm 1 or 2 in that model (docs/inter
 
 Also here: the wide-area accounting the variant is judged by (bytes that cross sites, the
 minimum, a byte entering a site twice), the single-port model with per-pair costs
-(`simulate_pairs`; cost.simulate takes one t_s and t_w), and the sites of a topology.
+(`simulate_pairs`: cost.simulate with per-pair costs), and the sites of a topology.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import InputError
 from .check import Violation
+from . import cost
 from .cost import Timing
 from .groups import A, B, GROUP_NAMES, Groups, Transfer, even_cuts
 from .intervals import EarliestMap
@@ -123,30 +124,8 @@ def topology_costs(topo, nranks: int) -> tuple[np.ndarray, np.ndarray]:
 
 def simulate_pairs(groups: Groups, transfers: Sequence[Transfer], t_s, t_w) -> Timing:
     """cost.simulate's dataflow single-port model with per-pair costs: a transfer src ->
-    dst of m bytes takes t_s[src][dst] + m t_w[src][dst]; it starts when its source holds
-    its bytes and both ports are free, ports taking transfers in (step, list) order."""
-    n = groups.nranks
-    held: dict[tuple[int, int], EarliestMap] = {}
-    for r in range(n):
-        g, lo, hi = groups.own_range(r)
-        held[(r, g)] = EarliestMap()
-        held[(r, g)].add(lo, hi, 0.0)
-        held[(r, groups.other(g))] = EarliestMap()
-    send_free, recv_free, rank_finish = [0.0] * n, [0.0] * n, [0.0] * n
-    start, end = [0.0] * len(transfers), [0.0] * len(transfers)
-    for i in sorted(range(len(transfers)), key=lambda i: (transfers[i].step, i)):
-        t = transfers[i]
-        ready = held[(t.src, t.group)].latest(t.lo, t.hi)
-        if ready is None:
-            raise ValueError(f"transfer {i} {t}: rank {t.src} never holds the bytes it sends")
-        s = max(ready, send_free[t.src], recv_free[t.dst], 0.0)
-        e = s + float(t_s[t.src][t.dst]) + (t.hi - t.lo) * float(t_w[t.src][t.dst])
-        start[i], end[i] = s, e
-        send_free[t.src] = recv_free[t.dst] = e
-        rank_finish[t.src] = max(rank_finish[t.src], e)
-        rank_finish[t.dst] = max(rank_finish[t.dst], e)
-        held[(t.dst, t.group)].add(t.lo, t.hi, e)
-    return Timing(max(rank_finish, default=0.0), tuple(rank_finish), tuple(start), tuple(end))
+    dst of m bytes takes t_s[src][dst] + m t_w[src][dst]."""
+    return cost.simulate(groups, transfers, t_s=t_s, t_w=t_w)
 
 
 def _fast_timing(groups: Groups, transfers: Sequence[Transfer], t_s, t_w):

@@ -20,6 +20,7 @@
  * Exit status: 0 all data correct, 1 a mismatch or an MPI error, 2 usage.
  */
 #include "collsched.h"
+#include "internal.h" /* cs_read_any_header: linked from libcollsched.a */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -314,14 +315,11 @@ static void report(const options *o, const layout *l, const char *file, const re
     printf("}\n");
 }
 
+/* 1024 bytes, or the nearest size the file serves (explicit or compact: cs_read_any_header). */
 static uint64_t default_bytes(const char *file)
 {
     collsched_header h;
-    uint8_t head[128];
-    FILE *f = fopen(file, "rb");
-    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
-    if (f) fclose(f);
-    if (collsched_parse_header(head, got, got, file, &h, NULL, 0) != COLLSCHED_OK) return 1024;
+    if (cs_read_any_header(file, &h, NULL, 0) != COLLSCHED_OK) return 1024;
     return h.bytes_min > 1024 ? h.bytes_min : (h.bytes_max < 1024 ? h.bytes_max : 1024);
 }
 

@@ -249,7 +249,7 @@ static int ensure_keyvals(void)
 static int add_candidate(cs_comm *st, const char *path, char *err, size_t errlen)
 {
     collsched_header h;
-    if (cs_read_header_file(path, &h, err, errlen) != COLLSCHED_OK) return -1;
+    if (cs_read_any_header(path, &h, err, errlen) != COLLSCHED_OK) return -1;
     cs_candidate *c = realloc(st->cand, (size_t)(st->ncand + 1) * sizeof *c);
     if (!c) return -1;
     st->cand = c;
@@ -540,6 +540,29 @@ static int prove_whole(cs_comm *st, cs_candidate *c, const collsched_schedule *s
     return rc;
 }
 
+/* A compact schedule's setup check (collective, O(own ops + P) per rank, one reduction):
+ * every link's k-th send is the k-th receive at the other end, the same piece
+ * (cs_compact_link_sum). Each list passed its local dataflow checks on loading (every
+ * piece received once, forwarded pieces held); progress is the generator's proof. */
+static int agree_links(cs_comm *st, cs_candidate *c, const collsched_schedule *s, int *ok)
+{
+    uint64_t x[2] = { 0, 0 };   /* link sum, ranks out of memory */
+    if (cs_compact_link_sum(s, (uint32_t)st->size, &x[0]) != 0) x[1] = 1;
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, x, 2, MPI_UINT64_T, MPI_SUM, st->priv);
+    *ok = rc == MPI_SUCCESS && x[0] == 0 && x[1] == 0;
+    if (rc == MPI_SUCCESS && !*ok)
+    {
+        if (x[1]) cs_text(c->reason, sizeof c->reason, "%s: link check: a rank cannot allocate its %d link counters",
+                          c->path, st->size);
+        else cs_text(c->reason, sizeof c->reason, "%s: link check: the generated lists do not match link by "
+                     "link (the k-th send and receive of a link differ)", c->path);
+    }
+    if (rc == MPI_SUCCESS && st->rank == 0 && cs_verbose())
+        cs_say("%s: compact schedule (%s) generated on every rank, link check %s", c->path,
+               s->hdr.algorithm, *ok ? "passed" : "failed");
+    return rc;
+}
+
 /* Loads, agrees on and proves c (collective). The rank that finds what is wrong says it
  * in one line, except rank 0 when `quiet0` (strict mode: the refusal line carries it). */
 static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0)
@@ -548,8 +571,8 @@ static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0)
     collsched_schedule *s = NULL;
     cs_wire_op *mine = NULL;
     gather_plan g = { 0 };
-    int loaded = collsched_load(c->path, (uint32_t)st->size, (uint32_t)st->rank, &s, err,
-                                sizeof err) == COLLSCHED_OK;
+    int loaded = cs_load_file(c->path, (uint32_t)st->size, (uint32_t)st->rank, &s, err,
+                              sizeof err) == COLLSCHED_OK;
     if (loaded && (!(c->reqs = malloc((s->nops ? s->nops : 1) * sizeof *c->reqs))
                    || !(mine = malloc((s->nops ? s->nops : 1) * sizeof *mine)))) {
         cs_text(err, sizeof err, "%s: memory: cannot allocate requests and buffers for %u ops", c->path, s->nops);
@@ -566,9 +589,14 @@ static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0)
         c->reqs = NULL;
         return MPI_ERR_NO_MEM;
     }
+    /* A compact description is never gathered: its generator is proven (docs/compact.md);
+     * the ranks check their lists against each other link by link (agree_links). Equal
+     * hashes below mean every rank that loaded holds the same record, so they agree on
+     * which path to take. */
+    int compact = loaded && cs_is_compact(&s->hdr);
     int n = loaded ? (int)s->nops : 0, plan = 0;
     int rc = PMPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0, st->priv);
-    if (rc == MPI_SUCCESS && st->rank == 0 && loaded) plan = plan_gather(st, c, &g, why, sizeof why);
+    if (rc == MPI_SUCCESS && st->rank == 0 && loaded && !compact) plan = plan_gather(st, c, &g, why, sizeof why);
     /* One reduction: same header+index everywhere, lowest rank that failed to load, and
      * whether rank 0 can take the whole schedule. */
     uint64_t h = loaded ? s->hash : 0;
@@ -576,7 +604,8 @@ static int load_candidate(cs_comm *st, cs_candidate *c, int quiet0)
     uint64_t x[4] = { h, ~h, loaded ? 0 : P - me, (uint64_t)plan };
     if (rc == MPI_SUCCESS) rc = PMPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_UINT64_T, MPI_MAX, st->priv);
     int same = x[0] == h && x[1] == ~h, proven = 0;
-    if (rc == MPI_SUCCESS && same && !x[2] && !x[3]) rc = prove_whole(st, c, s, mine, &g, &proven);
+    if (rc == MPI_SUCCESS && same && !x[2] && !x[3])
+        rc = compact ? agree_links(st, c, s, &proven) : prove_whole(st, c, s, mine, &g, &proven);
     plan_free(&g);
     free(mine);
     if (rc == MPI_SUCCESS && proven) {

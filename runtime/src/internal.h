@@ -17,6 +17,30 @@ int cs_schedule_adopt(uint32_t nranks, uint32_t nseg, uint32_t rank, collsched_o
                       uint32_t nops, const char *name, collsched_schedule **out, char *err,
                       size_t errlen);
 
+/* compact_load.c (no MPI): compact descriptions (docs/compact.md) where a .sched file is
+ * accepted. A record starts with CS_COMPACT_MAGIC; its header stand-in carries
+ * CS_COMPACT_MARK as compiler_version (cs_is_compact), the record's CRC as index_crc32. */
+#define CS_COMPACT_MAGIC "CSCOMPCT"
+#define CS_COMPACT_MARK "compact v1"
+int cs_is_compact_record(const void *buf, size_t len);
+int cs_is_compact(const collsched_header *h);
+/* The header an explicit file of the same schedule would have (total_ops 0). */
+int cs_compact_header(const void *rec, size_t len, const char *name, collsched_header *h,
+                      char *err, size_t errlen);
+/* Decodes, checks against nranks (EMATCH), generates rank's list and adopts it; hash =
+ * hash of the record. COLLSCHED_OK or a code with "NAME: FIELD: expected ..." in err. */
+int cs_compact_load(const void *rec, size_t len, const char *name, uint32_t nranks,
+                    uint32_t rank, collsched_schedule **out, char *err, size_t errlen);
+/* Either form by path: a compact record (by its magic) or an explicit file (collsched_load,
+ * cs_read_header_file). The runtime's selection and first use go through these. */
+int cs_load_file(const char *path, uint32_t nranks, uint32_t rank, collsched_schedule **out,
+                 char *err, size_t errlen);
+int cs_read_any_header(const char *path, collsched_header *h, char *err, size_t errlen);
+/* The ranks' cheap agreement on a generated schedule: over all ranks, the sums are 0 iff
+ * (barring a 64-bit hash collision) the k-th message on every link a -> b is the same
+ * piece in a's list and in b's. *sum is this rank's term; -1 if out of memory (O(P)). */
+int cs_compact_link_sum(const collsched_schedule *s, uint32_t nranks, uint64_t *sum);
+
 /* whole_check.c (no MPI): proves the whole schedule - every rank's list - with the passes
  * of compiler/collsched/verify.py (shape, matching, holding, delivery, progress). The ops
  * of rank r are ops[sum(nops[0..r-1]) ...], in list order, in the 12-byte form rank 0

@@ -6,3 +6,5 @@ from __future__ import annotations
 
 from .desc import ALGORITHMS, NO_FIFO, CompactDesc, decode, fifo_min_piece, for_default, refusal  # noqa: F401
 from .native import OP_DTYPE, count, generate, schedule  # noqa: F401
+from .files import (AUTO_MIN_RANKS, FORMS, check, choose_form, is_compact_file, read_compact,  # noqa: F401
+                    summary, write_compact)

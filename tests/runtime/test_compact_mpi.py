@@ -3,12 +3,14 @@ where a .sched file is accepted. Under Open MPI, allgather with compact ring, br
 records at odd and even P, byte for byte against the MPI library's own allgather, with
 and without arrival imbalance; records that do not fit the call (wrong P, size out of
 range) or are corrupt fall back with one line, and are refused under COLLSCHED_STRICT=1;
-a directory of compact files and collsched-run take them too. Without MPI: the link check
+a directory of compact files and collsched-run take them too, and SMPI's collsched-run. Without MPI: the link check
 that replaces the whole-schedule gather sees a reordered list; the Python side (write,
 read, the --form choice, show/verify's functions)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 
 from collsched import compact
 from collsched.errors import InputError
-from rt_helpers import TIMEOUT, build_c_tool, build_mpi_app, mpirun_cmd, run_driver
+from rt_helpers import BUILD, DATA, TIMEOUT, build_c_tool, build_mpi_app, mpirun_cmd, run_driver
 
 BYTES = 1000  # per rank: above fifo_min_piece is not needed, 3 segments make pieces of 333/334
 
@@ -33,7 +35,6 @@ def record(path: Path, algorithm: str, nranks: int, nbytes=(0, 1 << 20), nseg: i
 
 def run_app(app: Path, nranks: int, source: Path, *args: str, strict: bool = False):
     env = {"COLLSCHED_SCHEDULES": str(source), "COLLSCHED_STRICT": "1" if strict else "0"}
-    import os
     proc = subprocess.run(mpirun_cmd(nranks) + [str(app), str(BYTES), "3", *args], capture_output=True,
                           text=True, timeout=TIMEOUT, env={**os.environ, **env})
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -107,6 +108,20 @@ def test_collsched_run_takes_compact_files(tmp_path):
     run = run_driver(5, [path], "--bytes", "64,4096", "--iterations", "2")
     assert run.returncode == 0, run
     assert len(run.rows) == 2 and all(r["used_schedule"] and r["data_ok"] for r in run.rows), run
+
+
+@pytest.mark.smpi
+def test_smpi_runs_compact_files(tmp_path):
+    exe = BUILD / "smpi" / "bin" / "collsched-run"
+    if not shutil.which("smpirun") or not exe.exists():
+        pytest.skip(f"smpirun or {exe} missing (make runtime-smpi)")
+    files = [record(tmp_path / "ring.sched", "ring", 4, (0, 65536), nseg=2),
+             record(tmp_path / "bruck.sched", "bruck", 4, (0, 65536))]
+    launcher = ["smpirun", "-np", "4", "-platform", str(DATA / "platform-4.xml"), "-hostfile",
+                str(DATA / "hostfile-4.txt"), "--cfg=smpi/display-timing:no", "--log=root.thr:warning"]
+    run = run_driver(4, files, "--bytes", "777,65536", "--iterations", "2", launcher=launcher, exe=exe)
+    assert run.returncode == 0 and len(run.rows) == 4, run
+    assert all(r["used_schedule"] and r["data_ok"] for r in run.rows), run
 
 
 @pytest.fixture(scope="module")

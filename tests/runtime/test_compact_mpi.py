@@ -3,9 +3,10 @@ where a .sched file is accepted. Under Open MPI, allgather with compact ring, br
 records at odd and even P, byte for byte against the MPI library's own allgather, with
 and without arrival imbalance; records that do not fit the call (wrong P, size out of
 range) or are corrupt fall back with one line, and are refused under COLLSCHED_STRICT=1;
-a directory of compact files and collsched-run take them too, and SMPI's collsched-run. Without MPI: the link check
-that replaces the whole-schedule gather sees a reordered list; the Python side (write,
-read, the --form choice, show/verify's functions)."""
+a directory of compact files, the preload library and collsched-run take them too, and
+SMPI's collsched-run. Without MPI: the link check that replaces the whole-schedule gather
+sees a reordered list; the Python side (write, read, the --form choice, show/verify's
+functions)."""
 from __future__ import annotations
 
 import json
@@ -19,8 +20,11 @@ import pytest
 from collsched import compact
 from collsched.errors import InputError
 from rt_helpers import BUILD, DATA, TIMEOUT, build_c_tool, build_mpi_app, mpirun_cmd, run_driver
+from test_preload_mpi import preload_env
 
-BYTES = 1000  # per rank: above fifo_min_piece is not needed, 3 segments make pieces of 333/334
+# Bytes per rank of the calls. The records serve up to 1 MiB by default, where every piece
+# is above the FIFO threshold (6251 bytes): their sends carry the FIFO bit.
+BYTES = 1000
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +47,7 @@ def run_app(app: Path, nranks: int, source: Path, *args: str, strict: bool = Fal
     return proc.returncode, rows[0], lines
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("algorithm,nranks,nseg,imbalance", [
     ("ring", 3, 1, False), ("ring", 4, 3, True), ("ring", 5, 2, True),
     ("bruck", 3, 1, True), ("bruck", 4, 1, False), ("bruck", 5, 3, False),
@@ -63,6 +68,7 @@ def corrupt(path: Path, offset: int, value: bytes) -> Path:
     return path
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("case,expect", [
     ("wrong_p", "nranks: expected 3 (communicator size), found 4"),
     ("wrong_size", "bytes: expected bytes per rank 1000 within [0, 999]"),
@@ -91,6 +97,7 @@ def test_mismatched_or_corrupt_record_falls_back(app, tmp_path, case, expect):
     assert any("COLLSCHED_STRICT=1" in line and expect in line for line in lines), lines
 
 
+@pytest.mark.mpi
 def test_directory_of_compact_files(app, tmp_path):
     """The candidates of a directory: the one for the call's P and size is selected."""
     src = tmp_path / "scheds"
@@ -103,6 +110,21 @@ def test_directory_of_compact_files(app, tmp_path):
     assert row["schedule"].endswith("c_bruck_p3.sched"), row
 
 
+@pytest.mark.mpi
+def test_preload_library_takes_compact_files(tmp_path):
+    """An unmodified MPI program (allgather_app.c, its own data checks) under LD_PRELOAD."""
+    app = build_mpi_app(tmp_path / "allgather_app", "allgather_app.c")
+    src = tmp_path / "scheds"
+    src.mkdir()
+    record(src / "bruck-p4.sched", "bruck", 4, nseg=2)
+    proc = subprocess.run(mpirun_cmd(4) + [str(app)], capture_output=True, text=True, timeout=TIMEOUT,
+                          env=preload_env(src))
+    assert proc.returncode == 0 and "allgather_app: OK" in proc.stdout, proc.stdout + proc.stderr
+    assert f"selected {src / 'bruck-p4.sched'} (algorithm bruck, nseg 2" in proc.stderr, proc.stderr
+    assert "link check passed" in proc.stderr, proc.stderr
+
+
+@pytest.mark.mpi
 def test_collsched_run_takes_compact_files(tmp_path):
     path = record(tmp_path / "ring5.sched", "ring", 5, (0, 4096), nseg=2)
     run = run_driver(5, [path], "--bytes", "64,4096", "--iterations", "2")
@@ -110,6 +132,7 @@ def test_collsched_run_takes_compact_files(tmp_path):
     assert len(run.rows) == 2 and all(r["used_schedule"] and r["data_ok"] for r in run.rows), run
 
 
+@pytest.mark.mpi
 @pytest.mark.smpi
 def test_smpi_runs_compact_files(tmp_path):
     exe = BUILD / "smpi" / "bin" / "collsched-run"

@@ -7,6 +7,9 @@
  * when the rank receives own-group data, in a scratch copy of its group's data with its
  * own block placed first; duplicates in scratch places of their own, dropped.
  *
+ * Messages go on the file's own communicator with the call's tag (cs_inter_call_tag), so
+ * a receive is never completed by another file's or another call's message.
+ *
  * The walk is the dataflow one: receives posted at once; a send waits for exactly the
  * receives its range depends on (the deps inter_check.c derived) and, if FIFO, for the
  * previous send to its peer (then synchronous, as executor.c does); then everything
@@ -17,8 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+int cs_inter_call_tag(MPI_Comm comm); /* inter_state.c: this call's tag on a file's communicator */
+
 typedef struct exec {
     const cs_inter_choice *ch;
+    int tag;                     /* the call's own (cs_inter_call_tag) */
     const cs_inter_layout *lay;
     int mine, remote;            /* group indices */
     uint32_t first_remote, nremote;
@@ -106,11 +112,11 @@ static int issue(exec *x, uint32_t i)
     if (rc != MPI_SUCCESS) return rc;
     MPI_Comm comm = x->ch->comm;
     if (op->kind == COLLSCHED_RECV)
-        rc = PMPI_Irecv(buf, count, type, (int)op->peer, CS_TAG, comm, &reqs[i]);
+        rc = PMPI_Irecv(buf, count, type, (int)op->peer, x->tag, comm, &reqs[i]);
     else if (op->fifo) /* complete once matched: the next message to the peer waits for it */
-        rc = PMPI_Issend(buf, count, type, (int)op->peer, CS_TAG, comm, &reqs[i]);
+        rc = PMPI_Issend(buf, count, type, (int)op->peer, x->tag, comm, &reqs[i]);
     else
-        rc = PMPI_Isend(buf, count, type, (int)op->peer, CS_TAG, comm, &reqs[i]);
+        rc = PMPI_Isend(buf, count, type, (int)op->peer, x->tag, comm, &reqs[i]);
     if (type != MPI_BYTE) PMPI_Type_free(&type); /* MPI keeps it until the message is done */
     return rc;
 }
@@ -146,6 +152,7 @@ int cs_inter_execute(const cs_inter_choice *ch, const cs_inter_layout *lay)
     memset(&x, 0, sizeof x);
     x.ch = ch;
     x.lay = lay;
+    x.tag = cs_inter_call_tag(ch->comm);
     for (uint32_t i = 0; i < s->nops; i++) ch->reqs[i] = MPI_REQUEST_NULL;
     int rc = setup(&x);
     for (uint32_t i = 0; rc == MPI_SUCCESS && i < s->nops; i++) rc = issue(&x, i);

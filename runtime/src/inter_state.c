@@ -10,11 +10,13 @@
  * Which group is the schedule's A: the one whose size and block sizes are the file's A
  * side. Allgather: every rank knows its group's block size (its own) and the remote one, so
  * each decides alone and all decide alike. Allgatherv: a rank knows only its own block and
- * the remote ones; one allreduce (bitwise AND of two fit flags per file) makes the choice
- * common. When both mappings fit (symmetric groups), G0 is A. The schedule runs on a
- * communicator in its numbering (A's ranks, then B's: MPI_Comm_split of the merged one,
- * kept per mapping). On a file's first use every rank loads its section and rank 0 proves
- * the whole file (inter_check.c); one allreduce spreads the verdict: all run it or none.
+ * the remote ones; its fit flags ANDed with those of one rank of the other group (one
+ * message, agree()) make the choice common in every correct call. When both mappings fit
+ * (symmetric groups), G0 is A. The schedule runs on a communicator in its numbering (A's
+ * ranks, then B's: MPI_Comm_split of the merged one, one per file and mapping), its
+ * messages tagged with the call's number. On a file's first use every rank loads its
+ * section and rank 0 proves the whole file (inter_check.c); one allreduce spreads the
+ * verdict: all run it or none.
  */
 #include "runtime.h"
 
@@ -26,6 +28,8 @@
 #include <sys/stat.h>
 
 #define REASON_LEN 512
+#define TAG_FIRST 16 /* schedule traffic on a file's communicator: TAG_FIRST + call number mod span */
+#define TAG_AGREE 4  /* allgatherv's agreement on the merged communicator (CS_TAG: the merged form's fallback) */
 
 typedef struct cand {
     char *path;
@@ -34,13 +38,16 @@ typedef struct cand {
     char reason[REASON_LEN];
     cs_inter_section *sec[2];    /* this rank's section when G_a is A */
     MPI_Request *reqs[2];
+    MPI_Comm comm[2];            /* its own communicator per mapping, in the schedule's numbering */
     int loaded[2];               /* 0 not tried, 1 loaded and agreed, -1 refused */
 } cand;
 
 struct cs_inter {
     int split_p;                 /* merged form: G0 = ranks 0..split_p-1; intercommunicator: -1 */
     int mine, lrank, lsize, rsize;
-    MPI_Comm merged, ordered[2], half;
+    int *rmerged;                /* rsize: the remote group's ranks in the merged communicator */
+    MPI_Comm merged, half;
+    unsigned long calls;         /* intergroup calls so far: the schedule traffic's tag */
     int enabled, single_file, warned, refused, released;
     char source[REASON_LEN], disabled[REASON_LEN];
     cand *cand;
@@ -49,7 +56,8 @@ struct cs_inter {
     struct cs_inter *next;
 };
 
-static int keyval = MPI_KEYVAL_INVALID, self_keyval = MPI_KEYVAL_INVALID;
+static int keyval = MPI_KEYVAL_INVALID, self_keyval = MPI_KEYVAL_INVALID, tag_keyval = MPI_KEYVAL_INVALID;
+static int tag_span = 32767 - TAG_FIRST + 1;
 static cs_inter *all_states;
 
 #ifndef SMPI_HELPERS_H
@@ -78,16 +86,16 @@ static void release(cs_inter *st, int usable)
         for (int a = 0; a < 2; a++) {
             cs_inter_section_free(st->cand[i].sec[a]);
             free(st->cand[i].reqs[a]);
+            free_comm(&st->cand[i].comm[a], usable);
         }
         cs_inter_header_free(&st->cand[i].hdr);
         free(st->cand[i].path);
     }
     free(st->cand);
     st->cand = NULL;
+    free(st->rmerged);
+    st->rmerged = NULL;
     st->ncand = 0;
-    if (st->ordered[0] == st->merged) st->ordered[0] = MPI_COMM_NULL; /* the merged form's own */
-    free_comm(&st->ordered[0], usable);
-    free_comm(&st->ordered[1], usable);
     free_comm(&st->half, usable);
     free_comm(&st->merged, usable);
     LOCK();
@@ -126,6 +134,12 @@ static int ensure_keyvals(void)
         if (rc == MPI_SUCCESS)
             rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_keyval, NULL);
         if (rc == MPI_SUCCESS) rc = PMPI_Comm_set_attr(MPI_COMM_SELF, self_keyval, NULL);
+        if (rc == MPI_SUCCESS)
+            rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &tag_keyval, NULL);
+        int *ub = NULL, found = 0;
+        if (rc == MPI_SUCCESS && PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found) == MPI_SUCCESS && found
+            && ub && *ub >= 32767)
+            tag_span = (*ub > (1 << 30) ? (1 << 30) : *ub) - TAG_FIRST + 1;
     }
     UNLOCK();
     return rc;
@@ -143,6 +157,7 @@ static int add(cs_inter *st, const char *path, char *err, size_t len)
     st->cand = c;
     c = &st->cand[st->ncand];
     memset(c, 0, sizeof *c);
+    c->comm[0] = c->comm[1] = MPI_COMM_NULL;
     c->hdr = h;
     if (!(c->path = strdup(path))) { cs_inter_header_free(&c->hdr); return COLLSCHED_ENOMEM; }
     st->ncand++;
@@ -221,17 +236,35 @@ static int group_of_merged(MPI_Comm inter, MPI_Comm merged, int *mine)
     return rc;
 }
 
+/* The remote group's ranks in the merged communicator (no message). */
+static int remote_ranks(MPI_Comm inter, cs_inter *st)
+{
+    MPI_Group remote = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
+    int *idx = malloc(sizeof *idx * (size_t)st->rsize);
+    st->rmerged = malloc(sizeof *st->rmerged * (size_t)st->rsize);
+    if (!idx || !st->rmerged) { free(idx); return MPI_ERR_NO_MEM; }
+    for (int j = 0; j < st->rsize; j++) idx[j] = j;
+    int rc = PMPI_Comm_remote_group(inter, &remote);
+    if (rc == MPI_SUCCESS) rc = PMPI_Comm_group(st->merged, &all);
+    if (rc == MPI_SUCCESS) rc = PMPI_Group_translate_ranks(remote, st->rsize, idx, all, st->rmerged);
+    if (remote != MPI_GROUP_NULL) PMPI_Group_free(&remote);
+    if (all != MPI_GROUP_NULL) PMPI_Group_free(&all);
+    free(idx);
+    return rc;
+}
+
 static int open_comms(cs_inter *st, MPI_Comm comm, int split_p)
 {
     int rc;
     st->split_p = split_p;
-    st->merged = st->ordered[0] = st->ordered[1] = st->half = MPI_COMM_NULL;
+    st->merged = st->half = MPI_COMM_NULL;
     if (split_p < 0) {
         PMPI_Comm_rank(comm, &st->lrank);
         PMPI_Comm_size(comm, &st->lsize);
         PMPI_Comm_remote_size(comm, &st->rsize);
         rc = PMPI_Intercomm_merge(comm, 0, &st->merged);
         if (rc == MPI_SUCCESS) rc = group_of_merged(comm, st->merged, &st->mine);
+        if (rc == MPI_SUCCESS) rc = remote_ranks(comm, st);
     } else {
         int rank, size;
         PMPI_Comm_rank(comm, &rank);
@@ -241,7 +274,8 @@ static int open_comms(cs_inter *st, MPI_Comm comm, int split_p)
         st->lsize = st->mine ? size - split_p : split_p;
         st->rsize = size - st->lsize;
         rc = PMPI_Comm_dup(comm, &st->merged);
-        st->ordered[0] = st->merged; /* G0 first, in rank order: the numbering with G0 as A */
+        if (!(st->rmerged = malloc(sizeof *st->rmerged * (size_t)st->rsize))) rc = MPI_ERR_NO_MEM;
+        for (int j = 0; rc == MPI_SUCCESS && j < st->rsize; j++) st->rmerged[j] = st->mine ? j : split_p + j;
     }
     if (rc == MPI_SUCCESS) PMPI_Comm_set_errhandler(st->merged, MPI_ERRORS_RETURN);
     return rc;
@@ -324,13 +358,26 @@ static uint32_t sched_rank(const cs_inter *st, int a)
     return (uint32_t)(st->mine == a ? st->lrank : a_size + st->lrank);
 }
 
-/* The communicator in the numbering with G_a as A (collective on its first use). */
-static int ordered(cs_inter *st, int a)
+/* File c's communicator in the numbering with G_a as A (collective; on its first use).
+ * One per file and mapping: should the ranks ever run different files in one call (an
+ * erroneous allgatherv, see agree()), their messages cannot match each other. */
+static int file_comm(cs_inter *st, cand *c, int a)
 {
-    if (st->ordered[a] != MPI_COMM_NULL) return MPI_SUCCESS;
-    int rc = PMPI_Comm_split(st->merged, 0, (int)sched_rank(st, a), &st->ordered[a]);
-    if (rc == MPI_SUCCESS) PMPI_Comm_set_errhandler(st->ordered[a], MPI_ERRORS_RETURN);
+    int rc = PMPI_Comm_split(st->merged, 0, (int)sched_rank(st, a), &c->comm[a]);
+    if (rc == MPI_SUCCESS) PMPI_Comm_set_errhandler(c->comm[a], MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = PMPI_Comm_set_attr(c->comm[a], tag_keyval, st);
     return rc;
+}
+
+/* The tag of the current call's schedule messages on a file's communicator: the call's
+ * number on the intercommunicator (every rank counts every intergroup call on it), so a
+ * message of one call never completes a receive of another. */
+int cs_inter_call_tag(MPI_Comm comm)
+{
+    cs_inter *st = NULL;
+    int found = 0;
+    if (PMPI_Comm_get_attr(comm, tag_keyval, &st, &found) != MPI_SUCCESS || !found) return CS_TAG;
+    return TAG_FIRST + (int)(st->calls % (unsigned long)tag_span);
 }
 
 /* Loads this rank's section of c for mapping a; rank 0 proves the whole file if nobody did
@@ -360,8 +407,9 @@ static int first_use(cs_inter *st, cand *c, int a)
         whole = cs_inter_check_file(c->path, why, sizeof why) != COLLSCHED_OK;
         if (cs_verbose()) cs_say("%s: whole intergroup schedule checked on rank 0: %s", c->path, whole ? "refused" : "correct");
     }
-    uint64_t x[4] = { hash, ~hash, ok ? 0 : (uint64_t)(P - me), (uint64_t)whole };
-    int rc = PMPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_UINT64_T, MPI_MAX, st->merged);
+    uint64_t id = (uint64_t)(c - st->cand) * 2 + (uint64_t)a; /* which file and mapping: all alike */
+    uint64_t x[6] = { hash, ~hash, ok ? 0 : (uint64_t)(P - me), (uint64_t)whole, id, ~id };
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, x, 6, MPI_UINT64_T, MPI_MAX, st->merged);
     if (rc == MPI_SUCCESS && x[3]) rc = PMPI_Bcast(why, (int)sizeof why, MPI_CHAR, 0, st->merged);
     if (rc == MPI_SUCCESS && x[3]) {
         c->state = -1;
@@ -370,8 +418,8 @@ static int first_use(cs_inter *st, cand *c, int a)
     } else if (rc == MPI_SUCCESS) {
         c->state = 1;
     }
-    int agreed = rc == MPI_SUCCESS && !x[3] && !x[2] && x[0] == hash && x[1] == ~hash;
-    if (agreed) rc = ordered(st, a);
+    int agreed = rc == MPI_SUCCESS && !x[3] && !x[2] && x[0] == hash && x[1] == ~hash && x[4] == id && x[5] == ~id;
+    if (agreed) rc = file_comm(st, c, a);
     if (rc == MPI_SUCCESS && agreed) {
         c->sec[a] = s;
         c->loaded[a] = 1;
@@ -401,6 +449,34 @@ static int first_use(cs_inter *st, cand *c, int a)
     return rc;
 }
 
+/* Allgatherv's agreement, one message deep: rank r of a group X receives the flags of rank
+ * r mod |Y| of the other group Y, and sends its own to the ranks of Y that map to it
+ * (r, r + |X|, ... below |Y|), on the private merged communicator with a tag of its own.
+ * In a correct call all ranks of X see the same blocks of Y, and every block of X is seen
+ * by the ranks of Y; a rank's flags hold for (its own block) AND (its view of the other
+ * group), so own AND partner = (X's blocks are the file's) AND (Y's are): the same on every
+ * rank. Every rank sends and receives in every allgatherv call, whatever it decides, so
+ * the messages of one call pair with each other (MPI's order per sender and tag). */
+static int agree(cs_inter *st, uint64_t *fit, int words)
+{
+    int nsend = st->lrank < st->rsize ? (st->rsize - 1 - st->lrank) / st->lsize + 1 : 0;
+    uint64_t one[4], *got = words <= 4 ? one : malloc(sizeof *got * (size_t)words);
+    MPI_Request stack[9], *req = nsend + 1 <= 9 ? stack : malloc(sizeof *req * (size_t)(nsend + 1));
+    int rc = got && req ? MPI_SUCCESS : MPI_ERR_NO_MEM, n = 0;
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Irecv(got, words, MPI_UINT64_T, st->rmerged[st->lrank % st->rsize], TAG_AGREE, st->merged, &req[n++]);
+    for (int j = st->lrank; rc == MPI_SUCCESS && j < st->rsize; j += st->lsize)
+        rc = PMPI_Isend(fit, words, MPI_UINT64_T, st->rmerged[j], TAG_AGREE, st->merged, &req[n++]);
+    if (n) {
+        int w = PMPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+        if (rc == MPI_SUCCESS) rc = w;
+    }
+    for (int w = 0; rc == MPI_SUCCESS && w < words; w++) fit[w] &= got[w];
+    if (got != one) free(got);
+    if (req != stack) free(req);
+    return rc;
+}
+
 static void no_match(cs_inter *st, const char *reason)
 {
     cs_inter_note(st, NULL, reason);
@@ -412,7 +488,11 @@ static void no_match(cs_inter *st, const char *reason)
     }
 }
 
-/* fit[2i + a]: file i fits with G_a as A. Allgatherv: the ranks AND their flags. */
+/* fit[2i + a]: file i fits with G_a as A. Allgather: every rank of a correct call computes
+ * the same flags alone. Allgatherv: a rank's flags say that its own block and its view of
+ * the remote group's blocks are the file's; every rank of one group sees all blocks of the
+ * other, so the flags of one rank of each group, ANDed, decide for all (see the comment of
+ * agree()). */
 static int fit_flags(cs_inter *st, const cs_inter_need *n, uint64_t *fit, int words)
 {
     memset(fit, 0, sizeof *fit * (size_t)words);
@@ -422,12 +502,13 @@ static int fit_flags(cs_inter *st, const cs_inter_need *n, uint64_t *fit, int wo
             if (fits(st, &st->cand[i].hdr, n, role)) fit[(2 * i + a) / 64] |= 1ull << ((2 * i + a) % 64);
         }
     if (!n->v) return MPI_SUCCESS; /* the same on every rank of a correct call */
-    return PMPI_Allreduce(MPI_IN_PLACE, fit, words, MPI_UINT64_T, MPI_BAND, st->merged);
+    return agree(st, fit, words);
 }
 
 int cs_inter_select(cs_inter *st, const cs_inter_need *need, cs_inter_choice *ch)
 {
     memset(ch, 0, sizeof *ch);
+    st->calls++;
     if (!st->enabled) {
         no_match(st, st->disabled);
         return MPI_SUCCESS;
@@ -460,7 +541,7 @@ int cs_inter_select(cs_inter *st, const cs_inter_need *need, cs_inter_choice *ch
         cs_inter_note(st, NULL, c->reason);
         return MPI_SUCCESS;
     }
-    *ch = (cs_inter_choice){ &c->hdr, c->sec[a], c->reqs[a], st->ordered[a],
+    *ch = (cs_inter_choice){ &c->hdr, c->sec[a], c->reqs[a], c->comm[a],
                              st->mine == a ? CS_GROUP_A : CS_GROUP_B, c->path };
     cs_inter_note(st, c->path, NULL);
     return MPI_SUCCESS;

@@ -390,3 +390,43 @@ def test_smpi_merged_entries(tmp_path):
     assert len(lines) == len(runs), proc.stdout + proc.stderr
     assert all("data_ok 1" in line for line in lines), proc.stdout
     assert all("used 1" in line for line in lines[:-1]) and "used 0" in lines[-1], proc.stdout
+
+
+def one_off(sizes: list[int], r: int) -> list[int]:
+    return [k + (j == r) for j, k in enumerate(sizes)]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("p,q", [(3, 2), (2, 3), (4, 1), (1, 4)])
+def test_allgatherv_agreement_one_rank_off(linked, tmp_path, p, q):
+    """Allgatherv's agreement (one message from a rank of the other group, inter_state.c):
+    a correct program in which exactly one rank's block differs from the file's (every rank
+    knows it: the remote group through its counts) falls back on every rank, whichever rank
+    it is, in either group, whichever rank of the other group it sends its flags to; with
+    the file's own sizes every call uses it. Data equal to Open MPI's in every case."""
+    a, b = [3 * r + 2 for r in range(p)], [5 * r + 1 for r in range(q)]
+    f = write(tmp_path / "v.sched", "kang-v", a, b, "inter-allgatherv")
+    off = [(one_off(a, r), b) for r in range(p)] + [(a, one_off(b, r)) for r in range(q)]
+    for api in ("collsched", "merged"):
+        cases = [["--v", "--a", csv(x), "--b", csv(y), "--api", api] for x, y in off]
+        proc = launch(linked, p + q, cases, linked_env(f))
+        assert_cases(proc, len(cases), used=0)
+        proc = launch(linked, p + q, [["--v", "--a", csv(a), "--b", csv(b), "--api", api, "--sleep"]], linked_env(f))
+        assert_cases(proc, 1, used=ITERS)
+
+
+@pytest.mark.mpi
+def test_allgatherv_agreement_symmetric_mappings(linked, tmp_path):
+    """p = q: a file fits with the low group as A, or with the high one (its sizes the other
+    way round), or both (equal sides: the low group is A); one rank off under the swapped
+    mapping falls back. Several calls in one run: each case's intercommunicator is new."""
+    write(tmp_path / "v-ab.sched", "kang-v", [4, 6, 0], [8, 10, 2], "inter-allgatherv")
+    write(tmp_path / "v-sym.sched", "kang-v", [7, 3, 5], [7, 3, 5], "inter-allgatherv")
+    used = [["--a", "4,6,0", "--b", "8,10,2"], ["--a", "8,10,2", "--b", "4,6,0", "--displs", "reversed"],
+            ["--a", "7,3,5", "--b", "7,3,5"]]
+    unused = [["--a", "8,10,3", "--b", "4,6,0"], ["--a", "8,10,2", "--b", "4,7,0"], ["--a", "7,3,5", "--b", "7,3,6"]]
+    for api in ("collsched", "merged"):
+        proc = launch(linked, 6, [["--v", *c, "--api", api] for c in used], linked_env(tmp_path))
+        assert_cases(proc, len(used), used=ITERS)
+        proc = launch(linked, 6, [["--v", *c, "--api", api] for c in unused], linked_env(tmp_path))
+        assert_cases(proc, len(unused), used=0)

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cs_inter_call_tag(MPI_Comm comm); /* inter_state.c: this call's tag on a file's communicator */
 
 typedef struct exec {
     const cs_inter_choice *ch;

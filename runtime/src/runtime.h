@@ -229,10 +229,14 @@ typedef struct cs_inter_choice {
     int role;                 /* CS_GROUP_A or CS_GROUP_B */
     const char *path;
 } cs_inter_choice;
-/* Chooses (allgather: a local decision every rank makes alike; allgatherv: one allreduce
- * of the fit flags on the merged communicator) and proves on first use (collective).
- * ch->h == NULL: fall back, the reason recorded. Returns an MPI error code. */
+/* Chooses (allgather: a local decision every rank makes alike; allgatherv: the fit flags
+ * of one rank of the other group, one message each way, ANDed with this rank's) and
+ * proves on first use (collective). ch->h == NULL: fall back, the reason recorded.
+ * Returns an MPI error code. */
 int cs_inter_select(cs_inter *st, const cs_inter_need *need, cs_inter_choice *ch);
+/* This call's tag on a file's communicator (ch->comm): calls never match each other's
+ * schedule messages. */
+int cs_inter_call_tag(MPI_Comm comm);
 void cs_inter_note(cs_inter *st, const char *used, const char *reason);
 const char *cs_inter_reason(const cs_inter *st);
 int cs_inter_mine(const cs_inter *st);      /* 0: this rank is in G0; 1: in G1 */

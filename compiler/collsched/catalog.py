@@ -32,6 +32,7 @@ _KNOWN_FLAGS = 1 | 2 | 4
 _FULL_DUPLEX, _BACKGROUND, _SERIAL = 1, 2, 4
 _ALLGATHER = 1
 _INTER = {3: "inter-allgather", 4: "inter-allgatherv"}  # docs/schedule-format.md, version 1.1
+_COMPACT_MAGIC = b"CSCOMPCT"  # compact/desc.py's MAGIC, read without importing it
 _MAX_RANKS, _MAX_SEGMENTS = 1 << 24, 65535
 
 
@@ -112,6 +113,8 @@ def read_header(path: str | os.PathLike) -> Header:
         raise bad("file", f"cannot read ({e.strerror})") from None
     finally:
         os.close(fd)
+    if data[:len(_COMPACT_MAGIC)] == _COMPACT_MAGIC:  # a compact description (docs/compact.md)
+        return _compact_header(src, data, bad)
     if len(data) < HEADER_BYTES or st.st_size < HEADER_BYTES:
         raise bad("header", f"expected at least {HEADER_BYTES} bytes, file has {st.st_size}")
     (magic, major, _minor, header_bytes, coll, nranks, nseg, flags, bmin, bmax, alg, ver,
@@ -139,6 +142,20 @@ def read_header(path: str | os.PathLike) -> Header:
     return Header(src, _INTER.get(coll, "allgather"), nranks, nseg, bmin, bmax, _text(alg), _text(ver),
                   bool(flags & _FULL_DUPLEX), bool(flags & _BACKGROUND), bool(flags & _SERIAL),
                   total_ops, groups, blocks)
+
+
+def _compact_header(src: str, data: bytes, bad) -> Header:
+    """A compact description's fields as the header an explicit file would have (the
+    runtime's compact_load.c fills the same ones); the compact package is loaded only here."""
+    from .compact.desc import decode
+    from .errors import InputError
+
+    try:
+        d = decode(data, source=src)
+    except InputError as e:
+        raise bad(e.field, e.expected) from None
+    return Header(src, "allgather", d.nranks, d.nseg, d.bytes_min, d.bytes_max, d.algorithm,
+                  f"compact v{d.version}", d.full_duplex, False, False, 0)
 
 
 def _groups_extension(src: str, nranks: int, header_bytes: int, size: int, bad):

@@ -160,6 +160,10 @@ def cmd_compile(a) -> int:
         return cli_inter.cmd_compile(a)
     if a.ranks is None:
         raise InputError("--ranks", "", "expected the number of ranks (required for allgather)")
+    if a.form != "explicit":  # the compact form where it applies (cli_compact.py)
+        from . import cli_compact
+        if cli_compact.compile_form(a) == "compact":
+            return cli_compact.cmd_compile(a)
     out = Path(a.output)
     if not out.parent.is_dir():
         raise InputError(a.output, "-o", "expected a file in an existing directory")
@@ -201,8 +205,13 @@ def _warn_overlaps(out: Path) -> None:
 def cmd_verify(a) -> int:
     from .pipeline import verify_file
 
+    from . import cli_compact
+
     several, status = len(a.file) > 1, EXIT_OK
     for path in a.file:
+        if cli_compact.is_compact(path):  # a compact description: the generators' check
+            status = cli_compact.verify(path, several) or status
+            continue
         try:
             sched, violations = verify_file(path)
         except InputError as e:  # unreadable or corrupt: this file's line; the others go on
@@ -269,6 +278,9 @@ def cmd_show(a) -> int:
             raise InputError("--rank", a.file, "expected a schedule file, not a directory, with --rank")
         a.directory = a.file
         return cmd_ls(a)
+    from . import cli_compact
+    if cli_compact.is_compact(a.file):
+        return cli_compact.cmd_show(a)
     s = schedfile.read(a.file)
     if a.rank is not None and not 0 <= a.rank < s.nranks:
         raise InputError("--rank", str(a.rank), f"expected 0..{s.nranks - 1}")

@@ -136,6 +136,11 @@ def _add_compile(sub) -> None:
     c.add_argument("--bytes", required=True,
                    help=h("bytes per rank: B, or MIN:MAX for one file serving the range; units such "
                           "as KiB, MiB", "none, required", "--bytes 64KiB or --bytes 1KiB:1MiB"))
+    c.add_argument("--form", choices=("explicit", "compact", "auto"), default="explicit",
+                   help=h("explicit: every rank's operations in the file; compact: a 56-byte description "
+                          "each rank generates its list from at setup (regular algorithms on the default "
+                          "cluster; docs/compact.md); auto: compact from 1024 ranks where it applies",
+                          "explicit", "--form compact"))
     c.add_argument("--segments", default="auto",
                    help=h("segments per block (pipelining): a count 1..65535, or auto (min3 on a "
                           "topology whose TCP window caps a path tries 1-16 and keeps the fastest "

@@ -1,0 +1,86 @@
+"""`collsched compile --form compact|auto`, `show` and `verify` for compact descriptions
+(issue 24; docs/compact.md): thin layers over collsched.compact. cli.py dispatches here."""
+from __future__ import annotations
+
+import sys
+
+from .cli_args import _json
+from .errors import InputError
+
+EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def is_compact(path) -> bool:
+    """True for a file that starts with the compact record's magic (anything unreadable:
+    False, and the caller's own reader reports it)."""
+    from .compact import is_compact_file
+
+    try:
+        return is_compact_file(path)
+    except OSError:
+        return False
+
+
+def compile_form(a) -> str:
+    """The form `compile --form` writes for these options (compact.choose_form)."""
+    from .compact import choose_form
+
+    return choose_form(a.form, a.algorithm, a.ranks, topology=a.topology, duplex=a.duplex)
+
+
+def cmd_compile(a) -> int:
+    from pathlib import Path
+
+    from .compact import for_default, write_compact
+    from .pipeline import parse_bytes_arg
+
+    out = Path(a.output)
+    if not out.parent.is_dir():
+        raise InputError(a.output, "-o", "expected a file in an existing directory")
+    seg = a.segments
+    if seg != "auto" and not (seg.isascii() and seg.isdigit()):
+        raise InputError("--segments", seg, "expected 1..65535 or auto")
+    # --segments auto is 1 here: the compact form describes the default cluster only,
+    # where the explicit compile's search keeps one segment (docs/compact.md).
+    desc = for_default(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), 1 if seg == "auto" else int(seg))
+    size = write_compact(desc, out)
+    if a.json:
+        print(_json({"form": "compact", "output": str(out), "algorithm": desc.algorithm,
+                     "nranks": desc.nranks, "nseg": desc.nseg, "bytes_min": desc.bytes_min,
+                     "bytes_max": desc.bytes_max, "file_bytes": size}))
+    else:
+        print(f"{out}: {desc.algorithm}, {desc.nranks} ranks, {desc.nseg} segment"
+              f"{'s' * (desc.nseg > 1)}, compact description ({size} bytes; every rank generates "
+              f"its list at setup, docs/compact.md)")
+    return EXIT_OK
+
+
+def cmd_show(a) -> int:
+    from .compact import read_compact, summary
+
+    if a.rank is not None:
+        raise InputError("--rank", str(a.rank), "expected no --rank for a compact description "
+                         "(its lists are generated at setup)")
+    print(f"file        {a.file}")
+    print(summary(read_compact(a.file)))
+    return EXIT_OK
+
+
+def verify(path, several: bool) -> int:
+    """`collsched verify` of one compact file: 0 valid, 1 invalid, 2 unreadable (the
+    line printed); raises InputError for a single unreadable file, as verify does."""
+    from .compact import check, read_compact
+
+    try:
+        desc = read_compact(path)
+        why = check(desc)
+    except InputError as e:
+        if not several:
+            raise
+        print(f"collsched: error: {e.line()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if why is not None:
+        print(f"{path}: invalid: {why}", file=sys.stderr)
+        return EXIT_INVALID
+    print(f"{path}: valid ({desc.algorithm}, {desc.nranks} ranks, compact description)")
+    return EXIT_OK

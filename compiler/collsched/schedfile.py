@@ -41,7 +41,7 @@ _INTER_NAMES = {v: k for k, v in INTER_COLLECTIVES.items()}
 def encode(sched) -> bytes:
     """The whole file as bytes (a Schedule, or an intergroup InterSchedule: version 1.1)."""
     if isinstance(sched, InterSchedule):
-        return inter_file.encode(sched, header=_HEADER, index_dtype=_INDEX, magic=MAGIC,
+        return inter_file.encode(sched, header=_HEADER, index=_index, magic=MAGIC,
                                  major=VERSION_MAJOR, flag_full_duplex=FLAG_FULL_DUPLEX,
                                  ascii16=_ascii16)
     if sched.collective not in COLLECTIVES:
@@ -51,14 +51,7 @@ def encode(sched) -> bytes:
     ops["segment"], ops["kind"] = sched.segment, sched.kind
     ops["phase"] = sched.phase | (sched.fifo << 1)  # byte 11: bit 0 phase, bit 1 FIFO wait
     body = ops.tobytes()
-    counts = np.diff(sched.offsets)
-    index = np.empty(sched.nranks, _INDEX)
-    index["offset"] = HEADER_BYTES + INDEX_ENTRY * sched.nranks + OP_BYTES * sched.offsets[:-1]
-    index["nops"] = counts
-    mv = memoryview(body)
-    index["crc"] = [zlib.crc32(mv[OP_BYTES * int(lo):OP_BYTES * int(hi)])
-                    for lo, hi in zip(sched.offsets[:-1], sched.offsets[1:])]
-    index_bytes = index.tobytes()
+    index_bytes = _index(sched.offsets, body, HEADER_BYTES, OP_BYTES)
     flags = (FLAG_FULL_DUPLEX if sched.full_duplex else 0) | (
         FLAG_BACKGROUND if sched.has_background else 0) | (FLAG_SERIAL if sched.serial else 0)
     head = _HEADER.pack(
@@ -67,6 +60,18 @@ def encode(sched) -> bytes:
         _ascii16(sched.algorithm), _ascii16(sched.compiler_version or __version__),
         sched.input_hash, sched.total_ops, zlib.crc32(index_bytes))
     return head + struct.pack("<I", zlib.crc32(head)) + index_bytes + body
+
+
+def _index(offsets: np.ndarray, body: bytes, start: int, op_bytes: int) -> bytes:
+    """The index of sections laid out after it from `start` (one entry per rank: offset,
+    nops, CRC of its section); both file forms share it."""
+    index = np.empty(len(offsets) - 1, _INDEX)
+    index["offset"] = start + INDEX_ENTRY * len(index) + op_bytes * offsets[:-1]
+    index["nops"] = np.diff(offsets)
+    mv = memoryview(body)
+    index["crc"] = [zlib.crc32(mv[op_bytes * int(lo):op_bytes * int(hi)])
+                    for lo, hi in zip(offsets[:-1], offsets[1:])]
+    return index.tobytes()
 
 
 def write(sched, path: str | os.PathLike) -> int:
@@ -118,7 +123,7 @@ def decode(data: bytes, source: str = "<bytes>"):
                       nranks=nranks, nseg=nseg, flags=flags, bytes_min=bmin, bytes_max=bmax,
                       algorithm=alg, compiler_version=ver, input_hash=ihash,
                       total_ops=total_ops, index_crc=index_crc)
-        return inter_file.decode(data, source, fields, _INDEX, _text)
+        return inter_file.decode(data, source, fields, _sections, _text)
     if not 1 <= nranks <= MAX_RANKS:
         raise bad("nranks", f"expected 1..{MAX_RANKS}, found {nranks}")
     if not 1 <= nseg <= MAX_SEGMENTS:
@@ -127,33 +132,7 @@ def decode(data: bytes, source: str = "<bytes>"):
         raise bad("flags", f"unknown flag bits in {flags:#x}")
     if bmin > bmax:
         raise bad("bytes_min", f"expected bytes_min <= bytes_max, found {bmin} > {bmax}")
-    index_end = HEADER_BYTES + INDEX_ENTRY * nranks
-    if len(data) < index_end:
-        raise bad("index", f"truncated: expected {index_end} bytes for {nranks} ranks, file has {len(data)}")
-    index_bytes = data[HEADER_BYTES:index_end]
-    if zlib.crc32(index_bytes) != index_crc:
-        raise bad("index_crc32", "index checksum mismatch (corrupt file)")
-    index = np.frombuffer(index_bytes, _INDEX)
-    nops = index["nops"].astype(np.int64)
-    offsets = np.zeros(nranks + 1, np.int64)
-    np.cumsum(nops, out=offsets[1:])
-    expected_off = index_end + OP_BYTES * offsets[:-1]
-    wrong = np.nonzero(index["offset"].astype(np.int64) != expected_off)[0]
-    if len(wrong):
-        r = int(wrong[0])
-        raise bad(f"index[{r}].section_offset",
-                  f"expected {int(expected_off[r])} (sections contiguous), found {int(index['offset'][r])}")
-    if int(offsets[-1]) != total_ops:
-        raise bad("total_ops", f"header says {total_ops}, index sums to {int(offsets[-1])}")
-    end = index_end + OP_BYTES * total_ops
-    if len(data) != end:
-        raise bad("sections", f"expected file size {end} bytes, found {len(data)}"
-                  + (" (truncated)" if len(data) < end else " (trailing bytes)"))
-    mv = memoryview(data)
-    for r in range(nranks):
-        lo, hi = index_end + OP_BYTES * int(offsets[r]), index_end + OP_BYTES * int(offsets[r + 1])
-        if zlib.crc32(mv[lo:hi]) != int(index["crc"][r]):
-            raise bad(f"section[{r}]", "section checksum mismatch (corrupt file)")
+    offsets, index_end = _sections(data, HEADER_BYTES, nranks, OP_BYTES, index_crc, total_ops, bad)
     ops = np.frombuffer(data, _OP, count=total_ops, offset=index_end)
     sched = Schedule(
         nranks=nranks, nseg=nseg, offsets=offsets,
@@ -167,6 +146,39 @@ def decode(data: bytes, source: str = "<bytes>"):
         format_version=f"{major}.{minor}", file_bytes=len(data))
     _check_op_fields(sched, source)
     return sched
+
+
+def _sections(data: bytes, start: int, nranks: int, op_bytes: int, index_crc: int, total_ops: int, bad):
+    """The index at `start` and the sections after it, checked as the runtime checks them
+    (index CRC, sections contiguous, total_ops, file size, every section's CRC); returns
+    the ops' CSR offsets and where the sections begin. Both file forms share it."""
+    index_end = start + INDEX_ENTRY * nranks
+    if len(data) < index_end:
+        raise bad("index", f"truncated: expected {index_end} bytes for {nranks} ranks, file has {len(data)}")
+    index_bytes = data[start:index_end]
+    if zlib.crc32(index_bytes) != index_crc:
+        raise bad("index_crc32", "index checksum mismatch (corrupt file)")
+    index = np.frombuffer(index_bytes, _INDEX)
+    offsets = np.zeros(nranks + 1, np.int64)
+    np.cumsum(index["nops"].astype(np.int64), out=offsets[1:])
+    expected_off = index_end + op_bytes * offsets[:-1]
+    wrong = np.nonzero(index["offset"].astype(np.int64) != expected_off)[0]
+    if len(wrong):
+        r = int(wrong[0])
+        raise bad(f"index[{r}].section_offset",
+                  f"expected {int(expected_off[r])} (sections contiguous), found {int(index['offset'][r])}")
+    if int(offsets[-1]) != total_ops:
+        raise bad("total_ops", f"header says {total_ops}, index sums to {int(offsets[-1])}")
+    end = index_end + op_bytes * total_ops
+    if len(data) != end:
+        raise bad("sections", f"expected file size {end} bytes, found {len(data)}"
+                  + (" (truncated)" if len(data) < end else " (trailing bytes)"))
+    mv = memoryview(data)
+    for r in range(nranks):
+        lo, hi = index_end + op_bytes * int(offsets[r]), index_end + op_bytes * int(offsets[r + 1])
+        if zlib.crc32(mv[lo:hi]) != int(index["crc"][r]):
+            raise bad(f"section[{r}]", "section checksum mismatch (corrupt file)")
+    return offsets, index_end
 
 
 def _check_op_fields(s: Schedule, source: str) -> None:

@@ -42,9 +42,10 @@ def header_bytes(p: int, q: int) -> int:
     return 144 + 8 * (p + q)
 
 
-def encode(s: InterSchedule, *, header, index_dtype, magic: bytes, major: int,
+def encode(s: InterSchedule, *, header, index, magic: bytes, major: int,
            flag_full_duplex: int, ascii16) -> bytes:
-    """The whole file (called by collsched.schedfile.encode with its header layout)."""
+    """The whole file (called by collsched.schedfile.encode with its header layout and its
+    index builder, shared by both forms)."""
     g = s.groups
     hb = header_bytes(g.p, g.q)
     ops = np.zeros(s.total_ops, _OP)
@@ -52,13 +53,7 @@ def encode(s: InterSchedule, *, header, index_dtype, magic: bytes, major: int,
     ops["flags"] = s.fifo.astype(np.uint8) << 1
     ops["group"], ops["lo"], ops["hi"] = s.group, s.lo, s.hi
     body = ops.tobytes()
-    index = np.empty(g.nranks, index_dtype)
-    index["offset"] = hb + index_dtype.itemsize * g.nranks + OP_BYTES * s.offsets[:-1]
-    index["nops"] = np.diff(s.offsets)
-    mv = memoryview(body)
-    index["crc"] = [zlib.crc32(mv[OP_BYTES * int(a):OP_BYTES * int(b)])
-                    for a, b in zip(s.offsets[:-1], s.offsets[1:])]
-    index_bytes = index.tobytes()
+    index_bytes = index(s.offsets, body, hb, OP_BYTES)
     head = header.pack(
         magic, major, VERSION_MINOR, hb, COLLECTIVES[s.collective], g.nranks, 1,
         flag_full_duplex if s.full_duplex else 0, s.bytes_min, s.bytes_max,
@@ -70,9 +65,10 @@ def encode(s: InterSchedule, *, header, index_dtype, magic: bytes, major: int,
     return head + struct.pack("<I", zlib.crc32(head)) + ext + index_bytes + body
 
 
-def decode(data: bytes, source: str, fields: dict, index_dtype, text) -> InterSchedule:
+def decode(data: bytes, source: str, fields: dict, sections, text) -> InterSchedule:
     """The rest of a file whose 128-byte header (`fields`, already checked for magic,
-    major version and header CRC) names collective 3 or 4."""
+    major version and header CRC) names collective 3 or 4; `sections` is
+    collsched.schedfile's check of the index and sections, shared by both forms."""
     def bad(field: str, expected: str) -> ScheduleFileError:
         return ScheduleFileError(source, field, expected)
 
@@ -102,34 +98,8 @@ def decode(data: bytes, source: str, fields: dict, index_dtype, text) -> InterSc
         raise bad("groups.block_bytes", "expected one block size per group for inter-allgather")
     if (fields["bytes_min"], fields["bytes_max"]) != (min(sizes), max(sizes)):
         raise bad("bytes_min", f"expected the smallest and largest block, {min(sizes)} and {max(sizes)}")
-    isz = index_dtype.itemsize
-    index_end = hb + isz * nranks
-    if len(data) < index_end:
-        raise bad("index", f"truncated: expected {index_end} bytes for {nranks} ranks, file has {len(data)}")
-    index_bytes = data[hb:index_end]
-    if zlib.crc32(index_bytes) != fields["index_crc"]:
-        raise bad("index_crc32", "index checksum mismatch (corrupt file)")
-    index = np.frombuffer(index_bytes, index_dtype)
-    offsets = np.zeros(nranks + 1, np.int64)
-    np.cumsum(index["nops"].astype(np.int64), out=offsets[1:])
-    expected = index_end + OP_BYTES * offsets[:-1]
-    wrong = np.nonzero(index["offset"].astype(np.int64) != expected)[0]
-    if len(wrong):
-        r = int(wrong[0])
-        raise bad(f"index[{r}].section_offset",
-                  f"expected {int(expected[r])} (sections contiguous), found {int(index['offset'][r])}")
+    offsets, index_end = sections(data, hb, nranks, OP_BYTES, fields["index_crc"], fields["total_ops"], bad)
     total = int(offsets[-1])
-    if total != fields["total_ops"]:
-        raise bad("total_ops", f"header says {fields['total_ops']}, index sums to {total}")
-    end = index_end + OP_BYTES * total
-    if len(data) != end:
-        raise bad("sections", f"expected file size {end} bytes, found {len(data)}"
-                  + (" (truncated)" if len(data) < end else " (trailing bytes)"))
-    mv = memoryview(data)
-    for r in range(nranks):
-        a, b = index_end + OP_BYTES * int(offsets[r]), index_end + OP_BYTES * int(offsets[r + 1])
-        if zlib.crc32(mv[a:b]) != int(index["crc"][r]):
-            raise bad(f"section[{r}]", "section checksum mismatch (corrupt file)")
     ops = np.frombuffer(data, _OP, count=total, offset=index_end)
     s = InterSchedule(
         groups=groups, offsets=offsets, kind=ops["kind"].copy(),

@@ -24,7 +24,6 @@
 #define OP_BYTES 24u
 #define MAX_RANKS (1u << 24)
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t rd32(const uint8_t *p)
 {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
@@ -94,14 +93,6 @@ static int read_at(const file *f, uint64_t off, void *buf, size_t n)
     return 0;
 }
 
-static void copy_text(char dst[17], const uint8_t *src)
-{
-    memcpy(dst, src, 16);
-    dst[16] = '\0';
-    for (int i = 0; i < 16 && dst[i]; i++)
-        if (dst[i] < 32 || dst[i] > 126) dst[i] = '?';
-}
-
 void cs_inter_header_free(cs_inter_header *h)
 {
     free(h->blocks);
@@ -131,24 +122,12 @@ static int parse_head(const file *f, const uint8_t *b, cs_inter_header *h, char 
     collsched_header *c = &h->h;
     if (memcmp(b, "COLLSCHD", 8) != 0)
         return fail(COLLSCHED_EFORMAT, err, len, n, "magic", "expected 'COLLSCHD': not a collsched schedule");
-    c->version_major = rd16(b + 8);
-    c->version_minor = rd16(b + 10);
+    cs_header_decode(b, c); /* the 128 bytes every schedule file starts with (schedfile.c) */
     if (c->version_major != 1)
         return fail(COLLSCHED_EFORMAT, err, len, n, "version_major", "expected 1, found %u", c->version_major);
     if (!crc_equal(cs_crc32(0, b, HEADER_BYTES - 4), rd32(b + 124)))
         return fail(COLLSCHED_EFORMAT, err, len, n, "header_crc32", "header checksum mismatch (corrupt file)");
     h->header_bytes = rd32(b + 12);
-    c->collective = rd32(b + 16);
-    c->nranks = rd32(b + 20);
-    c->nseg = rd32(b + 24);
-    c->flags = rd32(b + 28);
-    c->bytes_min = rd64(b + 32);
-    c->bytes_max = rd64(b + 40);
-    copy_text(c->algorithm, b + 48);
-    copy_text(c->compiler_version, b + 64);
-    memcpy(c->input_hash, b + 80, 32);
-    c->total_ops = rd64(b + 112);
-    c->index_crc32 = rd32(b + 120);
     if (c->collective != CS_INTER_ALLGATHER && c->collective != CS_INTER_ALLGATHERV)
         return fail(COLLSCHED_EMATCH, err, len, n, "collective",
                     "expected 3 (inter-allgather) or 4 (inter-allgatherv), found %u", c->collective);

@@ -11,6 +11,9 @@
 uint32_t cs_crc32(uint32_t crc, const void *buf, size_t len);
 uint64_t cs_hash64(uint64_t h, const void *buf, size_t len); /* h = 0 starts a new hash */
 int cs_read_header_file(const char *path, collsched_header *h, char *err, size_t errlen);
+/* schedfile.c: the fields of the 128 bytes every schedule file starts with, unchecked
+ * (b holds at least 128 bytes); both readers check them in their own order. */
+void cs_header_decode(const uint8_t *b, collsched_header *h);
 /* Wraps a list built in memory as a schedule (dataflow checks, dep/prev links), like a
  * loaded section; takes ownership of ops. */
 int cs_schedule_adopt(uint32_t nranks, uint32_t nseg, uint32_t rank, collsched_op *ops,

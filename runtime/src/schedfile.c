@@ -130,29 +130,11 @@ static void copy_text(char dst[17], const uint8_t *src)
         if (dst[i] < 32 || dst[i] > 126) dst[i] = '?'; /* printable in messages */
 }
 
-int collsched_parse_header(const void *buf, size_t len, uint64_t file_size, const char *name,
-                           collsched_header *h, char *err, size_t errlen)
+void cs_header_decode(const uint8_t *b, collsched_header *h)
 {
-    const uint8_t *b = buf;
-    if (len < HEADER_BYTES || file_size < HEADER_BYTES)
-        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header",
-                    "expected at least %u bytes, file has %llu", HEADER_BYTES,
-                    (unsigned long long)file_size);
-    if (memcmp(b, "COLLSCHD", 8) != 0)
-        return fail(COLLSCHED_EFORMAT, err, errlen, name, "magic",
-                    "expected 'COLLSCHD': not a collsched schedule");
     memset(h, 0, sizeof *h);
     h->version_major = rd16(b + 8);
     h->version_minor = rd16(b + 10);
-    if (h->version_major != 1)
-        return fail(COLLSCHED_EFORMAT, err, errlen, name, "version_major", "expected 1, found %u",
-                    h->version_major);
-    if (rd32(b + 12) != HEADER_BYTES)
-        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header_bytes", "expected %u, found %u",
-                    HEADER_BYTES, rd32(b + 12));
-    if (!crc_ok(cs_crc32(0, b, HEADER_BYTES - 4), rd32(b + 124)))
-        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header_crc32",
-                    "header checksum mismatch (corrupt file)");
     h->collective = rd32(b + 16);
     h->nranks = rd32(b + 20);
     h->nseg = rd32(b + 24);
@@ -164,6 +146,29 @@ int collsched_parse_header(const void *buf, size_t len, uint64_t file_size, cons
     memcpy(h->input_hash, b + 80, 32);
     h->total_ops = rd64(b + 112);
     h->index_crc32 = rd32(b + 120);
+}
+
+int collsched_parse_header(const void *buf, size_t len, uint64_t file_size, const char *name,
+                           collsched_header *h, char *err, size_t errlen)
+{
+    const uint8_t *b = buf;
+    if (len < HEADER_BYTES || file_size < HEADER_BYTES)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header",
+                    "expected at least %u bytes, file has %llu", HEADER_BYTES,
+                    (unsigned long long)file_size);
+    if (memcmp(b, "COLLSCHD", 8) != 0)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "magic",
+                    "expected 'COLLSCHD': not a collsched schedule");
+    cs_header_decode(b, h);
+    if (h->version_major != 1)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "version_major", "expected 1, found %u",
+                    h->version_major);
+    if (rd32(b + 12) != HEADER_BYTES)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header_bytes", "expected %u, found %u",
+                    HEADER_BYTES, rd32(b + 12));
+    if (!crc_ok(cs_crc32(0, b, HEADER_BYTES - 4), rd32(b + 124)))
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "header_crc32",
+                    "header checksum mismatch (corrupt file)");
     if (h->collective != 1)
         return fail(COLLSCHED_EFORMAT, err, errlen, name, "collective",
                     "expected 1 (allgather), found %u", h->collective);

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "compiler"))
 
-from collsched.compact import ALGORITHMS, for_default  # noqa: E402
+from collsched.compact import ALGORITHMS, REGULAR, for_default  # noqa: E402
 from collsched.compact.bench import measure  # noqa: E402
 from collsched.compact.desc import _homogeneous_defaults, fifo_min_piece  # noqa: E402
 from collsched.compact.identity import first_difference  # noqa: E402
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-ranks", type=int, default=1024)
     ap.add_argument("--min-ranks", type=int, default=1, help="first P (a run split in parts)")
-    ap.add_argument("--algorithms", default=",".join(ALGORITHMS))
+    ap.add_argument("--algorithms", default=",".join(REGULAR))
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--random", type=int, metavar="N", help="N random cases instead of every P")
     ap.add_argument("--seed", type=int, default=1)
@@ -78,10 +78,10 @@ def main(argv=None) -> int:
     ap.add_argument("--bytes", type=int, default=65536, help="--bench: bytes per rank")
     args = ap.parse_args(argv)
     algorithms = [a for a in args.algorithms.split(",") if a]
-    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    unknown = [a for a in algorithms if a not in REGULAR]
     if unknown or not 1 <= args.min_ranks <= args.max_ranks:
         got = unknown or (args.min_ranks, args.max_ranks)
-        print(f"prove_compact: --algorithms: expected names from {', '.join(ALGORITHMS)} and "
+        print(f"prove_compact: --algorithms: expected names from {', '.join(REGULAR)} and "
               f"1 <= --min-ranks <= --max-ranks, got {got}", file=sys.stderr)
         return 2
     if args.bench:

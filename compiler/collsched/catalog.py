@@ -109,6 +109,10 @@ def read_header(path: str | os.PathLike) -> Header:
         if not stat.S_ISREG(st.st_mode):
             raise bad("file", "expected a regular file")
         data = os.pread(fd, HEADER_BYTES, 0)
+        if data[:len(_COMPACT_MAGIC)] == _COMPACT_MAGIC and st.st_size > len(data):
+            # a version-2 compact record is read whole (its CRC covers all of it)
+            from .compact.desc import MAX_DESC_BYTES
+            data = os.pread(fd, min(st.st_size, MAX_DESC_BYTES + 1), 0)
     except OSError as e:
         raise bad("file", f"cannot read ({e.strerror})") from None
     finally:

@@ -25,13 +25,14 @@ def compile_form(a) -> str:
     """The form `compile --form` writes for these options (compact.choose_form)."""
     from .compact import choose_form
 
-    return choose_form(a.form, a.algorithm, a.ranks, topology=a.topology, duplex=a.duplex)
+    return choose_form(a.form, a.algorithm, a.ranks, topology=a.topology, duplex=a.duplex, args=a)
 
 
 def cmd_compile(a) -> int:
     from pathlib import Path
 
     from .compact import for_default, write_compact
+    from .compact.desc import TAIL_FORMS
     from .pipeline import parse_bytes_arg
 
     out = Path(a.output)
@@ -42,7 +43,10 @@ def cmd_compile(a) -> int:
         raise InputError("--segments", seg, "expected 1..65535 or auto")
     # --segments auto is 1 here: the compact form describes the default cluster only,
     # where the explicit compile's search keeps one segment (docs/compact.md).
-    desc = for_default(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), 1 if seg == "auto" else int(seg))
+    if a.algorithm in TAIL_FORMS:  # version 2: the algorithm's module describes it
+        desc = TAIL_FORMS[a.algorithm].describe(a)
+    else:
+        desc = for_default(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), 1 if seg == "auto" else int(seg))
     size = write_compact(desc, out)
     if a.json:
         print(_json({"form": "compact", "output": str(out), "algorithm": desc.algorithm,

@@ -13,8 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CS_COMPACT_VERSION 1u
-#define CS_COMPACT_DESC_BYTES 56u
+#define CS_COMPACT_VERSION 1u          /* the fixed 56-byte record: regular algorithms */
+#define CS_COMPACT_VERSION_TAIL 2u     /* the record plus an algorithm's tail and a CRC-32 */
+#define CS_COMPACT_DESC_BYTES 56u      /* the fixed head (all of a version-1 record) */
+#define CS_COMPACT_MAX_DESC_BYTES (64u << 20) /* a version-2 record's largest size */
 #define CS_COMPACT_MAX_RANKS (1u << 24)     /* the schedule format's limits */
 #define CS_COMPACT_MAX_SEGMENTS 65535u
 #define CS_COMPACT_NO_FIFO UINT64_MAX       /* fifo_min_piece: no send waits */
@@ -23,8 +25,13 @@
 /* Algorithm codes of the description (compact/desc.py ALGORITHMS names them). */
 enum {
     CS_COMPACT_RING = 1, CS_COMPACT_BRUCK = 2, CS_COMPACT_RD = 3, CS_COMPACT_SPREADING = 4,
-    CS_COMPACT_NEX = 5, CS_COMPACT_LNBC = 6, CS_COMPACT_MAGPIE = 7, CS_COMPACT_MPICHG2 = 8
+    CS_COMPACT_NEX = 5, CS_COMPACT_LNBC = 6, CS_COMPACT_MAGPIE = 7, CS_COMPACT_MPICHG2 = 8,
+    /* Version 2 (a tail): the hierarchical composition over sites (compact_hier.c) and the
+     * arrival-aware BDR and BSLB (compact_bdr.c). */
+    CS_COMPACT_HIER = 9, CS_COMPACT_BDR = 10, CS_COMPACT_BSLB = 11
 };
+#define CS_COMPACT_LAST_REGULAR CS_COMPACT_MPICHG2
+#define CS_COMPACT_LAST_CODE CS_COMPACT_BSLB
 
 typedef struct cs_compact_desc {
     uint32_t version;         /* CS_COMPACT_VERSION */
@@ -36,6 +43,10 @@ typedef struct cs_compact_desc {
     /* A send of a piece of at least this many bytes (at bytes_max) carries the FIFO bit:
      * the threshold form of policy.fifo_link on a homogeneous topology. */
     uint64_t fifo_min_piece;
+    /* Version 2: the algorithm's tail (between the head and the CRC-32), pointing into
+     * the buffer given to cs_compact_decode, which must outlive the description. */
+    const uint8_t *tail;
+    uint32_t tail_len;
 } cs_compact_desc;
 
 /* One operation, laid out as the .sched file's 12-byte op (docs/schedule-format.md). */
@@ -48,8 +59,10 @@ typedef struct cs_compact_op {
 
 enum { CS_COMPACT_OK = 0, CS_COMPACT_EDESC = 1, CS_COMPACT_ECAPACITY = 2 };
 
-/* Reads the 56-byte little-endian encoding (compact/desc.py encode). CS_COMPACT_EDESC with
- * one line in err for a buffer that is not a valid description. */
+/* Reads the little-endian encoding (compact/desc.py encode): version 1, the 56-byte head
+ * alone; version 2, the head (desc_bytes = the whole length), the algorithm's tail and a
+ * CRC-32 of everything before it. CS_COMPACT_EDESC with one line in err for a buffer that
+ * is not a valid description. d->tail points into buf. */
 int cs_compact_decode(const void *buf, size_t len, cs_compact_desc *d, char *err, size_t errlen);
 
 /* Rank `rank`'s list into out[0 .. capacity): *nops is its length. CS_COMPACT_ECAPACITY

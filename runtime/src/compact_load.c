@@ -1,6 +1,6 @@
 /* compact_load.c - a compact description (docs/compact.md) adopted as a schedule.
  *
- * The 56-byte record is decoded by compact_gen.c, checked against the call like an
+ * The record (56 bytes, or a version-2 record with a tail) is decoded by compact_gen.c, checked against the call like an
  * explicit file's header, and this rank's list generated (count, allocate, generate) and
  * handed to cs_schedule_adopt: the same dataflow checks and dep/prev links as a section
  * read from a file. cs_load_file and cs_read_any_header take either form by path (the
@@ -21,8 +21,11 @@
 
 /* compact_gen.h's algorithm codes, named as compact/desc.py ALGORITHMS names them. */
 static const char *const algorithm_names[] = {
-    "?", "ring", "bruck", "rd", "spreading", "nex", "lnbc", "magpie", "mpichg2"
+    "?", "ring", "bruck", "rd", "spreading", "nex", "lnbc", "magpie", "mpichg2", "hier", "bdr",
+    "bslb"
 };
+_Static_assert(sizeof algorithm_names / sizeof *algorithm_names == CS_COMPACT_LAST_CODE + 1,
+               "a name for every algorithm code");
 
 int cs_is_compact_record(const void *buf, size_t len)
 {
@@ -164,38 +167,44 @@ int cs_compact_link_sum(const collsched_schedule *s, uint32_t nranks, uint64_t *
     return 0;
 }
 
-/* Reads `path` if it holds a compact record: 1 with the record in rec[0 .. *len); 0 when it
- * is anything else (the explicit reader then opens it and says what is wrong); -1 with one
- * line in err for a file with the compact magic that cannot be a record. Only a regular
- * file is opened (non-blocking, type checked again on the descriptor), as schedfile.c does. */
-static int read_record(const char *path, uint8_t rec[CS_COMPACT_DESC_BYTES], size_t *len,
-                       char *err, size_t errlen)
+/* Reads `path` if it holds a compact record: 1 with the record in *rec (malloc'd, the
+ * caller frees) and its length in *len; 0 when it is anything else (the explicit reader
+ * then opens it and says what is wrong); -1 with one line in err for a file with the
+ * compact magic that cannot be a record (a size no version has, or an unreadable file).
+ * Only a regular file is opened (non-blocking, type checked again on the descriptor), as
+ * schedfile.c does; the size is taken from fstat and the read must deliver all of it. */
+static int read_record(const char *path, uint8_t **rec, size_t *len, char *err, size_t errlen)
 {
     struct stat st;
+    *rec = NULL;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 8) return 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return 0;
-    uint8_t head[CS_COMPACT_DESC_BYTES];
-    size_t want = st.st_size < (off_t)sizeof head ? (size_t)st.st_size : sizeof head, got = 0;
+    uint8_t head[8];
     int rc = 0;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        while (got < want) {
-            ssize_t n = pread(fd, head + got, want - got, (off_t)got);
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 8 &&
+        pread(fd, head, 8, 0) == 8 && cs_is_compact_record(head, 8)) {
+        uint64_t size = (uint64_t)st.st_size;
+        uint8_t *buf = size >= CS_COMPACT_DESC_BYTES && size <= CS_COMPACT_MAX_DESC_BYTES
+                       ? malloc((size_t)size) : NULL;
+        size_t got = 0;
+        while (buf && got < size) {
+            ssize_t n = pread(fd, buf + got, (size_t)size - got, (off_t)got);
             if (n < 0 && errno == EINTR) continue;
             if (n <= 0) break;
             got += (size_t)n;
         }
-        if (got >= 8 && cs_is_compact_record(head, got)) {
-            if ((uint64_t)st.st_size != CS_COMPACT_DESC_BYTES || got != CS_COMPACT_DESC_BYTES) {
-                if (err && errlen)
-                    snprintf(err, errlen, "%s: compact description: size: expected %u bytes, found %llu",
-                             path, CS_COMPACT_DESC_BYTES, (unsigned long long)st.st_size);
-                rc = -1;
-            } else {
-                memcpy(rec, head, got);
-                *len = got;
-                rc = 1;
-            }
+        if (!buf || got != size) {
+            if (err && errlen)
+                snprintf(err, errlen, "%s: compact description: size: expected %u .. %u bytes "
+                         "read whole, found %llu", path, CS_COMPACT_DESC_BYTES,
+                         CS_COMPACT_MAX_DESC_BYTES, (unsigned long long)size);
+            free(buf);
+            rc = -1;
+        } else {
+            *rec = buf;
+            *len = got;
+            rc = 1;
         }
     }
     close(fd);
@@ -205,21 +214,25 @@ static int read_record(const char *path, uint8_t rec[CS_COMPACT_DESC_BYTES], siz
 int cs_load_file(const char *path, uint32_t nranks, uint32_t rank, collsched_schedule **out,
                  char *err, size_t errlen)
 {
-    uint8_t rec[CS_COMPACT_DESC_BYTES];
+    uint8_t *rec = NULL;
     size_t len = 0;
     *out = NULL;
-    int c = read_record(path, rec, &len, err, errlen);
+    int c = read_record(path, &rec, &len, err, errlen);
     if (c < 0) return COLLSCHED_EFORMAT;
-    return c ? cs_compact_load(rec, len, path, nranks, rank, out, err, errlen)
-             : collsched_load(path, nranks, rank, out, err, errlen);
+    if (!c) return collsched_load(path, nranks, rank, out, err, errlen);
+    int rc = cs_compact_load(rec, len, path, nranks, rank, out, err, errlen);
+    free(rec);
+    return rc;
 }
 
 int cs_read_any_header(const char *path, collsched_header *h, char *err, size_t errlen)
 {
-    uint8_t rec[CS_COMPACT_DESC_BYTES];
+    uint8_t *rec = NULL;
     size_t len = 0;
-    int c = read_record(path, rec, &len, err, errlen);
+    int c = read_record(path, &rec, &len, err, errlen);
     if (c < 0) return COLLSCHED_EFORMAT;
-    return c ? cs_compact_header(rec, len, path, h, err, errlen)
-             : cs_read_header_file(path, h, err, errlen);
+    if (!c) return cs_read_header_file(path, h, err, errlen);
+    int rc = cs_compact_header(rec, len, path, h, err, errlen);
+    free(rec);
+    return rc;
 }

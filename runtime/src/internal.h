@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 /* schedfile.c (no MPI) */
-uint32_t cs_crc32(uint32_t crc, const void *buf, size_t len);
+#include "crc32.h" /* cs_crc32 */
 uint64_t cs_hash64(uint64_t h, const void *buf, size_t len); /* h = 0 starts a new hash */
 int cs_read_header_file(const char *path, collsched_header *h, char *err, size_t errlen);
 /* schedfile.c: the fields of the 128 bytes every schedule file starts with, unchecked

@@ -43,7 +43,7 @@ def test_refusals_are_one_line(tmp_path, capsys):
     f = tmp_path / "x.sched"
     status, out, err = run(capsys, "compile", "--algorithm", "min3", "--ranks", 8, "--bytes", "1KiB",
                            "--form", "compact", "-o", f)
-    assert status == 2 and len(err.strip().splitlines()) == 1 and "not a regular algorithm" in err
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "has no compact form" in err
     assert not f.exists()
     assert run(capsys, "compile", "--algorithm", "ring", "--ranks", 8, "--bytes", "1KiB", "--form", "compact",
                "-o", f)[0] == 0

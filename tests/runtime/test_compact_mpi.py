@@ -72,8 +72,8 @@ def corrupt(path: Path, offset: int, value: bytes) -> Path:
 @pytest.mark.parametrize("case,expect", [
     ("wrong_p", "nranks: expected 3 (communicator size), found 4"),
     ("wrong_size", "bytes: expected bytes per rank 1000 within [0, 999]"),
-    ("bad_algorithm", "compact description: algorithm: expected a code 1..8, found 99"),
-    ("truncated", "compact description: size: expected 56 bytes, found 40"),
+    ("bad_algorithm", "compact description: algorithm: expected a code 1..11, found 99"),
+    ("truncated", "compact description: size: expected 56 .. 67108864 bytes read whole, found 40"),
     ("rd_odd", "recursive doubling"),
 ])
 def test_mismatched_or_corrupt_record_falls_back(app, tmp_path, case, expect):
@@ -150,7 +150,7 @@ def test_smpi_runs_compact_files(tmp_path):
 @pytest.fixture(scope="module")
 def link_tool(tmp_path_factory) -> Path:
     return build_c_tool(tmp_path_factory.mktemp("link") / "compact_link",
-                        ["schedfile.c", "compact_load.c", "compact_gen.c"], "compact_link_main.c")
+                        ["schedfile.c", "crc32.c", "compact_load.c", "compact_gen.c", "compact_hier.c", "compact_bdr.c"], "compact_link_main.c")
 
 
 @pytest.mark.parametrize("algorithm,nranks,nseg", [("ring", 7, 2), ("bruck", 6, 3), ("lnbc", 5, 1),
@@ -184,5 +184,5 @@ def test_form_choice_and_files(tmp_path):
     assert "algorithm  bruck" in compact.summary(desc) and "rank 0: 20" in compact.summary(desc)
     assert compact.check(desc) is None
     path.write_bytes(desc.encode() + b"\0")
-    with pytest.raises(InputError, match=f"{path}: size: expected 56 bytes, found 57"):
+    with pytest.raises(InputError, match=f"{path}: desc_bytes: expected 56 and a zero reserved word"):
         compact.read_compact(path)

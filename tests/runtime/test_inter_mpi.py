@@ -55,7 +55,7 @@ def plain(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def checker(tmp_path_factory) -> Path:
     return build_c_tool(tmp_path_factory.mktemp("inter") / "inter_check",
-                        ["schedfile.c", "inter_file.c", "inter_check.c"], "inter_check_main.c")
+                        ["schedfile.c", "crc32.c", "inter_file.c", "inter_check.c"], "inter_check_main.c")
 
 
 def launch(app: Path, nranks: int, cases: list[list[str]], env: dict) -> subprocess.CompletedProcess:

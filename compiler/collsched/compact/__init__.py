@@ -4,7 +4,8 @@
 explicit compiler writes for that rank."""
 from __future__ import annotations
 
-from .desc import ALGORITHMS, NO_FIFO, CompactDesc, decode, fifo_min_piece, for_default, refusal  # noqa: F401
+from .desc import ALGORITHMS, NO_FIFO, REGULAR, TAILED, CompactDesc, decode, fifo_min_piece, for_default, refusal  # noqa: F401
 from .native import OP_DTYPE, count, generate, schedule  # noqa: F401
 from .files import (AUTO_MIN_RANKS, FORMS, check, choose_form, is_compact_file, read_compact,  # noqa: F401
                     summary, write_compact)
+from . import bdr, hier  # noqa: F401,E402  (register their version-2 tails in desc.TAIL_FORMS)

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from .desc import DESC_BYTES, CompactDesc
+from .desc import CompactDesc
 from .native import OP_DTYPE, _compact_ops, count
 
 
@@ -45,7 +45,7 @@ def measure(desc: CompactDesc, ranks: int = 16, repeats: int = 5) -> dict:
     times = [t for _, _, t in rows]
     worst = max(rows, key=lambda row: row[2])
     return {"algorithm": desc.algorithm, "nranks": desc.nranks, "nseg": desc.nseg,
-            "bytes_max": desc.bytes_max, "description_bytes": DESC_BYTES,
+            "bytes_max": desc.bytes_max, "description_bytes": desc.size,
             "ranks_timed": len(rows), "max_ops": max(n for _, n, _ in rows),
             "max_list_bytes": max(n for _, n, _ in rows) * OP_DTYPE.itemsize,
             "median_s": float(np.median(times)), "max_s": worst[2], "slowest_rank": worst[0]}

@@ -20,13 +20,20 @@ parser, and every rank can receive it in one small broadcast.
     48      u32       desc_bytes (56)
     52      u32       reserved (0)
 
+Version 2 (the algorithms whose lists need more than the head: `hier`, `bdr`, `bslb`) is
+the same head with version 2 and desc_bytes the whole record's length, then the
+algorithm's tail (its layout is the algorithm's module's: TAIL_FORMS), then a CRC-32
+(zlib) of everything before it, u32.
+
 runtime/src/compact_gen.c reads the same record (cs_compact_decode).
 """
 from __future__ import annotations
 
 import inspect
 import struct
+import zlib
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -36,13 +43,40 @@ from ..ir import MAX_RANKS, MAX_SEGMENTS
 from ..model.policy import fifo_link
 
 VERSION = 1
+VERSION_TAIL = 2
 MAGIC = b"CSCOMPCT"
 DESC_BYTES = 56
+MAX_DESC_BYTES = 64 << 20  # compact_gen.h CS_COMPACT_MAX_DESC_BYTES
 FLAG_FULL_DUPLEX = 1
 NO_FIFO = (1 << 64) - 1
 # Algorithm name -> code, as compact_gen.h numbers them.
 ALGORITHMS = {"ring": 1, "bruck": 2, "rd": 3, "spreading": 4, "nex": 5, "lnbc": 6,
-              "magpie": 7, "mpichg2": 8}
+              "magpie": 7, "mpichg2": 8, "hier": 9, "bdr": 10, "bslb": 11}
+# The algorithms whose description has a tail (version 2); the others are REGULAR (version 1).
+TAILED = ("hier", "bdr", "bslb")
+REGULAR = tuple(a for a in ALGORITHMS if a not in TAILED)
+
+
+@dataclass(frozen=True)
+class TailForm:
+    """What a version-2 algorithm's module registers (register_tail):
+
+    - check(desc): (field, expected) for a tail its generator does not serve, else None;
+    - refusal(args): why `collsched compile` with these options (the argparse namespace:
+      ranks, bytes, segments, topology, duplex, pap, ...) has no description, else None;
+    - describe(args): the CompactDesc of what the explicit compile writes for them.
+    """
+
+    check: Callable[["CompactDesc"], "tuple[str, str] | None"]
+    refusal: Callable[[object], "str | None"]
+    describe: Callable[[object], "CompactDesc"]
+
+
+TAIL_FORMS: dict[str, TailForm] = {}
+
+
+def register_tail(algorithm: str, form: TailForm) -> None:
+    TAIL_FORMS[algorithm] = form
 _NAMES = {code: name for name, code in ALGORITHMS.items()}
 _RECORD = struct.Struct("<8sHHIII QQQ II")
 assert _RECORD.size == DESC_BYTES
@@ -60,19 +94,25 @@ class CompactDesc:
     bytes_max: int = 0
     fifo_min_piece: int = NO_FIFO
     full_duplex: bool = True
-    version: int = VERSION
+    version: int | None = None  # None: the algorithm's (1, or 2 for the TAILED ones)
+    tail: bytes = b""  # version 2: the algorithm's tail (TAIL_FORMS)
 
     def __post_init__(self):
+        if self.version is None:
+            object.__setattr__(self, "version", VERSION_TAIL if self.algorithm in TAILED else VERSION)
         why = self.refusal()
         if why is not None:
             raise InputError(SOURCE, *why)
 
     def refusal(self) -> tuple[str, str] | None:
         """(field, expected) for a description no generator serves, else None."""
-        if self.version != VERSION:
-            return "version", f"expected {VERSION}, found {self.version}"
         if self.algorithm not in ALGORITHMS:
             return "algorithm", f"expected one of {', '.join(ALGORITHMS)}, found {self.algorithm!r}"
+        want = VERSION_TAIL if self.algorithm in TAILED else VERSION
+        if self.version != want:
+            return "version", f"expected {want} for algorithm code {ALGORITHMS[self.algorithm]}, found {self.version}"
+        if self.algorithm not in TAILED and self.tail:
+            return "tail", f"expected none for algorithm code {ALGORITHMS[self.algorithm]}, found {len(self.tail)} bytes"
         if not (isinstance(self.nranks, int) and 1 <= self.nranks <= MAX_RANKS):
             return "nranks", f"expected 1..{MAX_RANKS}, found {self.nranks}"
         if not (isinstance(self.nseg, int) and 1 <= self.nseg <= MAX_SEGMENTS):
@@ -88,31 +128,59 @@ class CompactDesc:
             return "algorithm", f"recursive doubling needs a power-of-two rank count, got {p}"
         if self.algorithm == "nex" and p % 2:
             return "algorithm", f"neighbor exchange needs an even rank count, got {p} (use ring)"
+        if self.algorithm in TAILED:
+            if DESC_BYTES + len(self.tail) + 4 > MAX_DESC_BYTES:
+                return "desc_bytes", f"expected at most {MAX_DESC_BYTES}, found {DESC_BYTES + len(self.tail) + 4}"
+            form = TAIL_FORMS.get(self.algorithm)
+            if form is None:
+                return "algorithm", f"code {ALGORITHMS[self.algorithm]} has no generator in this build"
+            return form.check(self)
         return None
 
+    @property
+    def size(self) -> int:
+        """The record's length in bytes."""
+        return DESC_BYTES + (len(self.tail) + 4 if self.version == VERSION_TAIL else 0)
+
     def encode(self) -> bytes:
-        """The 56-byte record (module docstring)."""
-        return _RECORD.pack(MAGIC, self.version, ALGORITHMS[self.algorithm], self.nranks,
+        """The record (module docstring): the 56-byte head, and for version 2 the tail and
+        its CRC-32."""
+        head = _RECORD.pack(MAGIC, self.version, ALGORITHMS[self.algorithm], self.nranks,
                             self.nseg, FLAG_FULL_DUPLEX if self.full_duplex else 0,
-                            self.bytes_min, self.bytes_max, self.fifo_min_piece, DESC_BYTES, 0)
+                            self.bytes_min, self.bytes_max, self.fifo_min_piece, self.size, 0)
+        if self.version != VERSION_TAIL:
+            return head
+        body = head + self.tail
+        return body + struct.pack("<I", zlib.crc32(body))
 
 
 def decode(data: bytes, source: str = SOURCE) -> CompactDesc:
-    """The description a 56-byte record holds; InputError (one line) for anything else."""
-    if len(data) != DESC_BYTES:
-        raise InputError(source, "size", f"expected {DESC_BYTES} bytes, found {len(data)}")
+    """The description a record holds; InputError (one line) for anything else."""
+    if not DESC_BYTES <= len(data) <= MAX_DESC_BYTES:
+        raise InputError(source, "size", f"expected {DESC_BYTES} bytes (version 1) or "
+                         f"{DESC_BYTES + 4} .. {MAX_DESC_BYTES} (version 2), found {len(data)}")
     (magic, version, code, nranks, nseg, flags, bmin, bmax, fifo_min, size,
-     reserved) = _RECORD.unpack(data)
+     reserved) = _RECORD.unpack(data[:DESC_BYTES])
     if magic != MAGIC:
         raise InputError(source, "magic", f"expected {MAGIC.decode()!r}: not a compact description")
-    if size != DESC_BYTES or reserved:
+    tail = b""
+    tailed = _NAMES.get(code) in TAILED
+    if version == VERSION_TAIL and tailed:
+        if size != len(data) or len(data) < DESC_BYTES + 4 or reserved:
+            raise InputError(source, "desc_bytes", f"expected the record's length {len(data)} and a "
+                             f"zero reserved word, found {size}")
+        (crc,) = struct.unpack("<I", data[-4:])
+        if zlib.crc32(data[:-4]) != crc:
+            raise InputError(source, "crc32", "the record is corrupt (its CRC-32 does not match)")
+        tail = bytes(data[DESC_BYTES:-4])
+    elif version == VERSION and not tailed and (len(data) != DESC_BYTES or size != DESC_BYTES or reserved):
         raise InputError(source, "desc_bytes", f"expected {DESC_BYTES} and a zero reserved word")
     if code not in _NAMES:
         raise InputError(source, "algorithm", f"expected a code 1..{len(_NAMES)}, found {code}")
     if flags & ~FLAG_FULL_DUPLEX:
         raise InputError(source, "flags", f"unknown flag bits in {flags:#x}")
     return CompactDesc(_NAMES[code], nranks, nseg, bmin, bmax, fifo_min,
-                       full_duplex=bool(flags & FLAG_FULL_DUPLEX), version=version)
+                       full_duplex=bool(flags & FLAG_FULL_DUPLEX), version=version, tail=tail)
 
 
 def _homogeneous_defaults() -> tuple[float, float]:
@@ -145,14 +213,20 @@ def fifo_min_piece(bytes_max: int, latency_s: float, bandwidth_Bps: float) -> in
     return lo
 
 
-def refusal(algorithm: str, *, topology: str | None = None, duplex: str | None = None) -> str | None:
+def refusal(algorithm: str, *, topology: str | None = None, duplex: str | None = None,
+            args=None) -> str | None:
     """Why version 1 cannot describe what compile_schedule writes for these options, or None
     (for_default describes it). An arrival pattern (--pap) and the engine (--engine) do
     not matter: a regular algorithm ignores the pattern, and all its operations are
     foreground, which every engine leaves as they are. The topology does (the FIFO marks,
     magpie's and mpichg2's sites), and half duplex does (from_transfers' sub-steps)."""
+    if algorithm in TAILED:
+        form = TAIL_FORMS.get(algorithm)
+        if form is None:
+            return f"{algorithm} has no compact generator in this build"
+        return form.refusal(args)
     if algorithm not in ALGORITHMS:
-        return f"{algorithm} is not a regular algorithm (the compact form has {', '.join(ALGORITHMS)})"
+        return f"{algorithm} has no compact form (the compact form has {', '.join(ALGORITHMS)})"
     if topology is not None:
         return "a topology file (version 1 describes the default cluster only)"
     if duplex not in (None, "full"):

@@ -1,5 +1,5 @@
-"""The compact form on disk (docs/compact.md, "Files"): a schedule file that is the 56-byte
-record itself, accepted by the runtime wherever a .sched path is (it tells the two apart by
+"""The compact form on disk (docs/compact.md, "Files"): a schedule file that is the record
+itself (56 bytes, or a version-2 record with its tail), accepted by the runtime wherever a .sched path is (it tells the two apart by
 the magic), and the compile's choice between the two forms."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 from ..errors import InputError
 from ..files import write_atomic
-from .desc import DESC_BYTES, MAGIC, CompactDesc, decode, refusal
+from .desc import MAGIC, MAX_DESC_BYTES, CompactDesc, decode, refusal
 from .native import count
 
 FORMS = ("compact", "explicit", "auto")
@@ -18,13 +18,13 @@ AUTO_MIN_RANKS = 1024
 
 
 def choose_form(form: str, algorithm: str, nranks: int, *, topology: str | None = None,
-                duplex: str | None = None) -> str:
+                duplex: str | None = None, args=None) -> str:
     """"compact" or "explicit" for `collsched compile --form FORM`. compact where the
     options have no version-1 description is an InputError (one line, the reason);
     auto falls back to explicit there, and below AUTO_MIN_RANKS."""
     if form not in FORMS:
         raise InputError("--form", "", f"expected one of {', '.join(FORMS)}, found {form!r}")
-    why = refusal(algorithm, topology=topology, duplex=duplex)
+    why = refusal(algorithm, topology=topology, duplex=duplex, args=args)
     if form == "compact" and why is not None:
         raise InputError("--form compact", "", f"no compact description for this compile: {why}")
     if form == "explicit" or why is not None:
@@ -33,7 +33,7 @@ def choose_form(form: str, algorithm: str, nranks: int, *, topology: str | None 
 
 
 def write_compact(desc: CompactDesc, path: str | os.PathLike) -> int:
-    """Writes the record to `path` atomically (collsched.files.write_atomic); returns 56."""
+    """Writes the record to `path` atomically (collsched.files.write_atomic); returns its size."""
     return write_atomic(path, desc.encode())
 
 
@@ -45,9 +45,9 @@ def is_compact_file(path: str | os.PathLike) -> bool:
 
 def read_compact(path: str | os.PathLike) -> CompactDesc:
     """The description in a compact file; InputError naming the file for anything else
-    (a file of another size: the record is exactly 56 bytes)."""
+    (a size no version has, a corrupt tail)."""
     with open(path, "rb") as f:
-        data = f.read(DESC_BYTES + 1)
+        data = f.read(MAX_DESC_BYTES + 1)
     return decode(data, source=str(path))
 
 
@@ -59,7 +59,7 @@ def summary(desc: CompactDesc) -> str:
     ranks = sorted({0, p - 1})
     counts = ", ".join(f"rank {r}: {count(desc, r)}" for r in ranks)
     return "\n".join([
-        f"compact description v{desc.version} ({DESC_BYTES} bytes)",
+        f"compact description v{desc.version} ({desc.size} bytes)",
         f"algorithm  {desc.algorithm}",
         f"nranks     {p}",
         f"nseg       {desc.nseg}",

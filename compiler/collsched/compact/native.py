@@ -1,6 +1,6 @@
 """The C generators (runtime/src/compact_gen.c) called from Python through ctypes.
 
-The runtime links compact_gen.c itself; the compiler and its tests build the same file
+The runtime links compact_gen.c (and the other C_FILES) itself; the compiler and its tests build the same files
 with the system C compiler into the user cache directory (resources.cache_dir()), once
 per content of the source and header (the file name carries their hash, so an edited
 source is never served by a stale build), under a file lock. The call goes through the
@@ -34,19 +34,26 @@ _ERR_BYTES = 512
 _kernel = None
 
 
-def sources() -> tuple[Path, Path]:
-    """compact_gen.c and compact_gen.h of this checkout or installation."""
+# The generators' C files (they build alone: no MPI, no other runtime file) and headers.
+C_FILES = ("compact_gen.c", "compact_hier.c", "compact_bdr.c", "crc32.c")
+H_FILES = ("compact_gen.h", "compact_emit.h", "crc32.h")
+
+
+def sources() -> tuple[list[Path], Path]:
+    """The generators' C files and compact_gen.h of this checkout or installation (the
+    other headers sit beside it)."""
     root = resources.runtime_sources()
     if root is None:
         raise InputError(str(resources.DATA / "runtime"), "",
                          "the runtime's sources, missing from this installation (reinstall collsched)")
-    return root / "src" / "compact_gen.c", root / "src" / "compact_gen.h"
+    return [root / "src" / c for c in C_FILES], root / "src" / "compact_gen.h"
 
 
 def library_path() -> Path:
     """Where the build of the current sources lives (built or not)."""
-    c, h = sources()
-    digest = hashlib.sha256(c.read_bytes() + h.read_bytes() + " ".join(CFLAGS).encode()).hexdigest()
+    cs, h = sources()
+    text = b"".join(p.read_bytes() for p in [*cs, *(h.parent / n for n in H_FILES)])
+    digest = hashlib.sha256(text + " ".join(CFLAGS).encode()).hexdigest()
     return resources.cache_dir() / "compact" / f"libcollsched_compact-{digest[:16]}.so"
 
 
@@ -59,7 +66,7 @@ def build() -> Path:
     cc = os.environ.get("CC") or "cc"
     if shutil.which(cc) is None:
         raise InputError(cc, "", "not found: install a C compiler to build the compact generators")
-    c, _ = sources()
+    cs, _ = sources()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = open(path.parent / ".build.lock", "w")
@@ -70,11 +77,11 @@ def build() -> Path:
         if path.exists():  # another process built it meanwhile
             return path
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        run = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(c)], capture_output=True, text=True)
+        run = subprocess.run([cc, *CFLAGS, "-o", str(tmp), *map(str, cs)], capture_output=True, text=True)
         if run.returncode != 0:
             tmp.unlink(missing_ok=True)
             first = (run.stderr.strip().splitlines() or ["no message"])[0]
-            raise InputError(str(c), "", f"a successful build with {cc} (exit {run.returncode}): {first}")
+            raise InputError(str(cs[0]), "", f"a successful build with {cc} (exit {run.returncode}): {first}")
         os.replace(tmp, path)
     return path
 

@@ -226,12 +226,14 @@ check-tsan: deps $(RT_BUILD)/tsan/lib/libcollsched.a $(RT_BUILD)/tsan/bin/collsc
 	$(PY) -m pytest -q -m "mpi and not smpi" tests/runtime/test_threads_mpi.py tests/runtime/test_pat.py
 
 # ---- fuzzing the parser (libFuzzer; installs clang when missing) ----
-$(RT_BUILD)/fuzz/fuzz_schedfile: $(RT)/fuzz/fuzz_schedfile.c $(RT)/src/schedfile.c $(RT)/src/crc32.c $(RT_HDRS)
+# The readers the target reaches: the explicit one and the compact loader with its generators.
+RT_FUZZ_SRC := $(addprefix $(RT)/src/,schedfile.c crc32.c compact_load.c compact_gen.c compact_hier.c compact_bdr.c)
+$(RT_BUILD)/fuzz/fuzz_schedfile: $(RT)/fuzz/fuzz_schedfile.c $(RT_FUZZ_SRC) $(RT_HDRS)
 	@command -v clang >/dev/null 2>&1 || { echo "fuzz: installing clang"; \
 	    $$( [ "$$(id -u)" -eq 0 ] || echo sudo ) apt-get install -y -qq clang >/dev/null; }
 	@mkdir -p $(@D)
 	clang -std=c11 -D_POSIX_C_SOURCE=200809L -DCOLLSCHED_FUZZING -g -O1 -fsanitize=fuzzer,address,undefined \
-	    -I$(RT)/include -I$(RT)/src $(RT)/fuzz/fuzz_schedfile.c $(RT)/src/schedfile.c $(RT)/src/crc32.c -o $@
+	    -I$(RT)/include -I$(RT)/src $(RT)/fuzz/fuzz_schedfile.c $(RT_FUZZ_SRC) -o $@
 
 fuzz: $(RT_BUILD)/fuzz/fuzz_schedfile
 	@mkdir -p $(RT_BUILD)/fuzz/corpus $(RT_BUILD)/fuzz/artifacts

@@ -3,12 +3,13 @@
 Run from the repository root: .venv/bin/python runtime/fuzz/make_corpus.py
 Seeds: small valid schedules of every baseline algorithm, some segmented or with a size
 range, and a few broken ones (truncated, flipped bytes) so the fuzzer starts on both sides
-of every check.
+of every check; and compact records (the compact loader's input).
 """
 from pathlib import Path
 
 from collsched import schedfile
 from collsched.algorithms import Request, generate
+from collsched.compact import for_default
 
 OUT = Path(__file__).parent / "corpus"
 
@@ -28,6 +29,10 @@ def main() -> None:
     flipped[-3] ^= 0x40
     (OUT / "flipped-section.bin").write_bytes(bytes(flipped))
     (OUT / "header-only.bin").write_bytes(good[:128])
+    # Compact records (docs/compact.md): the fuzz target sends them to the compact loader.
+    for alg, p, nseg in [("ring", 4, 1), ("bruck", 5, 2), ("mpichg2", 9, 1), ("nex", 6, 1)]:
+        rec = for_default(alg, p, (0, 1 << 16), nseg).encode()
+        (OUT / f"compact-{alg}-p{p}-s{nseg}.bin").write_bytes(rec)
 
 
 if __name__ == "__main__":

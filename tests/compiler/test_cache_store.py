@@ -273,3 +273,25 @@ def test_merge_always_gives_a_valid_index(old, new):
     assert {e.file for e in new} <= {e.file for e in merged}
     for o in gone:
         assert any(same_class(o, n) for n in new)
+
+
+def test_compact_entries_are_checked_like_explicit_ones(tmp_path):
+    """A compact description as a cache entry: accepted when its fields agree with the
+    entry's, skipped with one reason when they do not (ranks, byte range, collective)."""
+    from collsched.compact import for_default, write_compact
+
+    for name in ("a", "b", "c", "d"):
+        write_compact(for_default("ring", 4, (0, 4096)), tmp_path / f"{name}.csc")
+    (tmp_path / "index").write_text(
+        "collsched-cache 1\n"
+        "entry a.csc allgather 4 0 4096 * - regular - 1 -\n"
+        "entry b.csc allgather 5 0 4096 site5 - regular - 1 -\n"
+        "entry c.csc allgather 4 0 9999 site9 - regular - 1 -\n"
+        "entry d.csc allgatherv 4 0 4096 sitev - regular - 1 -\n")
+    loaded = load_cache(tmp_path)
+    assert [(e.site, s.algorithm) for e, s in loaded.entries] == [("*", "ring")]
+    reasons = sorted(w.split(": ", 2)[-1] for w in loaded.warnings)
+    assert len(reasons) == 3, loaded.warnings
+    assert any("the file is for 4 ranks, the index says 5" in r for r in reasons)
+    assert any("serves 0..4096 bytes" in r for r in reasons)
+    assert any("allgatherv" in r for r in reasons)

@@ -592,3 +592,25 @@ def test_entries_beyond_the_eager_bound_are_proven_on_first_use(tmp_path, apps):
     assert run.proc.returncode == 0 and run.data_ok, run
     assert run.collsched_lines() == [], run
     assert run.iters[0][3].endswith(files["regular"]) and run.hit_rate(files) >= 0.9, run
+
+
+@pytest.mark.parametrize("nranks", [5, 8])
+def test_compact_entries_serve_calls(tmp_path, apps, nranks):
+    """A cache whose regular entry is a compact description (docs/compact.md) and whose
+    class entries are explicit files: the runtime loads both forms through one path, every
+    call runs a schedule of the cache, data checked by the app; the Python side lists it."""
+    from collsched.cache.store import load_cache
+    from collsched.compact import for_default, write_compact
+
+    files = build_cache(tmp_path / "cache", nranks, regular=False)
+    write_compact(for_default("bruck", nranks, (1, 100000)), tmp_path / "cache" / "bruck.csc")
+    lines = (tmp_path / "cache" / "index").read_text().splitlines()[2:]
+    write_index(tmp_path / "cache", [entry("bruck.csc", nranks, "regular")] + lines)
+    loaded = load_cache(tmp_path / "cache")
+    assert loaded.warnings == [] and [s.algorithm for _, s in loaded.entries][0] == "bruck"
+    run = run_app(apps["plain"], nranks, tmp_path / "cache", 12, preload=True)
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert all(u == "1" for _, _, u, _, _ in run.iters), run
+    assert run.iters[0][3].endswith("bruck.csc"), run  # nothing predicted yet: the regular entry
+    assert set(run.used_files()) <= {"bruck.csc", *files.values()}, run
+    assert run.collsched_lines() == [], run

@@ -61,11 +61,42 @@ def read_index(directory, required: bool = True) -> list[Entry]:
     return parse_index(text, str(path))
 
 
+def _check_compact_entry(path: Path, e: Entry):
+    """A compact description as a cache entry (docs/compact.md): its fields agree with the
+    entry and the generators' check holds (compact.check: the lists compared with the
+    explicit compiler's up to 256 ranks, counts above); (the description, None) or (None,
+    why). The runtime loads it as it loads any entry (cs_load_file)."""
+    from ..compact import check, read_compact
+
+    try:
+        d = read_compact(path)
+        why = check(d)
+    except InputError as err:
+        return None, err.expected
+    if e.collective != "allgather":
+        return None, f"a compact description is an allgather, the index says {e.collective}"
+    if d.nranks != e.ranks:
+        return None, f"the file is for {d.nranks} ranks, the index says {e.ranks}"
+    if not d.bytes_min <= e.bytes_min <= e.bytes_max <= d.bytes_max:
+        return None, (f"the file serves {d.bytes_min}..{d.bytes_max} bytes, the index "
+                      f"{e.bytes_min}..{e.bytes_max}")
+    return (None, why) if why else (d, None)
+
+
 def check_entry(directory, e: Entry) -> tuple[Schedule | None, str | None]:
     """(the entry's schedule, None) when its file loads, its header agrees with the entry
-    and it passes the verifier; else (None, why)."""
+    and it passes the verifier; else (None, why). A compact entry gives its CompactDesc
+    in place of the schedule (it has .algorithm and .nranks as a Schedule does)."""
+    from ..compact import is_compact_file
+
+    path = Path(directory) / e.file
     try:
-        s = schedfile.read(Path(directory) / e.file)
+        if path.is_file() and is_compact_file(path):
+            return _check_compact_entry(path, e)
+    except OSError:
+        pass  # schedfile.read says what is wrong with it
+    try:
+        s = schedfile.read(path)
     except InputError as err:
         return None, err.expected
     if s.collective != e.collective:

@@ -3,12 +3,22 @@
  * Each generator is the closed form of one Python algorithm (compiler/collsched/
  * algorithms/<name>.py) as the pipeline turns it into lists: block_transfers cuts every
  * block into nseg segment transfers in segment order, ir.from_transfers sorts a rank's ops
- * by (step, receives before sends, transfer index), and the FIFO pass
+ * by (step, sub-step, receives before sends, transfer index), and the FIFO pass
  * (policy.mark_fifo_links) marks sends by piece size. In every algorithm here a rank
  * receives from at most one peer and sends to at most one peer per step, so "transfer
  * index" is the order of the blocks in the Python loop: the generators walk the steps a
- * rank takes part in and emit its receives, then its sends, block by block. Nothing is
- * allocated; counts and ranks are held in 64 bits (P <= 2^24, nseg < 2^16).
+ * rank takes part in and emit its receives, then its sends, block by block.
+ *
+ * Half duplex (flags bit 0 clear): from_transfers colours each step's transfers greedily in
+ * the global order (ir._half_duplex_substeps) and sorts by colour first. Where a step's
+ * transfers come as groups of equal size (one sender to one receiver, contiguous in the
+ * global order, senders in rank order), each group takes one aligned block of colours, so
+ * a rank's list keeps each group's order and only the order of its receive group and its
+ * send group in the step can change: sends_first says when they swap (docs/compact-
+ * regular.md derives the closed forms). lnbc, magpie and mpichg2 never have a rank in two
+ * groups of one step: their half-duplex lists are the full-duplex ones.
+ *
+ * Nothing is allocated; counts and ranks are held in 64 bits (P <= 2^24, nseg < 2^16).
  * The proof that the lists are the compiler's: tests/compiler/test_compact_gen.py and
  * tools/prove_compact.py (docs/compact.md).
  */
@@ -21,43 +31,78 @@
 
 static uint64_t lowbit(uint64_t x) { return x & (~x + 1); }
 
-/* ring.py: in step k, rank i sends block i - k to i + 1 (and receives i - 1 - k). */
-static void ring(cs_emitter *e, uint64_t p, uint64_t x)
+/* The colour block of group s in a step where every rank s sends one group to s + shift
+ * (mod P, 0 < shift < P), groups in sender order: b(s) = mex{b(s - shift) if that sender
+ * came earlier, b(s + shift - P) if it came earlier}. With m = min(shift, P - shift): rows
+ * of m senders alternate 0, 1 up to P - m; the last m senders meet both an earlier sender
+ * and an earlier receiver's group and take 1 or 2 by their row's parity. */
+static unsigned shift_block(uint64_t s, uint64_t shift, uint64_t p)
 {
+    uint64_t m = shift < p - shift ? shift : p - shift, row = s / m;
+    if (s < p - m) return (unsigned)(row % 2);
+    return row % 2 ? 1u : 2u;
+}
+
+/* Whether rank x lists a shift step's sends before its receives: in half duplex, when its
+ * send group (sender x) has a lower colour block than its receive group (sender x - shift). */
+static int sends_first(int half, uint64_t x, uint64_t shift, uint64_t p)
+{
+    return half && shift_block(x, shift, p) < shift_block(cs_mod_sub(x, shift, p), shift, p);
+}
+
+/* ring.py: in step k, rank i sends block i - k to i + 1 (and receives i - 1 - k). Every
+ * step is a shift by 1, so the half-duplex order is the same in every step. */
+static void ring(cs_emitter *e, uint64_t p, uint64_t x, int half)
+{
+    int first = p > 1 && sends_first(half, x, 1, p);
     for (uint64_t k = 0; k + 1 < p; k++) {
+        if (first) cs_emit_block(e, CS_EMIT_SEND, cs_mod_add(x, 1, p), cs_mod_sub(x, k, p));
         cs_emit_block(e, CS_EMIT_RECV, cs_mod_sub(x, 1, p), cs_mod_sub(x, k + 1, p));
-        cs_emit_block(e, CS_EMIT_SEND, cs_mod_add(x, 1, p), cs_mod_sub(x, k, p));
+        if (!first) cs_emit_block(e, CS_EMIT_SEND, cs_mod_add(x, 1, p), cs_mod_sub(x, k, p));
     }
 }
 
 /* bruck.py: in step k, rank r sends blocks r .. r+c-1 to r - 2^k, c = min(2^k, P - 2^k). */
-static void bruck(cs_emitter *e, uint64_t p, uint64_t x)
+static void bruck(cs_emitter *e, uint64_t p, uint64_t x, int half)
 {
     for (uint64_t dist = 1; dist < p; dist *= 2) {
         uint64_t count = dist < p - dist ? dist : p - dist, from = cs_mod_add(x, dist, p);
-        for (uint64_t j = 0; j < count; j++) cs_emit_block(e, CS_EMIT_RECV, from, cs_mod_add(from, j, p));
-        for (uint64_t j = 0; j < count; j++) cs_emit_block(e, CS_EMIT_SEND, cs_mod_sub(x, dist, p), cs_mod_add(x, j, p));
+        int first = sends_first(half, x, p - dist, p); /* a shift by -dist */
+        for (int part = 0; part < 2; part++) {
+            if ((part == 0) != first)
+                for (uint64_t j = 0; j < count; j++) cs_emit_block(e, CS_EMIT_RECV, from, cs_mod_add(from, j, p));
+            else
+                for (uint64_t j = 0; j < count; j++) cs_emit_block(e, CS_EMIT_SEND, cs_mod_sub(x, dist, p), cs_mod_add(x, j, p));
+        }
     }
 }
 
-/* rd.py: in step k, rank r swaps its aligned group of 2^k blocks with r XOR 2^k. */
-static void rd(cs_emitter *e, uint64_t p, uint64_t x)
+/* rd.py: in step k, rank r swaps its aligned group of 2^k blocks with r XOR 2^k. In half
+ * duplex the lower rank of each pair sends first (its group comes first in the order). */
+static void rd(cs_emitter *e, uint64_t p, uint64_t x, int half)
 {
     for (uint64_t dist = 1; dist < p; dist *= 2) {
         uint64_t partner = x ^ dist;
-        for (uint64_t o = partner & ~(dist - 1); o < (partner & ~(dist - 1)) + dist; o++)
-            cs_emit_block(e, CS_EMIT_RECV, partner, o);
-        for (uint64_t o = x & ~(dist - 1); o < (x & ~(dist - 1)) + dist; o++)
-            cs_emit_block(e, CS_EMIT_SEND, partner, o);
+        int first = half && x < partner;
+        for (int part = 0; part < 2; part++) {
+            if ((part == 0) != first)
+                for (uint64_t o = partner & ~(dist - 1); o < (partner & ~(dist - 1)) + dist; o++)
+                    cs_emit_block(e, CS_EMIT_RECV, partner, o);
+            else
+                for (uint64_t o = x & ~(dist - 1); o < (x & ~(dist - 1)) + dist; o++)
+                    cs_emit_block(e, CS_EMIT_SEND, partner, o);
+        }
     }
 }
 
-/* spreading.py: in step d - 1, rank j sends its own block to j + d. */
-static void spreading(cs_emitter *e, uint64_t p, uint64_t x)
+/* spreading.py: in step d - 1, rank j sends its own block to j + d (a shift by d). */
+static void spreading(cs_emitter *e, uint64_t p, uint64_t x, int half)
 {
     for (uint64_t d = 1; d < p; d++) {
+        int first = sends_first(half, x, d, p);
+        if (first) cs_emit_block(e, CS_EMIT_SEND, cs_mod_add(x, d, p), x);
         cs_emit_block(e, CS_EMIT_RECV, cs_mod_sub(x, d, p), cs_mod_sub(x, d, p));
-        cs_emit_block(e, CS_EMIT_SEND, cs_mod_add(x, d, p), x);
+        if (!first) cs_emit_block(e, CS_EMIT_SEND, cs_mod_add(x, d, p), x);
     }
 }
 
@@ -83,15 +128,18 @@ static void nex_received(uint64_t r, uint64_t s, uint64_t p, uint64_t out[2])
 }
 
 /* nex.py: step 0 swaps own blocks in pairs; step 1 sends [own, step-0 partner's]; step
- * s >= 2 forwards the two blocks received in step s - 1. */
-static void nex(cs_emitter *e, uint64_t p, uint64_t x)
+ * s >= 2 forwards the two blocks received in step s - 1. Every step pairs the ranks, so in
+ * half duplex the lower rank of each pair sends first. */
+static void nex(cs_emitter *e, uint64_t p, uint64_t x, int half)
 {
     uint64_t got[2], sent[2];
     for (uint64_t s = 0; s < p / 2; s++) {
         uint64_t peer = nex_partner(x, s, p);
+        int first = half && x < peer;
         if (s == 0) {
+            if (first) cs_emit_block(e, CS_EMIT_SEND, peer, x);
             cs_emit_block(e, CS_EMIT_RECV, peer, peer);
-            cs_emit_block(e, CS_EMIT_SEND, peer, x);
+            if (!first) cs_emit_block(e, CS_EMIT_SEND, peer, x);
             continue;
         }
         nex_received(x, s, p, got);
@@ -101,10 +149,16 @@ static void nex(cs_emitter *e, uint64_t p, uint64_t x)
         } else {
             nex_received(x, s - 1, p, sent);
         }
+        if (first) {
+            cs_emit_block(e, CS_EMIT_SEND, peer, sent[0]);
+            cs_emit_block(e, CS_EMIT_SEND, peer, sent[1]);
+        }
         cs_emit_block(e, CS_EMIT_RECV, peer, got[0]);
         cs_emit_block(e, CS_EMIT_RECV, peer, got[1]);
-        cs_emit_block(e, CS_EMIT_SEND, peer, sent[0]);
-        cs_emit_block(e, CS_EMIT_SEND, peer, sent[1]);
+        if (!first) {
+            cs_emit_block(e, CS_EMIT_SEND, peer, sent[0]);
+            cs_emit_block(e, CS_EMIT_SEND, peer, sent[1]);
+        }
     }
 }
 
@@ -207,9 +261,11 @@ static int check(const cs_compact_desc *d, uint32_t rank, char *err, size_t errl
     if (d->nseg < 1 || d->nseg > CS_COMPACT_MAX_SEGMENTS)
         return cs_compact_fail(err, errlen, "compact description: nseg: expected 1..%u, found %u",
                     CS_COMPACT_MAX_SEGMENTS, d->nseg);
-    if (d->flags != CS_COMPACT_FULL_DUPLEX)
-        return cs_compact_fail(err, errlen, "compact description: flags: expected %#x (full duplex; "
-                    "half duplex has no compact form yet), found %#x", CS_COMPACT_FULL_DUPLEX, d->flags);
+    /* The regular algorithms serve either duplex; the tailed ones full duplex only. */
+    if (tail ? d->flags != CS_COMPACT_FULL_DUPLEX : (d->flags & ~CS_COMPACT_FULL_DUPLEX) != 0)
+        return cs_compact_fail(err, errlen, "compact description: flags: expected %s, found %#x",
+                               tail ? "0x1 (full duplex; half duplex has no compact form for this "
+                               "algorithm yet)" : "0 (half duplex) or 0x1 (full duplex)", d->flags);
     if (d->bytes_min > d->bytes_max)
         return cs_compact_fail(err, errlen, "compact description: bytes_min: expected <= bytes_max, found "
                     "%llu > %llu", (unsigned long long)d->bytes_min, (unsigned long long)d->bytes_max);
@@ -244,12 +300,13 @@ int cs_compact_generate(const cs_compact_desc *d, uint32_t rank, cs_compact_op *
     cs_emitter e = { out, out ? capacity : 0, 0, d->nseg, d->bytes_max / d->nseg,
                   d->bytes_max % d->nseg, d->fifo_min_piece };
     uint64_t p = d->nranks, x = rank;
+    int half = !(d->flags & CS_COMPACT_FULL_DUPLEX);
     switch (d->algorithm) {
-    case CS_COMPACT_RING: ring(&e, p, x); break;
-    case CS_COMPACT_BRUCK: bruck(&e, p, x); break;
-    case CS_COMPACT_RD: rd(&e, p, x); break;
-    case CS_COMPACT_SPREADING: spreading(&e, p, x); break;
-    case CS_COMPACT_NEX: nex(&e, p, x); break;
+    case CS_COMPACT_RING: ring(&e, p, x, half); break;
+    case CS_COMPACT_BRUCK: bruck(&e, p, x, half); break;
+    case CS_COMPACT_RD: rd(&e, p, x, half); break;
+    case CS_COMPACT_SPREADING: spreading(&e, p, x, half); break;
+    case CS_COMPACT_NEX: nex(&e, p, x, half); break;
     case CS_COMPACT_LNBC: lnbc(&e, p, x); break;
     case CS_COMPACT_MAGPIE: magpie(&e, p, x); break;
     case CS_COMPACT_MPICHG2: mpichg2(&e, p, x); break;

@@ -1,8 +1,9 @@
 """The compact description: what every rank needs to compute its own operation list.
 
 Version 1 covers the regular allgather algorithms (no arrival pattern, no topology of
-their own) on the default cost model, a homogeneous full-duplex cluster: the algorithm,
-the rank count, the segments per block, the byte range, and the one cost-model fact the
+their own) on a homogeneous one-site cluster, the default one or a topology file whose
+pairs all cost the same (cluster.py), in full or half duplex: the algorithm, the rank
+count, the segments per block, the byte range, the duplex, and the one cost-model fact the
 lists depend on, the FIFO threshold (`fifo_min_piece`). Its encoding is a fixed 56-byte
 little-endian record (docs/compact.md says why binary): the runtime reads it without a
 parser, and every rank can receive it in one small broadcast.
@@ -13,7 +14,7 @@ parser, and every rank can receive it in one small broadcast.
     10      u16       algorithm code (ALGORITHMS)
     12      u32       nranks
     16      u32       nseg
-    20      u32       flags (bit 0: full duplex, required)
+    20      u32       flags (bit 0: full duplex; clear: half duplex, regular algorithms only)
     24      u64       bytes_min
     32      u64       bytes_max
     40      u64       fifo_min_piece (2^64 - 1: no send waits)
@@ -29,7 +30,6 @@ runtime/src/compact_gen.c reads the same record (cs_compact_decode).
 """
 from __future__ import annotations
 
-import inspect
 import struct
 import zlib
 from dataclasses import dataclass
@@ -38,9 +38,9 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
-from ..inputs.topology import homogeneous
 from ..ir import MAX_RANKS, MAX_SEGMENTS
 from ..model.policy import fifo_link
+from . import cluster as clusters
 
 VERSION = 1
 VERSION_TAIL = 2
@@ -117,8 +117,8 @@ class CompactDesc:
             return "nranks", f"expected 1..{MAX_RANKS}, found {self.nranks}"
         if not (isinstance(self.nseg, int) and 1 <= self.nseg <= MAX_SEGMENTS):
             return "nseg", f"expected 1..{MAX_SEGMENTS}, found {self.nseg}"
-        if not self.full_duplex:
-            return "flags", "expected full duplex (half duplex has no compact form yet)"
+        if not self.full_duplex and self.algorithm in TAILED:
+            return "flags", f"expected full duplex (half duplex has no compact form for {self.algorithm} yet)"
         if not 0 <= self.bytes_min <= self.bytes_max < 1 << 64:
             return "bytes_min", f"expected 0 <= bytes_min <= bytes_max < 2^64, found {self.bytes_min}:{self.bytes_max}"
         if not 0 <= self.fifo_min_piece <= NO_FIFO:
@@ -183,23 +183,22 @@ def decode(data: bytes, source: str = SOURCE) -> CompactDesc:
                        full_duplex=bool(flags & FLAG_FULL_DUPLEX), version=version, tail=tail)
 
 
-def _homogeneous_defaults() -> tuple[float, float]:
-    """(latency s, bandwidth B/s) of the default cluster compile_schedule uses without a
-    topology (inputs.topology.homogeneous), read from its signature: one source of truth."""
-    params = inspect.signature(homogeneous).parameters
-    return params["latency_s"].default, params["bandwidth_Bps"].default
+_homogeneous_defaults = clusters.homogeneous_defaults  # (the name the tests and tools use)
 
 
-def fifo_min_piece(bytes_max: int, latency_s: float, bandwidth_Bps: float) -> int:
+def fifo_min_piece(bytes_max: int, latency_s: float, bandwidth_Bps: float,
+                   flow_Bps: float | None = None) -> int:
     """The smallest piece of at most bytes_max bytes that policy.fifo_link marks FIFO on a
-    homogeneous link (latency_s, bandwidth_Bps, no TCP window cap, constant costs), or
-    NO_FIFO. fifo_link is `latency < m / bandwidth`, and IEEE division is monotone in m, so
-    the marked sizes are exactly those at or above this threshold; the search asks
-    fifo_link itself, with the float64 operands mark_fifo_links gives it."""
+    homogeneous link (latency_s, bandwidth_Bps, one flow's bandwidth flow_Bps: the TCP
+    window's cap, None: uncapped; constant costs), or NO_FIFO. fifo_link is `latency < m /
+    flow` on a path the window does not cap (never marked otherwise), and IEEE division is
+    monotone in m, so the marked sizes are exactly those at or above this threshold; the
+    search asks fifo_link itself, with the float64 operands mark_fifo_links gives it."""
     lat, bw = np.float64(latency_s) * np.float64(1.0), np.float64(bandwidth_Bps)
+    flow = bw if flow_Bps is None else np.float64(flow_Bps)
 
     def marked(m: int) -> bool:
-        return bool(fifo_link(lat, np.float64(m), bw, bw))
+        return bool(fifo_link(lat, np.float64(m), flow, bw))
 
     if not marked(bytes_max):
         return NO_FIFO
@@ -214,12 +213,15 @@ def fifo_min_piece(bytes_max: int, latency_s: float, bandwidth_Bps: float) -> in
 
 
 def refusal(algorithm: str, *, topology: str | None = None, duplex: str | None = None,
-            args=None) -> str | None:
+            args=None, nranks: int | None = None) -> str | None:
     """Why version 1 cannot describe what compile_schedule writes for these options, or None
-    (for_default describes it). An arrival pattern (--pap) and the engine (--engine) do
+    (for_topology describes it). An arrival pattern (--pap) and the engine (--engine) do
     not matter: a regular algorithm ignores the pattern, and all its operations are
     foreground, which every engine leaves as they are. The topology does (the FIFO marks,
-    magpie's and mpichg2's sites), and half duplex does (from_transfers' sub-steps)."""
+    magpie's and mpichg2's sites): a file is served where its pairs all cost the same on
+    one site (cluster.read; nranks, or args.ranks, places the ranks). Half duplex is served
+    (the generators' sub-step order, compact_gen.c). A topology file the reader refuses is
+    a reason too (--form auto then compiles explicitly, which reports it)."""
     if algorithm in TAILED:
         form = TAIL_FORMS.get(algorithm)
         if form is None:
@@ -227,18 +229,44 @@ def refusal(algorithm: str, *, topology: str | None = None, duplex: str | None =
         return form.refusal(args)
     if algorithm not in ALGORITHMS:
         return f"{algorithm} has no compact form (the compact form has {', '.join(ALGORITHMS)})"
+    if duplex not in (None, "half", "full"):
+        return f"duplex {duplex!r} (expected half or full)"
     if topology is not None:
-        return "a topology file (version 1 describes the default cluster only)"
-    if duplex not in (None, "full"):
-        return "half duplex (version 1 describes full duplex only)"
+        p = nranks if nranks is not None else getattr(args, "ranks", None)
+        try:
+            clusters.read(topology, p, duplex)
+        except clusters.NotHomogeneous as e:
+            return f"the topology {topology}: {e}"
+        except (InputError, OSError) as e:
+            return f"the topology {topology} is unreadable ({e.line() if isinstance(e, InputError) else e})"
     return None
 
 
-def for_default(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg: int = 1) -> CompactDesc:
-    """The description of what `compile_schedule(algorithm, nranks, nbytes, segments=nseg)`
-    writes with no topology, arrival pattern or duplex option (the default cluster)."""
+def for_cluster(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg: int,
+                cluster: "clusters.Cluster") -> CompactDesc:
+    """The description of a regular algorithm compiled on `cluster` (cluster.py)."""
     lo, hi = (nbytes, nbytes) if isinstance(nbytes, int) else nbytes
-    latency, bandwidth = _homogeneous_defaults()
     if not 0 <= lo <= hi:
         raise InputError(SOURCE, "bytes", f"expected 0 <= MIN <= MAX, found {lo}:{hi}")
-    return CompactDesc(algorithm, nranks, nseg, lo, hi, fifo_min_piece(hi, latency, bandwidth))
+    fifo = (NO_FIFO if cluster.latency is None
+            else fifo_min_piece(hi, cluster.latency, cluster.bandwidth, cluster.flow))
+    return CompactDesc(algorithm, nranks, nseg, lo, hi, fifo, full_duplex=cluster.full_duplex)
+
+
+def for_default(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg: int = 1, *,
+                duplex: str | None = None) -> CompactDesc:
+    """The description of what `compile_schedule(algorithm, nranks, nbytes, segments=nseg,
+    duplex=duplex)` writes with no topology (the default cluster)."""
+    return for_cluster(algorithm, nranks, nbytes, nseg, clusters.default(duplex))
+
+
+def for_topology(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg: int = 1, *,
+                 topology: str | None = None, duplex: str | None = None) -> CompactDesc:
+    """The description of what `compile_schedule(algorithm, nranks, nbytes, segments=nseg,
+    topology=topology, duplex=duplex)` writes for a regular algorithm; InputError (one
+    line) where the topology is not a homogeneous one-site cluster (refusal's reason)."""
+    try:
+        cluster = clusters.resolve(topology, nranks, duplex)
+    except clusters.NotHomogeneous as e:
+        raise InputError(str(topology), "", f"a homogeneous one-site cluster for the compact form, found {e}") from None
+    return for_cluster(algorithm, nranks, nbytes, nseg, cluster)

@@ -1,7 +1,8 @@
 """The identity check: the C generators' lists against the explicit compiler's.
 
 The explicit side is what compile_schedule does to a regular algorithm before the
-verifier and the file (pipeline._compile_one): generate on the default cluster, then
+verifier and the file (pipeline._compile_one): generate on the cluster (the default one,
+or a topology file, in the description's duplex), then
 passes.apply (receive gating, which a regular algorithm's schedule skips: it keeps no
 transfer order; and the FIFO marks). Those are the columns a .sched section stores, so
 equal columns are equal bytes; tests/compiler/test_compact_gen.py also compares whole
@@ -13,7 +14,7 @@ import numpy as np
 
 from .. import passes
 from ..algorithms import Request, generate as generate_explicit
-from ..inputs.topology import homogeneous
+from ..inputs.topology import homogeneous, load_topology
 from ..ir import Schedule
 from .desc import CompactDesc, _homogeneous_defaults
 from .native import schedule as compact_schedule
@@ -21,20 +22,25 @@ from .native import schedule as compact_schedule
 COLUMNS = ("kind", "peer", "origin", "segment", "phase", "fifo")
 
 
-def explicit(desc: CompactDesc) -> Schedule:
-    """The explicit compiler's lists for what `desc` describes (the default cluster)."""
-    latency, bandwidth = _homogeneous_defaults()
-    topo = homogeneous(desc.nranks, latency, bandwidth, full_duplex=desc.full_duplex)
+def explicit(desc: CompactDesc, topology: str | None = None) -> Schedule:
+    """The explicit compiler's lists for what `desc` describes, on the default cluster or
+    the topology file `topology` (its duplex replaced by the description's, as --duplex)."""
+    if topology is None:
+        latency, bandwidth = _homogeneous_defaults()
+        topo = homogeneous(desc.nranks, latency, bandwidth, full_duplex=desc.full_duplex)
+    else:
+        topo = load_topology(topology, desc.nranks).with_duplex(desc.full_duplex)
     req = Request(nranks=desc.nranks, nbytes=desc.bytes_max, nseg=desc.nseg,
                   full_duplex=desc.full_duplex, topology=topo, arrivals=np.zeros(desc.nranks))
     sched = generate_explicit(desc.algorithm, req)
     return passes.apply(sched, topo, desc.bytes_max)
 
 
-def first_difference(desc: CompactDesc) -> str | None:
-    """None when every rank's generated list equals the explicit one, column by column;
-    else one line naming the first rank and operation that differ."""
-    want, got = explicit(desc), compact_schedule(desc)
+def first_difference(desc: CompactDesc, topology: str | None = None) -> str | None:
+    """None when every rank's generated list equals the explicit one (explicit(desc,
+    topology)), column by column; else one line naming the first rank and operation that
+    differ."""
+    want, got = explicit(desc, topology), compact_schedule(desc)
     counts_want, counts_got = np.diff(want.offsets), np.diff(got.offsets)
     if not np.array_equal(counts_want, counts_got):
         r = int(np.nonzero(counts_want != counts_got)[0][0])

@@ -184,7 +184,8 @@ def choose(costs: SiteCosts, nbytes: int, first: tuple[int, ...] | None = None,
 
 def refusal(entries, nsites: int) -> tuple[str, str] | None:
     """(field, expected) for entries that are not a valid plan over nsites sites (module
-    docstring), else None. O(entries + S^2)."""
+    docstring), else None. O(entries + S^2). The checks and their order are
+    compact_hier.c's (check_plan), which gives the same lines."""
     if len(entries) != nsites * (nsites - 1):
         return "entries", f"expected {nsites * (nsites - 1)} (every site receives every other site's blocks once), found {len(entries)}"
     got = np.eye(nsites, dtype=bool)  # got[site, origin]: received in an earlier step
@@ -193,8 +194,6 @@ def refusal(entries, nsites: int) -> tuple[str, str] | None:
         j = i
         while j < len(entries) and entries[j].step == entries[i].step:
             j += 1
-        if j < len(entries) and entries[j].step < entries[i].step:
-            return f"entries[{j}].step", f"expected nondecreasing steps, found {entries[j].step} after {entries[i].step}"
         for k in range(i, j):
             e = entries[k]
             if not (0 <= e.src < nsites and 0 <= e.dst < nsites and 0 <= e.origin < nsites):
@@ -208,5 +207,7 @@ def refusal(entries, nsites: int) -> tuple[str, str] | None:
             if got[e.dst, e.origin]:
                 return f"entries[{k}]", f"expected site {e.dst} to receive origin site {e.origin}'s blocks once"
             got[e.dst, e.origin] = True
+        if j < len(entries) and entries[j].step < entries[i].step:
+            return f"entries[{j}].step", f"expected nondecreasing steps, found {entries[j].step} after {entries[i].step}"
         i = j
     return None

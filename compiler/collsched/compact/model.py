@@ -59,7 +59,7 @@ def _sites(desc: CompactDesc, topology, site_sizes) -> model_sites.Sites:
 
 def model_hier_sizes(desc: CompactDesc):
     from . import model_hier
-    return model_hier.plan_of(desc).sizes
+    return model_hier.plan_of(desc)[0].sizes
 
 
 def _one_site(sites: model_sites.Sites, algorithm: str) -> None:
@@ -89,7 +89,8 @@ def breakdown(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) ->
         return model_tree.predict(desc, sites, nb)
     if alg == "hier":
         from . import model_hier
-        return model_hier.predict(model_hier.plan_of(desc), sites, nb, desc.nseg)
+        plan, fifo = model_hier.plan_of(desc)
+        return model_hier.predict(plan, sites, nb, desc.nseg, fifo)
     raise InputError(SOURCE, "algorithm", f"expected one of {', '.join(sorted(set(model_sym.SYMMETRY) | set(model_tree.ALGORITHMS) | {'hier'}))}, found {alg!r}")
 
 

@@ -45,13 +45,14 @@ SOURCE = "compact model (hier)"
 
 
 def plan_of(desc):
-    """The SitePlan a hier description holds (its tail, compact/hier.py)."""
+    """(SitePlan, FIFO thresholds [src site][dst site]) a hier description's tail holds
+    (compact/hier.py)."""
+    from ..algorithms import site_plan
     from . import hier as compact_hier
-    fn = getattr(compact_hier, "site_plan", None)
-    if fn is None:
-        raise InputError(SOURCE, "tail", "expected compact.hier.site_plan(desc) -> SitePlan (the hier "
-                         "tail's decoder is not in this build: call model_hier.predict with the plan)")
-    return fn(desc)
+    tail = compact_hier.decode_tail(desc.tail)
+    first = tuple(int(x) for x in np.r_[0, np.cumsum(tail.sizes)[:-1]])
+    kind = site_plan.PLANS[tail.plan] if tail.plan < len(site_plan.PLANS) else "?"
+    return site_plan.SitePlan(kind, tuple(tail.sizes), first, tuple(tail.entries), desc.bytes_max), tail.fifo
 
 
 def ring_list(n: int, nseg: int, fifo: np.ndarray) -> np.ndarray:
@@ -70,19 +71,28 @@ def ring_list(n: int, nseg: int, fifo: np.ndarray) -> np.ndarray:
     return out
 
 
-def _ring(sites, x, pieces, eager, base=None):
-    """Time a ring over site x's members, pieces[s] bytes per piece s of a block."""
+def _marker(sites, fifo):
+    """mark(a, b, m): is a send of m bytes from site a to site b FIFO? From the tail's
+    thresholds when given, else policy.fifo_link on the sites' sample pair (the pass)."""
     from .model import fifo_of
+    if fifo is not None:
+        return lambda a, b, m: m >= fifo[a][b]
+    return lambda a, b, m: fifo_of(sites, a, b)(m)
+
+
+def _ring(sites, x, pieces, eager, mark, base=None):
+    """Time a ring over site x's members, pieces[s] bytes per piece s of a block."""
     n = sites.sizes[x]
-    mark = fifo_of(sites, x, x)
-    fifo = np.array([mark(int(m)) for m in pieces], np.uint8)
+    fifo = np.array([mark(x, x, int(m)) for m in pieces], np.uint8)
     ops = ring_list(n, len(pieces), fifo)
     return time_lists([ops], [0], "add", n, pieces, lambda m: sites.costs(x, x, m), eager,
                       base=base), ops
 
 
-def predict(plan, sites, nbytes: int, nseg: int) -> dict:
-    """predicted_s and levels of hier with this SitePlan on these Sites (module docstring)."""
+def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
+    """predicted_s and levels of hier with this SitePlan on these Sites (module docstring);
+    fifo: the tail's FIFO thresholds (None: the FIFO pass's rule on the sites)."""
+    mark = _marker(sites, fifo)
     S = sites.nsites
     sizes = tuple(int(n) for n in plan.sizes)
     if sizes != tuple(sites.sizes):
@@ -100,7 +110,7 @@ def predict(plan, sites, nbytes: int, nseg: int) -> dict:
         if n < 2:
             levels.append({"level": "site", "phase": 1, "site": sites.names[x], "ranks": n, "seconds": 0.0})
             continue
-        r, ops = _ring(sites, x, pieces, eager)
+        r, ops = _ring(sites, x, pieces, eager, mark)
         last_send = int(np.argmax(r.start))
         c_last = sites.costs(x, x, int(pieces[-1]))
         send_free[x] = r.start[last_send] + c_last.os
@@ -136,15 +146,15 @@ def predict(plan, sites, nbytes: int, nseg: int) -> dict:
         k_send = math.ceil(nO / min(nO, nX)) * nseg
         k_recv = math.ceil(nO / min(nO, nY)) * nseg
         k_pair = math.ceil(nO / pairs) * nseg
-        mark = _fifo(sites, X, Y, m)
-        chain = c.duration if mark else c.g
+        marked = mark(X, Y, m)
+        chain = c.duration if marked else c.g
         rport = c.duration - c.early
         spans = [(npieces * c.wan_time, c.wan_time), (k_send * c.os, c.os),
                  (k_recv * rport, rport), (k_pair * chain, chain)]
         busy, each = max(spans)
         end = start + busy - each + c.duration
         hold[Y, O] = end
-        link_free[(X, Y)] = start + npieces * c.wan_time if c.link >= 0 else start + k_pair * (c.g if not mark else 0.0)
+        link_free[(X, Y)] = start + npieces * c.wan_time if c.link >= 0 else start + k_pair * (c.g if not marked else 0.0)
         send_free[X] = start + k_send * c.os
         recv_free[Y] = max(recv_free[Y], start + k_recv * rport - c.early if not big else recv_free[Y])
         if X != O:  # a relay: Y's later receives are posted after this block's arrival at X
@@ -174,7 +184,7 @@ def predict(plan, sites, nbytes: int, nseg: int) -> dict:
             b = np.full(len(own), port)
             b[own] = np.maximum(port, arrive[info["seg"][own]])
             return b
-        r, _ = _ring(sites, x, ring_pieces, eager, base=base)
+        r, _ = _ring(sites, x, ring_pieces, eager, mark, base=base)
         end = float(r.end.max())
         t_end = max(t_end, end)
         levels.append({"level": "site", "phase": 3, "site": sites.names[x], "ranks": n,
@@ -182,8 +192,3 @@ def predict(plan, sites, nbytes: int, nseg: int) -> dict:
                        "starts_s": float(r.start.min())})
     return {"predicted_s": float(t_end), "method": "per-level (rings: class DAG; plan: site events)",
             "levels": levels}
-
-
-def _fifo(sites, a, b, m):
-    from .model import fifo_of
-    return fifo_of(sites, a, b)(m)

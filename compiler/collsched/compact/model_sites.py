@@ -16,7 +16,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import resources
 from ..errors import InputError
+from ..inputs import topology as topology_file
+from ..inputs.schemas import TOPOLOGY_SCHEMA, Doc, read_yaml
 from ..inputs.topology import Topology, homogeneous, load_topology
 
 SOURCE = "compact model"
@@ -159,31 +162,84 @@ def default_cluster(nranks: int) -> Sites:
     return Sites(("site0",), (p,), sample, ((0, 1) if p > 1 else (0,),), "<homogeneous>")
 
 
+def from_file(path, nranks: int, site_sizes=None) -> Sites:
+    """Sites of a topology file at any P, without its P x P matrices: the file is read
+    with the topology reader's own parsers, then rebuilt with at most two hosts per site
+    (the sample: the same link classes, TCP window, eager limit, size-dependent costs and
+    shared WAN links), and the ranks are placed on the first P hosts, one per host, site
+    by site. Files the sample cannot stand for (a measured matrix, a top-level host list,
+    another placement) are loaded whole (up to the reader's limits) and go through
+    from_topology. P beyond the file's hosts: a one-site file keeps its LAN for P hosts; a
+    multi-site one needs site_sizes (a hier description's)."""
+    doc = read_yaml(resources.topology_path(path), TOPOLOGY_SCHEMA)
+    d = doc.data
+    place = d.get("placement", {})
+    if "matrix" in d or "hosts" in d or place.get("hosts") or int(place.get("ranks_per_host", 1)) != 1:
+        return from_topology(load_topology(path, nranks), site_sizes)
+    names, counts = [], []
+    for s in d.get("sites", []):
+        hs = s.get("hosts")
+        n = len(hs) if isinstance(hs, list) else int(hs)
+        names.append(s["name"])
+        counts.append(n)
+    if site_sizes is None:
+        sizes, left = [], int(nranks)
+        for n in counts:
+            take = min(n, left)
+            sizes.append(take)
+            left -= take
+        if left:
+            if sum(1 for n in counts if n) == 1:
+                sizes = [nranks if n else 0 for n in counts]
+            else:
+                raise InputError(doc.source, "nranks", f"expected at most {sum(counts)} ranks on this "
+                                 "multi-site file (one per host), or the site sizes (site_sizes)")
+    else:
+        sizes = list(_check_sizes(site_sizes, doc.source))
+        used = [i for i, n in enumerate(counts) if n]
+        if len(sizes) > len(used):
+            raise InputError(doc.source, "site_sizes", f"expected at most {len(used)} sites, found {len(sizes)}")
+        full = [0] * len(counts)
+        for i, n in zip(used, sizes):
+            full[i] = n
+        sizes = full
+    small = dict(d)
+    small["sites"] = []
+    for s, n in zip(d.get("sites", []), sizes):
+        s = dict(s)
+        hs = s.get("hosts")
+        keep = min(n, 2)
+        if keep:
+            s["hosts"] = hs[:keep] if isinstance(hs, list) else keep
+            small["sites"].append(s)
+    kept = {s["name"] for s in small["sites"]}
+    if "wan" in d:
+        small["wan"] = [w for w in d["wan"] if set(w["between"]) <= kept]
+    small.pop("placement", None)
+    sample = topology_file._Reader(Doc(doc.source, doc.text, small)).build(None)
+    if not sample.full_duplex:
+        raise InputError(doc.source, "duplex", "expected full duplex (the compact form's)")
+    reps, at = [], 0
+    for n in sizes:
+        if n:
+            k = min(n, 2)
+            reps.append(tuple(range(at, at + k)))
+            at += k
+    used_names = tuple(nm for nm, n in zip(names, sizes) if n)
+    return Sites(used_names, tuple(n for n in sizes if n), sample, tuple(reps), doc.source)
+
+
 def load(topology, nranks: int, site_sizes=None) -> Sites:
-    """Sites for a request: topology None (the default cluster), a Topology, or a topology
-    file's path. A file is loaded at its own rank capacity (at most 8192, its hosts at most
-    2048); P beyond it keeps the file's link classes: a one-site file is extrapolated to P
-    hosts on the same LAN; a multi-site one needs site_sizes (a hier description gives
-    them)."""
+    """Sites for a request: topology None (the default cluster), a Topology (its own
+    ranks, or site_sizes for the same sites), or a topology file's path (from_file)."""
     if topology is None:
-        if site_sizes is not None and len(site_sizes) != 1:
+        if site_sizes is not None and tuple(site_sizes) != (nranks,):
             raise InputError(SOURCE, "site_sizes", "expected one site on the default cluster")
         return default_cluster(nranks)
     if isinstance(topology, Topology):
-        topo = topology
+        sites = from_topology(topology, site_sizes)
     else:
-        topo = load_topology(topology)  # its own capacity: nothing P x P for a large P
-    if site_sizes is None and topo.nranks != nranks:
-        if nranks < topo.nranks:
-            topo = load_topology(topology, nranks) if not isinstance(topology, Topology) else topo
-            if topo.nranks != nranks:
-                raise InputError(topo.source, "nranks", f"expected {topo.nranks} ranks, found {nranks}")
-        elif len(set(topo.rank_site())) == 1:
-            site_sizes = (nranks,)
-        else:
-            raise InputError(topo.source, "nranks", f"expected at most {topo.nranks} ranks on this "
-                             "multi-site file, or the site sizes (site_sizes)")
-    sites = from_topology(topo, site_sizes)
+        sites = from_file(topology, nranks, site_sizes)
     if sites.nranks != nranks:
         raise InputError(sites.source, "site_sizes", f"expected sizes summing to {nranks}, found "
                          f"{sites.nranks}")

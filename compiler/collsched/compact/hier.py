@@ -41,14 +41,18 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+import yaml
 
 from .. import passes, resources
 from ..algorithms import Request, block_transfers, hier as hier_alg, site_plan
 from ..errors import InputError
+from ..files import write_atomic
 from ..inputs import topology as topology_file
 from ..inputs.schemas import TOPOLOGY_SCHEMA, read_yaml
-from ..ir import Schedule
+from ..ir import SEND, Schedule
+from ..verify import verify
 from .desc import NO_FIFO, SOURCE, CompactDesc, TailForm, fifo_min_piece, register_tail
+from .native import schedule as compact_schedule
 
 MAX_SITES = 256  # compact_hier.c CS_HIER_MAX_SITES: its plan check keeps an S x S bitmap on the stack
 _HEAD = struct.Struct("<IIII")
@@ -337,6 +341,67 @@ def explicit(desc: CompactDesc, topology) -> Schedule:
     plan = site_plan.SitePlan("", tail.sizes, tuple(g[0] for g in groups), tail.entries, desc.bytes_max)
     sched = block_transfers(req, "hier", *hier_alg.transfers(groups, plan))
     return passes.apply(sched, topo, desc.bytes_max)
+
+
+def tail_lists(desc: CompactDesc) -> Schedule:
+    """The lists the tail stands for, built by the explicit side alone (no topology file):
+    hier.transfers on the tail's sites and plan, block_transfers, and the FIFO marks read
+    from the tail's thresholds (a send is marked where its piece is at least the threshold
+    of its (sender's site, receiver's site))."""
+    tail = decode_tail(desc.tail)
+    first = np.concatenate([[0], np.cumsum(tail.sizes)[:-1]]).astype(np.int64)
+    groups = [list(range(int(f), int(f) + n)) for f, n in zip(first, tail.sizes)]
+    plan = site_plan.SitePlan("", tail.sizes, tuple(int(f) for f in first), tail.entries, desc.bytes_max)
+    req = Request(nranks=desc.nranks, nbytes=desc.bytes_max, nseg=desc.nseg)
+    sched = block_transfers(req, "hier", *hier_alg.transfers(groups, plan))
+    site = np.repeat(np.arange(len(tail.sizes)), tail.sizes)
+    threshold = np.array(tail.fifo, np.uint64)[site[sched.rank_of_op], site[sched.peer]]
+    piece = sched.piece_bytes(desc.bytes_max).astype(np.uint64)[sched.segment]
+    sched.fifo = ((sched.kind == SEND) & (piece >= threshold)).astype(np.uint8)
+    return sched
+
+
+def check_record(desc: CompactDesc) -> str | None:
+    """What `collsched verify` can say of a hier record without its topology file: None
+    when the tail's lists (tail_lists) pass the verifier (holding, delivery, matching,
+    progress) and the C generator's lists equal them column by column; else one line.
+    O(total ops): for the sizes the explicit path serves."""
+    want = tail_lists(desc)
+    bad = verify(want)
+    if bad:
+        return f"{desc}: {bad[0]}"
+    got = compact_schedule(desc)
+    counts_want, counts_got = np.diff(want.offsets), np.diff(got.offsets)
+    if not np.array_equal(counts_want, counts_got):
+        r = int(np.nonzero(counts_want != counts_got)[0][0])
+        return f"{desc}: rank {r}: {int(counts_got[r])} ops generated, the tail's lists have {int(counts_want[r])}"
+    for col in ("kind", "peer", "origin", "segment", "phase", "fifo"):
+        diff = np.nonzero(getattr(want, col) != getattr(got, col))[0]
+        if len(diff):
+            i = int(diff[0])
+            r = int(np.searchsorted(want.offsets, i, side="right") - 1)
+            return f"{desc}: rank {r} op {i - int(want.offsets[r])}: {col} differs from the tail's lists"
+    return None
+
+
+def write_sites_topology(path, sizes, lan, wan, *, tcp_window: int | None = None,
+                         name: str = "sites", comment: str | None = None) -> None:
+    """Write (atomically) a class-form topology file of len(sizes) sites (S0, S1, ...) with
+    sizes[i] hosts each: lan[i] = (latency s, bandwidth B/s) of site i's LAN, wan[(i, j)]
+    (i < j) = (latency, bandwidth, latency back, bandwidth back) of the link between them.
+    Site counts only (no host lists): what read_sites reads at any size, and what
+    load_topology reads up to its host limit. Numbers are written as repr'd floats (YAML
+    round-trips them exactly)."""
+    doc = {"name": name, "duplex": "full"}
+    if tcp_window is not None:
+        doc["tcp_window"] = int(tcp_window)
+    doc["sites"] = [{"name": f"S{i}", "hosts": int(n), "lan": {"latency": float(lan[i][0]),
+                     "bandwidth": float(lan[i][1])}} for i, n in enumerate(sizes)]
+    doc["wan"] = [{"between": [f"S{i}", f"S{j}"], "latency": float(v[0]), "bandwidth": float(v[1]),
+                   "latency_back": float(v[2]), "bandwidth_back": float(v[3])}
+                  for (i, j), v in sorted(wan.items())]
+    head = "".join(f"# {line}\n" for line in (comment or "").splitlines())
+    write_atomic(path, head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=1000))
 
 
 def record_bytes(nsites: int) -> int:

@@ -318,3 +318,77 @@ def _bslb_refusal(args) -> str | None:
 
 register_tail("bdr", TailForm(_check_bdr, _bdr_refusal, describe_bdr))
 register_tail("bslb", TailForm(_check_bslb, _bslb_refusal, describe_bslb))
+
+
+# --- the explicit side, for the proof (tests, tools/prove_compact_bdr.py, verify) -----
+
+def pattern_of(desc: CompactDesc) -> tuple[np.ndarray, float | None]:
+    """(arrivals, tau) that the explicit compiler turns into the lists `desc` describes:
+    for bdr, with tau = 1 s, class c (ps_c pre-steps) arrives at -(ps_c + c / (2 nclass))
+    (the floor gives ps_c back; later classes arrive earlier); for bslb, the i-th rank of
+    the order at i + 1, and the root at 0 or, when late, after everybody."""
+    p = desc.nranks
+    if desc.algorithm == "bdr":
+        t = read_bdr_tail(desc)
+        cls = t["classes"]
+        nclass = int(cls.max()) + 1 if len(cls) else 1
+        return -(t["ps"] + cls / (2.0 * nclass)), 1.0
+    t = read_bslb_tail(desc)
+    a = np.zeros(p)
+    a[t["order"]] = np.arange(1, p, dtype=float)
+    a[0] = float(p) if t["root_late"] else 0.0
+    return a, None
+
+
+def engine_of(desc: CompactDesc) -> str:
+    return (read_bdr_tail(desc) if desc.algorithm == "bdr" else read_bslb_tail(desc))["engine"]
+
+
+def explicit(desc: CompactDesc, arrivals=None, tau: float | None = None):
+    """The explicit compiler's lists for `desc` as pipeline._compile_one makes them on the
+    default cluster (generate, the engine's phases, passes.apply), from `arrivals` and
+    `tau` (the pipeline's: minus their minimum), or from pattern_of(desc)."""
+    from .. import passes, pipeline
+    from ..algorithms import Request, generate
+    from ..inputs.topology import homogeneous
+
+    if arrivals is None:
+        arrivals, tau = pattern_of(desc)
+    latency, bandwidth = _homogeneous_defaults()
+    topo = homogeneous(desc.nranks, latency, bandwidth)
+    req = Request(nranks=desc.nranks, nbytes=desc.bytes_max, nseg=desc.nseg, full_duplex=True,
+                  topology=topo, arrivals=np.asarray(arrivals, float), tau=tau)
+    sched = generate(desc.algorithm, req)
+    engine = engine_of(desc)
+    if engine == "none" or (engine == "ahead" and (sched.serial or desc.bytes_min != desc.bytes_max)):
+        pipeline._all_foreground(sched)
+    elif engine == "ahead":
+        pipeline._leading_receives_only(sched)
+    sched = passes.apply(sched, topo, desc.bytes_max)
+    if engine == "ahead" and not sched.serial and desc.bytes_min == desc.bytes_max:
+        pipeline._leading_receives_only(sched)
+    return sched
+
+
+def first_difference(desc: CompactDesc, arrivals=None, tau: float | None = None,
+                     ranks=None) -> str | None:
+    """None when the generated list of every rank (or of `ranks`) equals the explicit one
+    column by column, else one line naming the first rank and operation that differ."""
+    from .identity import COLUMNS
+    from .native import generate as generated
+
+    want = explicit(desc, arrivals, tau)
+    for r in range(desc.nranks) if ranks is None else ranks:
+        got = generated(desc, r)
+        lo, hi = int(want.offsets[r]), int(want.offsets[r + 1])
+        if len(got) != hi - lo:
+            return f"{desc.algorithm} P={desc.nranks}: rank {r}: {len(got)} ops generated, explicit has {hi - lo}"
+        cols = {"kind": got["kind"], "peer": got["peer"], "origin": got["origin"],
+                "segment": got["segment"], "phase": got["flags"] & 1, "fifo": got["flags"] >> 1}
+        for col in COLUMNS:
+            bad = np.nonzero(getattr(want, col)[lo:hi] != cols[col])[0]
+            if len(bad):
+                i = int(bad[0])
+                return (f"{desc.algorithm} P={desc.nranks}: rank {r} op {i}: {col} generated "
+                        f"{int(cols[col][i])}, explicit {int(getattr(want, col)[lo + i])}")
+    return None

@@ -1,0 +1,242 @@
+"""The compact form of bdr and bslb (compact/bdr.py, runtime/src/compact_bdr.c;
+docs/compact-bdr.md): the generated lists against the explicit compiler's for random
+patterns (balanced, one late rank, random, ties on tau's grid), tau, engines, segments and
+sizes around the FIFO threshold; whole files written by `collsched compile` in both forms;
+the tails' checks in C and Python against hostile records. About 40 s."""
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from collsched import schedfile
+from collsched.cli import main
+from collsched.compact import bdr, native, read_compact
+from collsched.compact.desc import DESC_BYTES, CompactDesc, decode
+from collsched.errors import InputError
+from collsched.pipeline import ENGINES
+
+THRESHOLD = 6251  # fifo_min_piece on the default cluster (docs/compact.md)
+TAU = 1e-4
+
+
+def pattern(kind: str, p: int, m: int, seed: int) -> np.ndarray:
+    """Arrival times (s) of P ranks with about m pre-steps of tau = TAU."""
+    rng = np.random.default_rng(seed)
+    if kind == "balanced":
+        return np.zeros(p)
+    if kind == "one_late":
+        a = np.zeros(p)
+        a[rng.integers(p)] = m * TAU
+        return a
+    if kind == "ties":  # on tau's grid: equal arrivals, and quotients at integers
+        return rng.integers(0, m + 1, p) * TAU
+    if kind == "late_few":  # a few late ranks, the rest on time (the measured pattern)
+        return np.where(rng.random(p) < 0.1, rng.random(p) * m * TAU, 0.0)
+    return rng.random(p) * m * TAU  # random
+
+
+KINDS = ("balanced", "one_late", "ties", "late_few", "random")
+
+
+def check(desc: CompactDesc, arrivals, tau=None):
+    why = bdr.first_difference(desc, arrivals, tau)
+    assert why is None, why
+    # the description alone (pattern_of) gives the same lists
+    assert bdr.first_difference(desc) is None
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=st.integers(2, 90), m=st.integers(0, 40), kind=st.sampled_from(KINDS),
+       engine=st.sampled_from(ENGINES), nbytes=st.sampled_from([1, THRESHOLD - 1, THRESHOLD, 65536]),
+       seed=st.integers(0, 2**32 - 1))
+def test_bdr_lists_are_the_compilers(p, m, kind, engine, nbytes, seed):
+    """P small against M (the window is the whole ring) and large (the window is 3M+3)."""
+    a = pattern(kind, p, m, seed)
+    check(bdr.bdr_desc(a, TAU, (nbytes // 2, nbytes), engine), a, TAU)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=st.integers(200, 360), m=st.integers(1, 12), kind=st.sampled_from(KINDS[1:]),
+       seed=st.integers(0, 2**32 - 1))
+def test_bdr_window_far_below_the_ring(p, m, kind, seed):
+    """Few pre-steps on many ranks: each rank replays 3M+3 of them, sampled ranks only."""
+    a = pattern(kind, p, m, seed)
+    desc = bdr.bdr_desc(a, TAU, 65536)
+    rng = np.random.default_rng(seed)
+    ranks = sorted({0, p - 1, *rng.integers(0, p, 40).tolist()})
+    assert bdr.first_difference(desc, a, TAU, ranks=ranks) is None
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=st.integers(1, 70), kind=st.sampled_from(KINDS), engine=st.sampled_from(ENGINES),
+       nseg=st.integers(1, 4), near=st.sampled_from([-1, 0, 1]), seed=st.integers(0, 2**32 - 1))
+def test_bslb_lists_are_the_compilers(p, kind, engine, nseg, near, seed):
+    """Byte sizes put the FIFO threshold between, at and beside the segments' sizes."""
+    a = pattern(kind, p, 10, seed)
+    if kind != "balanced" and p > 1 and seed % 2:
+        a[0] = a.max() + TAU  # the root late: its gather in the background (pat)
+    nbytes = THRESHOLD * nseg + near
+    desc = bdr.bslb_desc(a, (0, nbytes), nseg, engine)
+    if p > 1:
+        check(desc, a)
+    else:
+        assert len(native.generate(desc, 0)) == 0
+
+
+def test_bdr_one_rank_and_max_pre_steps():
+    assert len(native.generate(bdr.bdr_desc(np.zeros(1), TAU, 100), 0)) == 0
+    a = np.zeros(7)
+    a[3] = bdr.MAX_PRE_STEPS * TAU  # exactly the limit: served (the whole ring)
+    desc = bdr.bdr_desc(a, TAU, 100)
+    assert bdr.read_bdr_tail(desc)["max_ps"] == bdr.MAX_PRE_STEPS
+    check(desc, a, TAU)
+    a[3] = (bdr.MAX_PRE_STEPS + 1) * TAU
+    with pytest.raises(InputError, match="at most 1024 pre-steps"):
+        bdr.bdr_desc(a, TAU, 100)
+
+
+def test_default_tau_is_the_explicit_compiles():
+    from collsched.algorithms.bdr import default_tau
+    from collsched.algorithms.registry import Request
+    from collsched.inputs.topology import homogeneous
+
+    for p in (2, 3, 17, 256):
+        for nbytes in (0, 1, 6251, 1 << 20, (1 << 40) + 3):
+            want = default_tau(Request(nranks=p, nbytes=nbytes, nseg=1, topology=homogeneous(p)))
+            assert bdr.default_tau(nbytes) == want
+
+
+def write_pap(path, a) -> str:
+    path.write_text("unit: s\narrivals: [" + ", ".join(repr(float(x)) for x in a) + "]\n")
+    return str(path)
+
+
+def cli(capsys, *argv):
+    status = main([str(x) for x in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def generated_file_columns(desc):
+    lists = [native.generate(desc, r) for r in range(desc.nranks)]
+    return np.concatenate(lists)
+
+
+@pytest.mark.parametrize("algorithm,p,extra", [
+    ("bdr", 9, []), ("bdr", 12, ["--tau", "300us", "--engine", "none"]),
+    ("bslb", 10, ["--segments", "3"]), ("bslb", 7, ["--engine", "ahead"]),
+])
+def test_cli_compact_equals_the_explicit_file(tmp_path, capsys, algorithm, p, extra):
+    """`collsched compile` in both forms (the pipeline with its verifier, the file as
+    written) from one PAP file: the generated lists are the file's sections."""
+    a = np.random.default_rng(p).random(p) * 2e-3 + 0.5
+    a[p // 2] += 1e-3  # a late rank
+    pap = write_pap(tmp_path / "pap.yaml", a)
+    base = ["compile", "--algorithm", algorithm, "--ranks", p, "--bytes", "4000:20000", "--pap", pap, *extra]
+    status, out, err = cli(capsys, *base, "--form", "compact", "-o", tmp_path / "c.sched", "--json")
+    assert status == 0 and json.loads(out)["form"] == "compact", err
+    assert cli(capsys, *base, "-o", tmp_path / "e.sched")[0] == 0
+    desc, sched = read_compact(tmp_path / "c.sched"), schedfile.read(tmp_path / "e.sched")
+    assert (desc.nseg, desc.bytes_min, desc.bytes_max) == (sched.nseg, sched.bytes_min, sched.bytes_max)
+    got = generated_file_columns(desc)
+    assert np.array_equal(np.diff(sched.offsets), [len(native.generate(desc, r)) for r in range(p)])
+    for col, mine in (("peer", got["peer"]), ("origin", got["origin"]), ("segment", got["segment"]),
+                      ("kind", got["kind"]), ("phase", got["flags"] & 1), ("fifo", got["flags"] >> 1)):
+        assert np.array_equal(getattr(sched, col), mine), col
+    if algorithm == "bdr" and "none" not in extra:
+        assert sched.has_background  # the comparison covered background phases
+    # what `collsched verify` should run for these (identity.first_difference compiles
+    # with flat arrivals: docs/compact-bdr.md, "What remains")
+    assert bdr.first_difference(desc) is None
+
+
+def test_cli_refusals_and_auto(tmp_path, capsys):
+    a = np.zeros(8)
+    a[2] = 5e-3
+    pap = write_pap(tmp_path / "pap.yaml", a)
+    f = tmp_path / "x.sched"
+    base = ["compile", "--ranks", 8, "--bytes", "1KiB", "--pap", pap, "-o", f]
+    for alg, extra, why in (("bdr", ["--duplex", "half"], "half duplex"),
+                            ("bslb", ["--topology", "tryton-48"], "a topology file"),
+                            ("bdr", ["--segments", "2"], "whole blocks"),
+                            ("bdr", ["--tau", "1us"], "pre-steps (the compact generator replays at most 1024)")):
+        status, _, err = cli(capsys, *base, "--algorithm", alg, *extra, "--form", "compact")
+        assert status == 2 and why in err and len(err.strip().splitlines()) == 1, err
+    # auto: explicit where there is no description (and below 1024 ranks anyway)
+    assert cli(capsys, *base, "--algorithm", "bdr", "--tau", "1us", "--form", "auto")[0] == 0
+    assert f.read_bytes()[:8] == b"COLLSCHD"
+
+
+def retail(desc: CompactDesc, tail: bytes) -> bytes:
+    """desc's record with another tail (the CRC made right, so the tail's checks speak)."""
+    head = bytearray(desc.encode()[:DESC_BYTES])
+    head[48:52] = struct.pack("<I", DESC_BYTES + len(tail) + 4)
+    body = bytes(head) + tail
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def refused_by_both(record: bytes) -> tuple[str, str]:
+    with pytest.raises(InputError) as c_side:
+        native.generate(record, 0)
+    with pytest.raises(InputError) as py_side:
+        decode(record)
+    return c_side.value.line(), py_side.value.line()
+
+
+def test_hostile_tails_are_refused_in_one_line():
+    a = pattern("ties", 6, 5, 1)
+    d = bdr.bdr_desc(a, TAU, 100)
+    t = d.tail
+    cases = [
+        (t[:10], "length"),
+        (struct.pack("<I", 1025) + t[4:], "max_ps"),
+        (t[:4] + struct.pack("<I", 0) + t[8:], "nclass"),
+        (t[:4] + struct.pack("<I", 7) + t[8:], "nclass"),
+        (t[:8] + struct.pack("<I", 0) + t[12:], "nruns"),
+        (t[:12] + b"\x03" + t[13:], "engine"),
+        (t[:13] + b"\x05" + t[14:], "width"),
+        (t[:14] + b"\x01\x00" + t[16:], "width"),
+        (t + b"\x00", "length"),
+        (t[:16] + struct.pack("<I", 1) + t[20:], "runs"),
+        (t[:-1] + b"\xff", "class"),
+    ]
+    for tail, field in cases:
+        c_line, py_line = refused_by_both(retail(d, tail))
+        assert f"tail: {field}" in c_line and field in py_line, (field, c_line, py_line)
+        assert "\n" not in c_line
+    s = bdr.bslb_desc(a, 100)
+    for tail, field in [(s.tail[:3], "length"), (b"\x03" + s.tail[1:], "engine"),
+                        (s.tail[:1] + b"\x02" + s.tail[2:], "root_late"),
+                        (s.tail[:4] + b"\x00" + s.tail[5:], "order"), (s.tail[:4] + b"\x06" + s.tail[5:], "order")]:
+        c_line, py_line = refused_by_both(retail(s, tail))
+        assert f"tail: {field}" in c_line and field in py_line, (field, c_line, py_line)
+    wrong_seg = bytearray(d.encode())
+    wrong_seg[16:20] = struct.pack("<I", 2)
+    wrong_seg[-4:] = struct.pack("<I", zlib.crc32(bytes(wrong_seg[:-4])))
+    assert "nseg: expected 1 for bdr" in refused_by_both(bytes(wrong_seg))[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(alg=st.sampled_from(["bdr", "bslb"]), at=st.integers(0, 10_000), value=st.integers(0, 255),
+       seed=st.integers(0, 1000))
+def test_corrupt_tails_never_read_out_of_bounds(alg, at, value, seed):
+    """Any byte of the tail overwritten (CRC made right): refused in one line, or lists
+    whose every field is in range (ASan builds of the runtime run the same C)."""
+    a = pattern("random", 12, 6, seed)
+    d = bdr.bdr_desc(a, TAU, 100) if alg == "bdr" else bdr.bslb_desc(a, 100, 2)
+    tail = bytearray(d.tail)
+    tail[at % len(tail)] = value
+    record = retail(d, bytes(tail))
+    for r in range(d.nranks):
+        try:
+            ops = native.generate(record, r)
+        except InputError as e:
+            assert "\n" not in e.line()
+            return
+        assert np.all(ops["peer"] < d.nranks) and np.all(ops["origin"] < d.nranks)
+        assert np.all(ops["segment"] < d.nseg) and np.all(ops["flags"] <= 3)

@@ -102,7 +102,8 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
     eager = sites.eager_limit
     levels = []
     send_free = np.zeros(S)
-    recv_free = np.zeros(S)  # a receive may start from here (port minus early, or posting)
+    recv_rel = np.full(S, -np.inf)  # the last receive's ready + duration (next: minus its early)
+    post = np.full(S, -np.inf)  # rendezvous: when a member posts its next receive
     t_end = 0.0
     # Phase 1.
     for x in range(S):
@@ -114,75 +115,65 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
         last_send = int(np.argmax(r.start))
         c_last = sites.costs(x, x, int(pieces[-1]))
         send_free[x] = r.start[last_send] + c_last.os
-        # the last receive of the member: the class ending last (rank 0's view)
-        recv_end = float(r.end.max())
-        recv_free[x] = recv_end  # minus early below, per piece of phase 2
-        if pieces.max() >= eager and n >= 3:
-            feed = r.feed[r.feed >= 0]
-            recv_free[x] = float(r.end[feed].max())  # posting: the last forwarded piece's arrival
-        else:
-            recv_free[x] = recv_end - sites.costs(x, x, int(pieces[0])).early
+        recv_rel[x] = float(r.end.max())  # symmetric: the member's last receive ends last
+        if pieces.max() >= eager and n >= 3:  # posting: the last forwarded piece's arrival
+            post[x] = float(r.end[r.feed[r.feed >= 0]].max())
         t_end = max(t_end, float(r.end.max()))
         levels.append({"level": "site", "phase": 1, "site": sites.names[x], "ranks": n,
                        "seconds": float(r.end.max()), "classes": r.n})
-    # Phase 2: the plan's entries in list order.
-    hold = np.full((S, S), np.inf)
-    np.fill_diagonal(hold, 0.0)
+    # Phase 2: the plan's entries in list order, piece by piece (_entry).
+    arrive = {(x, x): np.zeros(sizes[x] * nseg) for x in range(S)}  # (site, origin) -> per piece
+    port = [np.full(sizes[x], send_free[x]) for x in range(S)]  # per member: send port free
+    # per member: the previous receive's ready time (the next may start m / NIC after it)
+    rprev = [np.full(sizes[x], recv_rel[x]) for x in range(S)]
     link_free = {}
-    fwd_gate = np.full(S, -np.inf)
-    step_gate = {}  # (site, step) -> the forwarded arrivals its later receives wait for
-    p2_end = 0.0
+    step_gate = {}  # (site, step) -> arrivals of pieces it forwarded before (rendezvous)
     big = pieces.max() >= eager
+    p2_end = 0.0
+    detail = []
     for e in plan.entries:
         X, Y, O = e.src, e.dst, e.origin
-        m = int(pieces.max())
-        c = sites.costs(X, Y, m)
-        nO, nX, nY = sizes[O], sizes[X], sizes[Y]
-        start = max(hold[X, O], send_free[X], link_free.get((X, Y), 0.0),
-                    recv_free[Y] - (0.0 if big else 0.0),
-                    step_gate.get((Y, e.step), -np.inf) if big else -np.inf)
-        npieces = nO * nseg
-        pairs = min(nO, math.lcm(nX, nY))
-        k_send = math.ceil(nO / min(nO, nX)) * nseg
-        k_recv = math.ceil(nO / min(nO, nY)) * nseg
-        k_pair = math.ceil(nO / pairs) * nseg
-        marked = mark(X, Y, m)
-        chain = c.duration if marked else c.g
-        rport = c.duration - c.early
-        spans = [(npieces * c.wan_time, c.wan_time), (k_send * c.os, c.os),
-                 (k_recv * rport, rport), (k_pair * chain, chain)]
-        busy, each = max(spans)
-        end = start + busy - each + c.duration
-        hold[Y, O] = end
-        link_free[(X, Y)] = start + npieces * c.wan_time if c.link >= 0 else start + k_pair * (c.g if not marked else 0.0)
-        send_free[X] = start + k_send * c.os
-        recv_free[Y] = max(recv_free[Y], start + k_recv * rport - c.early if not big else recv_free[Y])
-        if X != O:  # a relay: Y's later receives are posted after this block's arrival at X
-            fwd_gate[X] = max(fwd_gate[X], hold[X, O])
-            step_gate[(X, e.step + 1)] = max(step_gate.get((X, e.step + 1), -np.inf), fwd_gate[X])
-        p2_end = max(p2_end, end)
+        gate = max(post[Y], step_gate.get((Y, e.step), -np.inf)) if big else -np.inf
+        start, end, fwd_feed = _entry(sites, sizes, X, Y, O, pieces, mark(X, Y, int(pieces.max())),
+                                      arrive[(X, O)], port[X], rprev[Y], gate, link_free)
+        arrive[(Y, O)] = end
+        if X != O and big:  # a relay: X's receives of later steps are posted after these
+            for later in range(e.step + 1, plan.nsteps):
+                step_gate[(X, later)] = max(step_gate.get((X, later), -np.inf), fwd_feed)
+        p2_end = max(p2_end, float(end.max()))
+        detail.append({"src": sites.names[X], "dst": sites.names[Y], "origin": sites.names[O],
+                       "step": int(e.step), "start_s": float(start.min()), "end_s": float(end.max())})
     t_end = max(t_end, p2_end)
     levels.append({"level": "sites", "phase": 2, "entries": len(plan.entries), "plan": plan.kind,
-                   "seconds": float(p2_end)})
+                   "seconds": float(p2_end), "detail": detail})
     # Phase 3: per site, the ring of the remote blocks.
     first = np.r_[0, np.cumsum(sizes)]
     for x in range(S):
         n = sizes[x]
         if n < 2 or S < 2:
             continue
-        # R_0: blocks i = 0, n, 2n, ... of every other site, ascending origin rank.
-        site_of_block = np.concatenate([np.full(len(range(0, sizes[o], n)), o) for o in range(S) if o != x])
-        nb = len(site_of_block)
+        # The representative member: |R| = the largest R_k, each of its pieces arriving
+        # as the latest member's piece at that position (the ring waits for the latest).
+        reps = []
+        for o in range(S):
+            if o == x:
+                continue
+            a = arrive[(x, o)].reshape(sizes[o], nseg)
+            J = -(-sizes[o] // n)
+            pad = np.full((J * n, nseg), -np.inf)
+            pad[:sizes[o]] = a
+            reps.append(pad.reshape(J, n, nseg).max(1))
+        arrive_r = np.concatenate(reps).ravel()
+        nb = len(arrive_r) // nseg
         if nb == 0:
             continue
         ring_pieces = np.tile(pieces, nb)
-        arrive = np.repeat(hold[x, site_of_block], nseg)  # per piece of R_0
-        port = max(send_free[x], recv_free[x] if not big else 0.0)
+        port_x = max(float(port[x].max()), float(rprev[x].max()) - sites.costs(x, x, int(pieces.max())).early)
 
-        def base(info, arrive=arrive, port=port, nseg_r=len(ring_pieces)):
+        def base(info, arrive_r=arrive_r, port_x=port_x):
             own = info["own"]
-            b = np.full(len(own), port)
-            b[own] = np.maximum(port, arrive[info["seg"][own]])
+            b = np.full(len(own), port_x)
+            b[own] = np.maximum(port_x, arrive_r[info["seg"][own]])
             return b
         r, _ = _ring(sites, x, ring_pieces, eager, mark, base=base)
         end = float(r.end.max())
@@ -192,3 +183,81 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
                        "starts_s": float(r.start.min())})
     return {"predicted_s": float(t_end), "method": "per-level (rings: class DAG; plan: site events)",
             "levels": levels}
+
+
+def _entry(sites, sizes, X, Y, O, pieces, fifo, ready_data, port, recv_prev, gate, link_free):
+    """One plan entry, piece by piece: (start, end) per piece (block i, segment s: index
+    i * nseg + s) and the latest arrival of a forwarded piece (for the relay's rendezvous).
+    Sender member u = i mod n_X sends its pieces in list order (blocks ascending, segments
+    in order), round r its r-th piece, each round vectorised over the members: a piece is
+    ready once its data is at X (ready_data), u's port is free (the previous piece's ready
+    + os), its pair's previous piece allows (FIFO: ended; else started + g), Y's gate has
+    passed and its receiver's port allows (m / NIC after the previous piece into it); the
+    shared link then takes the round's pieces in ready order, each holding it m / beta
+    (dag.py's link order). `port` (per member of X: ready + os of its last send),
+    `recv_prev` (per member of Y: ready + duration of its last receive) and link_free are
+    updated."""
+    nseg = len(pieces)
+    nO, nX, nY = sizes[O], sizes[X], sizes[Y]
+    lcm = math.lcm(nX, nY)
+    c = [sites.costs(X, Y, int(m)) for m in pieces]
+    dur = np.array([x.duration for x in c])
+    os_ = np.array([x.os for x in c])
+    g = np.array([x.g for x in c])
+    rport = np.array([x.duration - x.early for x in c])
+    w = np.array([x.wan_time for x in c])
+    shared = c[0].link >= 0
+    start = np.zeros(nO * nseg)
+    end = np.zeros(nO * nseg)
+    ready = np.zeros(nO * nseg)
+    senders = np.arange(min(nX, nO))
+    per_member = -(-nO // nX)  # blocks of the member with the most
+    lf = link_free.get((X, Y), -np.inf)
+    for r in range(per_member * nseg):
+        b, sg = divmod(r, nseg)
+        u = senders[senders + b * nX < nO]
+        if not len(u):
+            break
+        i = u + b * nX
+        k = i * nseg + sg
+        t = np.maximum(ready_data[k], gate)
+        t = np.maximum(t, port[u])  # the member's previous send: ready + os
+        # the pair's previous piece: the previous segment, or the block lcm before
+        pk = np.where(sg > 0, k - 1, (i - lcm) * nseg + nseg - 1)
+        has = (sg > 0) | (i - lcm >= 0)
+        pk = np.maximum(pk, 0)
+        prev_rel = np.where(fifo, end[pk], start[pk] + g[(sg - 1) % nseg])
+        t = np.where(has, np.maximum(t, prev_rel), t)
+        # receivers: one port each, pieces into one member one after another
+        # (t_j >= t_{j-1} + m / NIC in block order), after its earlier rounds' pieces
+        v = i % nY
+        order = np.lexsort((i, v))
+        t_o, v_o = t[order], v[order]
+        first_of = np.searchsorted(v_o, v_o)
+        pos = np.arange(len(v_o)) - first_of
+        rp = rport[sg]
+        t_o = np.maximum(t_o, recv_prev[v_o] - (dur[sg] - rp))
+        if np.any(pos > 0):  # a running max that restarts at each receiver's group
+            gid = np.cumsum(pos == 0) - 1
+            vals = t_o - pos * rp
+            span = float(vals.max() - vals.min()) + 1.0
+            t_o = np.maximum.accumulate(vals + gid * span) - gid * span + pos * rp
+        recv_prev[v_o] = t_o + dur[sg]  # the last of each group is written last
+        t = np.empty_like(t_o)
+        t[order] = t_o
+        ready[k] = t
+        st = t
+        if shared:  # the link in ready order: st_j = max(t_j, st_{j-1} + w)
+            o2 = np.argsort(t, kind="stable")
+            tj = t[o2]
+            j = np.arange(len(tj))
+            st_o = np.maximum.accumulate(np.maximum(tj, lf + w[sg]) - j * w[sg]) + j * w[sg]
+            st = np.empty_like(st_o)
+            st[o2] = st_o
+            lf = float(st_o[-1] + w[sg])
+        start[k] = st
+        end[k] = st + dur[sg]
+        port[u] = t + os_[sg]
+    link_free[(X, Y)] = lf
+    fwd_feed = float(ready_data.max()) if X != O and len(ready_data) else -np.inf
+    return start, end, fwd_feed

@@ -203,28 +203,25 @@ def from_file(path, nranks: int, site_sizes=None) -> Sites:
         for i, n in zip(used, sizes):
             full[i] = n
         sizes = full
+    # The sample: every site of the file with min(its hosts, 2) hosts (a site's host count,
+    # not its ranks, decides its NIC and whether a site pair's link is shared: links.py).
     small = dict(d)
     small["sites"] = []
-    for s, n in zip(d.get("sites", []), sizes):
+    for s in d.get("sites", []):
         s = dict(s)
         hs = s.get("hosts")
-        keep = min(n, 2)
-        if keep:
-            s["hosts"] = hs[:keep] if isinstance(hs, list) else keep
-            small["sites"].append(s)
-    kept = {s["name"] for s in small["sites"]}
-    if "wan" in d:
-        small["wan"] = [w for w in d["wan"] if set(w["between"]) <= kept]
+        s["hosts"] = hs[:2] if isinstance(hs, list) else min(int(hs), 2)
+        small["sites"].append(s)
     small.pop("placement", None)
     sample = topology_file._Reader(Doc(doc.source, doc.text, small)).build(None)
     if not sample.full_duplex:
         raise InputError(doc.source, "duplex", "expected full duplex (the compact form's)")
     reps, at = [], 0
-    for n in sizes:
+    for n, cap in zip(sizes, counts):
+        k = min(cap, 2)
         if n:
-            k = min(n, 2)
-            reps.append(tuple(range(at, at + k)))
-            at += k
+            reps.append(tuple(range(at, at + min(n, k))))
+        at += k
     used_names = tuple(nm for nm, n in zip(names, sizes) if n)
     return Sites(used_names, tuple(n for n in sizes if n), sample, tuple(reps), doc.source)
 

@@ -22,6 +22,7 @@ size, per-rank generation time over sampled ranks (compact.bench.measure), list 
 Usage: python tools/prove_compact_hier.py [--cases 1000] [--max-ranks 1024] [--jobs 2] [--seed 1]
        python tools/prove_compact_hier.py --only 17 --seed 1
        python tools/prove_compact_hier.py --bench 65536 [--sites 8] [--bytes 65536] [--segments 1]
+                                          [--plan direct|relay]
 """
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def prove(args: tuple) -> dict:
             "difference": why, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def bench(p: int, nsites: int, nbytes: int, nseg: int, ranks: int) -> dict:
+def bench(p: int, nsites: int, nbytes: int, nseg: int, ranks: int, kind: str | None = None) -> dict:
     """The measurement at scale (module docstring); a site-level topology of nsites equal
     sites, LANs of 10 Gbit/s and 5 us, WAN links of 10 Gbit/s and 10-40 ms, a 4 MiB TCP
     window (wan-3x16's classes, spread over more sites)."""
@@ -118,7 +119,7 @@ def bench(p: int, nsites: int, nbytes: int, nseg: int, ranks: int) -> dict:
                                    for i in range(nsites) for j in range(i + 1, nsites)},
                                   tcp_window=4 << 20, name=f"bench-{nsites}x{sizes[0]}")
         t = time.perf_counter()
-        desc = hier.for_topology(path, p, nbytes, nseg)
+        desc = hier.for_topology(path, p, nbytes, nseg, kind=kind)
         describe_s = time.perf_counter() - t
     out = measure(desc, ranks=ranks)
     tail = hier.decode_tail(desc.tail)
@@ -141,9 +142,10 @@ def main(argv=None) -> int:
     ap.add_argument("--bytes", type=int, default=65536)
     ap.add_argument("--segments", type=int, default=1)
     ap.add_argument("--sample", type=int, default=16, help="--bench: ranks timed")
+    ap.add_argument("--plan", choices=("direct", "relay"), help="--bench: force the plan (default: the model's)")
     args = ap.parse_args(argv)
     if args.bench:
-        print(json.dumps(bench(args.bench, args.sites, args.bytes, args.segments, args.sample)))
+        print(json.dumps(bench(args.bench, args.sites, args.bytes, args.segments, args.sample, args.plan)))
         return 0
     todo = [args.only] if args.only is not None else range(args.cases)
     work = [(args.seed, i, args.max_ranks, args.max_sites, args.verify) for i in todo]

@@ -77,13 +77,32 @@ def predict(desc, sites, nbytes: int) -> dict:
                 # first broadcast receive only after that receipt (the translate of the
                 # root's receipt of blocks 1 .. lowbit(y) - 1).
                 low = y & -y
-                gate = max((got.get((j, t), -np.inf) for j in range(1, min(low, p))
+                gate = max((got.get((j, t), -np.inf) for j in range(1, min(low, p - y))
                             for t in range(desc.nseg)), default=-np.inf)
                 st = max(st, gate if pieces[s_] >= eager else gate - c.early)
             send_rel = st + c.os
         en = st + c.duration
         link_end[(kind[i], y)] = (st, en, c.g, c.os)
         end_all = max(end_all, en)
-    return {"predicted_s": float(end_all), "method": "root walk (approximate)",
-            "levels": [{"level": "ranks", "site": sites.names[0], "ranks": p, "seconds": float(end_all),
-                        "root_ops": int(len(ops))}]}
+    # Where latency dominates the root is not last: a block's chain of hops is. Some block
+    # makes `depth` hops one after another (each forwarded once it has arrived).
+    chain = depth(desc.algorithm, p) * costs[-1].duration
+    t = max(end_all, chain)
+    return {"predicted_s": float(t), "method": "root walk and hop chain (approximate)",
+            "levels": [{"level": "ranks", "site": sites.names[0], "ranks": p, "seconds": float(t),
+                        "root_s": float(end_all), "chain_s": float(chain), "root_ops": int(len(ops))}]}
+
+
+def depth(algorithm: str, p: int) -> int:
+    """Hops of a long chain of forwards (a lower estimate of the longest). lnbc and magpie
+    gather block o in one hop and broadcast it down a binomial tree, rank r popcount(r)
+    hops from the root, to every r but o: 1 + popcount(r) where some o is off r's path.
+    mpichg2's binomial gather brings block o up popcount(o) hops and its broadcast down
+    popcount(r) to each r outside o's gather subtree: taken as maxpop + maxpop - 1."""
+    if p < 2:
+        return 0
+    top = (1 << (p.bit_length() - 1)) - 1  # the largest all-ones rank below p
+    maxpop = max(bin(p - 1).count("1"), bin(top).count("1"))
+    if algorithm == "mpichg2":
+        return max(1, 2 * maxpop - 1)
+    return 1 + maxpop if p - 1 > maxpop + 1 else maxpop

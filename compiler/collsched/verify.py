@@ -44,14 +44,19 @@ class _Ctx:
     def __init__(self, s: Schedule):
         self.s = s
         self.rank = s.rank_of_op
-        self.local = np.arange(s.total_ops, dtype=np.int64) - s.offsets[self.rank]
         self.is_send = s.kind == SEND
         self.is_recv = s.kind == RECV
         self.matching: Matching | None = None
         self.feeding_recv: np.ndarray | None = None  # per op: recv delivering a forwarded send's piece
 
+    def local(self, op) -> int:
+        """The index of global op `op` in its rank's list (asked only to name an op: no
+        column of it for every op)."""
+        op = int(op)
+        return op - int(self.s.offsets[self.rank[op]])
+
     def v(self, check: str, op: int, reason: str) -> Violation:
-        return Violation(check, int(self.rank[op]), int(self.local[op]), reason)
+        return Violation(check, int(self.rank[op]), self.local(op), reason)
 
     def piece_key(self, ops) -> np.ndarray:
         s = self.s
@@ -76,7 +81,8 @@ def check_shape(c: _Ctx) -> list[Violation]:
         out += [c.v("shape", int(i), reason) for i in np.nonzero(mask)[0][:MAX_REPORTED]]
     # Background ops must form a prefix of every list (the engine runs that prefix early).
     bg = s.phase == 1
-    late_bg = bg & (c.local > 0)
+    late_bg = bg.copy()
+    late_bg[s.offsets[:-1][s.offsets[:-1] < s.total_ops]] = False  # a list's first op
     late_bg[late_bg] &= ~bg[np.nonzero(late_bg)[0] - 1]
     out += [c.v("shape", int(i), "background op after a foreground op")
             for i in np.nonzero(late_bg)[0][:MAX_REPORTED]]
@@ -84,23 +90,45 @@ def check_shape(c: _Ctx) -> list[Violation]:
 
 
 def _pair_sequence(a: np.ndarray, b: np.ndarray, ops: np.ndarray, nranks: int):
-    """Sort ops by (a, b, list order); return sorted ops, their pair keys and k-th index."""
-    key = a.astype(np.int64) * nranks + b
+    """Sort ops (ascending) by (a, b, list order); return the sorted ops and their pair keys."""
+    return _sorted_by_key(a.astype(np.int64) * nranks + b, ops)
+
+
+def _sorted_by_key(key: np.ndarray, ops: np.ndarray):
+    """(ops, key) sorted by (key, op); ops ascending and distinct, key a fresh int64 array.
+
+    Packed into one int64 value per op and sorted as values (in place, a SIMD sort),
+    which is several times faster than a lexsort's two passes of argsort over millions
+    of ops; keys that do not fit take the lexsort."""
+    span = int(ops[-1]) + 1 if len(ops) else 1
+    if len(key) and int(key.min()) >= 0 and float(int(key.max()) + 1) * span < 2.0 ** 62:
+        key *= span
+        key += ops
+        key.sort()
+        key, ops = np.divmod(key, span)
+        return ops, key
     order = np.lexsort((ops, key))
-    key, ops = key[order], ops[order]
+    return ops[order], key[order]
+
+
+def _kth(key: np.ndarray) -> np.ndarray:
+    """For sorted keys: each one's index among the equal keys before it (0, 1, ...)."""
     starts = np.r_[0, np.nonzero(np.diff(key))[0] + 1]
     first = np.repeat(starts, np.diff(np.r_[starts, len(key)]))
-    return ops, key, np.arange(len(key)) - first
+    return np.arange(len(key)) - first
 
 
 def check_matching(c: _Ctx) -> list[Violation]:
     s = c.s
     sends, recvs = np.nonzero(c.is_send)[0], np.nonzero(c.is_recv)[0]
-    s_ops, s_key, s_k = _pair_sequence(c.rank[sends], s.peer[sends], sends, s.nranks)
-    r_ops, r_key, r_k = _pair_sequence(s.peer[recvs], c.rank[recvs], recvs, s.nranks)
+    s_ops, s_key = _pair_sequence(c.rank[sends], s.peer[sends], sends, s.nranks)
+    del sends
+    r_ops, r_key = _pair_sequence(s.peer[recvs], c.rank[recvs], recvs, s.nranks)
+    del recvs
     out: list[Violation] = []
     if not np.array_equal(s_key, r_key):
         # Some pair has more sends than recvs or the other way round: name the first extra op.
+        s_k, r_k = _kth(s_key), _kth(r_key)
         sk = np.stack([s_key, s_k], 1)
         rk = np.stack([r_key, r_k], 1)
         s_set = set(map(tuple, sk.tolist()))
@@ -121,7 +149,7 @@ def check_matching(c: _Ctx) -> list[Violation]:
         so, ro = int(s_ops[i]), int(r_ops[i])
         out.append(c.v("matching", ro,
                        f"recv from {int(s.peer[ro])} expects piece ({int(s.origin[ro])},{int(s.segment[ro])}) "
-                       f"but the matching send (rank {int(c.rank[so])} op {int(c.local[so])}) carries "
+                       f"but the matching send (rank {int(c.rank[so])} op {c.local(so)}) carries "
                        f"({int(s.origin[so])},{int(s.segment[so])})"))
     if not out:
         c.matching = Matching(s_ops, r_ops)
@@ -143,7 +171,7 @@ def check_holding(c: _Ctx) -> list[Violation]:
     bad = np.nonzero(~found | (feed > fwd))[0]
     for i in bad[:MAX_REPORTED]:
         op = int(fwd[i])
-        what = "never receives it" if feed[i] < 0 else f"receives it only later (op {int(c.local[feed[i]])})"
+        what = "never receives it" if feed[i] < 0 else f"receives it only later (op {c.local(feed[i])})"
         out.append(c.v("holding", op, f"forwards piece ({int(s.origin[op])},{int(s.segment[op])}) "
                                       f"to {int(s.peer[op])} before holding it: the rank {what}"))
     if not out:
@@ -192,7 +220,7 @@ def check_delivery(c: _Ctx) -> list[Violation]:
     for i in dup[:MAX_REPORTED]:
         op = int(recvs[i])
         out.append(c.v("delivery", op, f"receives piece ({int(s.origin[op])},{int(s.segment[op])}) a second "
-                                       f"time (first at op {int(c.local[recvs[i - 1]])})"))
+                                       f"time (first at op {c.local(recvs[i - 1])})"))
     unique_per_rank = np.bincount(key[np.r_[True, np.diff(key) != 0]] // (s.nranks * s.nseg)
                                   if len(key) else np.zeros(0, np.int64), minlength=s.nranks)
     for r in np.nonzero(unique_per_rank < want)[0][:MAX_REPORTED]:
@@ -264,23 +292,23 @@ def check_progress(c: _Ctx) -> list[Violation]:
             dep = int(bar_dep[op])
             out.append(c.v("progress", op,
                            f"deadlock: waits for its background receives (rank {int(c.rank[dep])} issuing "
-                           f"its op {int(c.local[dep])}), which never happens"))
+                           f"its op {c.local(dep)}), which never happens"))
         elif fwd_dep[op] >= 0 and not met(np.array([fwd_dep[op]]))[0]:
             dep = int(fwd_dep[op])
             out.append(c.v("progress", op,
                            f"deadlock: waits to forward piece ({int(s.origin[op])},{int(s.segment[op])}) until "
-                           f"rank {int(c.rank[dep])} issues its op {int(c.local[dep])}, which never happens"))
+                           f"rank {int(c.rank[dep])} issues its op {c.local(dep)}, which never happens"))
         elif c.is_recv[op] and fifo_dep[op] >= 0:
             dep = int(fifo_dep[op])
             out.append(c.v("progress", op,
                            f"deadlock: posts its receive of piece ({int(s.origin[op])},{int(s.segment[op])}) "
                            f"only after the previous receive completes (rank {int(c.rank[dep])} issuing its "
-                           f"op {int(c.local[dep])}), which never happens (serial execution)"))
+                           f"op {c.local(dep)}), which never happens (serial execution)"))
         else:
             dep = int(fifo_dep[op])
             out.append(c.v("progress", op,
                            f"deadlock: waits to send piece ({int(s.origin[op])},{int(s.segment[op])}) to "
-                           f"{int(s.peer[op])} until rank {int(c.rank[dep])} posts its op {int(c.local[dep])} "
+                           f"{int(s.peer[op])} until rank {int(c.rank[dep])} posts its op {c.local(dep)} "
                            "(the receive of the previous message), which never happens"))
     return out
 
@@ -305,13 +333,18 @@ def _progress_deps(c: _Ctx):
     # (the PAT engine, docs/semantics.md): every send waits for the previous send to any
     # peer, and every recv for the previous recv to have completed.
     serial = getattr(c, "serial", False)
-    sends = np.nonzero(c.is_send)[0]
-    link = c.rank[sends].astype(np.int64) * s.nranks + (0 if serial else s.peer[sends])
-    order = np.lexsort((sends, link))
-    same = np.r_[False, link[order][1:] == link[order][:-1]][:len(sends)]  # no sends: P = 1
+    # Each link's sends in list order: the matching's send sequence (sorted by (rank,
+    # peer, op) in check_matching), or in serial mode every rank's sends (op order).
+    seq = np.nonzero(c.is_send)[0] if serial else c.matching.send_op
+    link = c.rank[seq].astype(np.int64)
+    if not serial:
+        link *= s.nranks
+        link += s.peer[seq]
+    same = np.nonzero(link[1:] == link[:-1])[0]
+    del link
     fifo_dep = np.full(n, -1, np.int64)
-    later = sends[order][same]
-    fifo_dep[later] = recv_of_send[sends[order][np.nonzero(same)[0] - 1]]
+    fifo_dep[seq[same + 1]] = recv_of_send[seq[same]]
+    del seq, same
     if not serial:
         fifo_dep[s.fifo == 0] = -1  # only sends marked FIFO wait for the previous one
     else:

@@ -74,9 +74,19 @@ def block_transfers(req: Request, name: str, step, src, dst, origin, phase=None)
     gets segmentation (pipelined pieces) without knowing about it.
     """
     k = req.nseg
-    step, src, dst, origin = (np.repeat(np.asarray(a, np.int64), k) for a in (step, src, dst, origin))
-    seg = np.tile(np.arange(k, dtype=np.int32), len(step) // k if k else 0)
+    # Integer columns keep their width (ring's are int32: no int64 copies of P^2 of them);
+    # one segment needs no copy at all.
+    step, src, dst, origin = (_int_column(a) for a in (step, src, dst, origin))
+    seg = None
+    if k != 1:
+        step, src, dst, origin = (np.repeat(a, k) for a in (step, src, dst, origin))
+        seg = np.tile(np.arange(k, dtype=np.int32), len(step) // k if k else 0)
     if phase is not None:
         phase = np.repeat(np.asarray(phase, np.uint8), k)
     return from_transfers(req.nranks, k, step, src, dst, origin, seg, phase, algorithm=name,
                           half_duplex_order=not req.full_duplex)
+
+
+def _int_column(a) -> np.ndarray:
+    a = np.asarray(a)
+    return a if a.dtype.kind == "i" else a.astype(np.int64)

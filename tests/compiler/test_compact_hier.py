@@ -277,3 +277,19 @@ def test_cli_compile_show_end_to_end(tmp_path):
                              capture_output=True, text=True)
     assert refused.returncode == 2 and "no topology" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_show_lines_and_record_check():
+    """summary_lines names the sites, the plan and the thresholds; check_record (verify
+    without the topology file) holds for a record and sees a tampered threshold."""
+    desc = hier.for_topology(WAN, 48, 65536)
+    lines = hier.summary_lines(desc)
+    assert lines[0].endswith("3: 16, 16, 16 ranks") and "relay: 6 entries in 2 steps" in lines[1]
+    assert lines[2].endswith(">= 6251 bytes per piece") and lines[3].endswith("none")
+    assert hier.check_record(desc) is None
+    tail = hier.decode_tail(desc.tail)
+    fifo = tuple(tuple(0 if (x, y) == (0, 1) else v for y, v in enumerate(row)) for x, row in enumerate(tail.fifo))
+    changed = hier.CompactDesc("hier", 48, tail=hier.HierTail(tail.sizes, tail.plan, fifo, tail.entries).encode(),
+                               bytes_min=65536, bytes_max=65536)
+    assert hier.check_record(changed) is None  # still valid lists (other marks) ...
+    assert identity.first_difference(changed, WAN) is not None  # ... but not wan-3x16's

@@ -367,20 +367,21 @@ def check_record(desc: CompactDesc) -> str | None:
     progress) and the C generator's lists equal them column by column; else one line.
     O(total ops): for the sizes the explicit path serves."""
     want = tail_lists(desc)
+    name = f"hier record ({desc.nranks} ranks, {len(decode_tail(desc.tail).sizes)} sites)"
     bad = verify(want)
     if bad:
-        return f"{desc}: {bad[0]}"
+        return f"{name}: {bad[0]}"
     got = compact_schedule(desc)
     counts_want, counts_got = np.diff(want.offsets), np.diff(got.offsets)
     if not np.array_equal(counts_want, counts_got):
         r = int(np.nonzero(counts_want != counts_got)[0][0])
-        return f"{desc}: rank {r}: {int(counts_got[r])} ops generated, the tail's lists have {int(counts_want[r])}"
+        return f"{name}: rank {r}: {int(counts_got[r])} ops generated, the tail's lists have {int(counts_want[r])}"
     for col in ("kind", "peer", "origin", "segment", "phase", "fifo"):
         diff = np.nonzero(getattr(want, col) != getattr(got, col))[0]
         if len(diff):
             i = int(diff[0])
             r = int(np.searchsorted(want.offsets, i, side="right") - 1)
-            return f"{desc}: rank {r} op {i - int(want.offsets[r])}: {col} differs from the tail's lists"
+            return f"{name}: rank {r} op {i - int(want.offsets[r])}: {col} differs from the tail's lists"
     return None
 
 
@@ -402,6 +403,27 @@ def write_sites_topology(path, sizes, lan, wan, *, tcp_window: int | None = None
                   for (i, j), v in sorted(wan.items())]
     head = "".join(f"# {line}\n" for line in (comment or "").splitlines())
     write_atomic(path, head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=1000))
+
+
+def summary_lines(desc: CompactDesc) -> list[str]:
+    """What `collsched show` can print of a hier tail: the sites, the plan, the FIFO
+    thresholds (one line each, aligned as files.summary's)."""
+    tail = decode_tail(desc.tail)
+    s = len(tail.sizes)
+    sizes = ", ".join(map(str, tail.sizes[:8])) + (", ..." if s > 8 else "")
+    relayed = sum(e.src != e.origin for e in tail.entries)
+    steps = tail.entries[-1].step + 1 if tail.entries else 0
+    lan = {tail.fifo[x][x] for x in range(s) if tail.sizes[x] > 1}
+    wan = {tail.fifo[x][y] for x in range(s) for y in range(s) if x != y}
+
+    def marks(values):
+        shown = sorted("none" if v == NO_FIFO else f">= {v} bytes per piece" for v in values)
+        return ", ".join(shown[:4]) + (", ..." if len(shown) > 4 else "") if shown else "-"
+    return [f"sites      {s}: {sizes} ranks",
+            f"plan       {['direct', 'relay'][tail.plan]}: {len(tail.entries)} entries in {steps} steps, "
+            f"{relayed} relayed by a site other than the origin",
+            f"fifo lan   {marks(lan)}",
+            f"fifo wan   {marks(wan)}"]
 
 
 def record_bytes(nsites: int) -> int:

@@ -11,11 +11,12 @@
  * in a step the ranks at one u all aim at the same target u - 1 - s: the first in the order
  * (class, rank) sends, the others fall back to u + 1. A rank moves up at most one place
  * per step, so the place-time cells {u >= x - M + s} depend on nothing below them, and
- * every cell rank x needs (its own sends, its receives at u = x + 1 + s, the final counts
- * of ranks x+1 .. x+M+1 for the ring) lies there and below u = x + 2M + 1. So the pre-steps
- * are replayed on the ranks x - M .. x + 2M + 1 only (a window of 3M + 3 slots on the
- * stack, the whole ring when P is not larger), ranks leaving the region are dropped:
- * O(M^2) per rank, independent of P, for M <= CS_BDR_COMPACT_MAX_PS.
+ * every cell rank x needs (its own sends; the receives of x and x + 1, at u = x + 1 + s and
+ * x + 2 + s, which also say which blocks the ring still brings them) lies there and at or
+ * below u = x + M + 1. So the pre-steps are replayed on the ranks x - M .. x + M + 1 only
+ * (a window of 2M + 3 slots, 10 KiB on the stack; the whole ring when P is not larger),
+ * and ranks leaving the region are dropped: O(M^2) per rank, independent of P, for
+ * M <= CS_BDR_COMPACT_MAX_PS.
  *
  * BSLB. The root's list: the gather's receives in the tail's order (background when the
  * root is late and the engine is pat), then every block to each child, largest subtree
@@ -24,8 +25,8 @@
  * [0] + order, each as its segments. */
 #include "compact_emit.h"
 
-#define CS_BDR_COMPACT_MAX_PS 1024u                      /* compact/bdr.py MAX_PRE_STEPS */
-#define CS_BDR_SLOTS (3u * CS_BDR_COMPACT_MAX_PS + 3u)    /* the replay's window */
+#define CS_BDR_COMPACT_MAX_PS 512u                       /* compact/bdr.py MAX_PRE_STEPS */
+#define CS_BDR_SLOTS (2u * CS_BDR_COMPACT_MAX_PS + 3u)    /* the replay's window */
 #define BDR_HEAD 16u
 #define BSLB_HEAD 4u
 #define NONE UINT64_MAX
@@ -118,12 +119,14 @@ static int check_bdr(const cs_compact_desc *d, char *err, size_t errlen)
     return CS_COMPACT_OK;
 }
 
-/* The replay's window: slot i is rank base + i (mod P). Ranks in slots lo .. nslot-1 take
- * part; a slot also records who claimed it as a target in the step `step - 1`. */
+/* The replay's window: slot i is rank base + i (mod P); ranks in slots lo .. nslot-1 take
+ * part, and a slot records who claimed it as a target in step `step - 1`. got[k][d]: rank
+ * x + k received block x + k + d in the pre-steps (k = 0, 1; d < nslot). */
 typedef struct bdr_window {
-    uint64_t p, m, base, lo, nslot;
+    uint64_t p, base, lo, nslot;
     int whole;                        /* the window is the whole ring */
     uint16_t sent[CS_BDR_SLOTS], start[CS_BDR_SLOTS], step[CS_BDR_SLOTS], claimer[CS_BDR_SLOTS];
+    uint8_t got[2][CS_BDR_SLOTS];
 } bdr_window;
 
 /* Slot of the target of slot i's rank, or NONE when that rank does not take part in step s
@@ -142,23 +145,31 @@ static int bdr_before(const bdr_tail *t, const bdr_window *w, uint64_t i, uint64
     return ci != cj ? ci < cj : ri < rj;
 }
 
+/* Did rank x + k get block x + k + d in the pre-steps? Only d <= M can be set, and the
+ * window is wider than M. */
+static int bdr_got(const bdr_window *w, int k, uint64_t d)
+{
+    return d < w->nslot && w->got[k][d];
+}
+
 static void bdr_generate(cs_emitter *e, const cs_compact_desc *d, uint64_t x)
 {
     bdr_tail t;
     bdr_read(d, &t);
     bdr_window w;
     uint64_t p = d->nranks, m = t.m;
+    if (p < 2) return;
     w.p = p;
-    w.m = m;
-    w.whole = 3 * m + 3 >= p;
-    w.nslot = w.whole ? p : 3 * m + 3;
+    w.whole = 2 * m + 3 >= p;
+    w.nslot = w.whole ? p : 2 * m + 3;
     w.base = w.whole ? 0 : cs_mod_sub(x, m + 1, p);
-    w.lo = w.whole ? 0 : 1;          /* ranks x - M .. x + 2M + 1 */
+    w.lo = w.whole ? 0 : 1;          /* ranks x - M .. x + M + 1 */
     for (uint64_t i = 0; i < w.nslot; i++) {
         w.sent[i] = w.step[i] = w.claimer[i] = 0;
+        w.got[0][i] = w.got[1][i] = 0;
         w.start[i] = (uint16_t)(i < w.lo ? m : m - bdr_ps(&t, bdr_class(&t, (w.base + i) % p)));
     }
-    uint64_t xs = (x + p - w.base) % p; /* x's slot */
+    uint64_t xs = (x + p - w.base) % p, x1s = (xs + 1) % p; /* the slots of x and x + 1 */
     int bg = t.engine == ENGINE_PAT, sent_yet = 0;
     for (uint64_t s = 0; s < m; s++) {
         for (uint64_t i = w.lo; i < w.nslot; i++) {     /* the first in the order claims */
@@ -174,7 +185,11 @@ static void bdr_generate(cs_emitter *e, const cs_compact_desc *d, uint64_t x)
             uint64_t c = bdr_target(&w, i, s);
             if (c == NONE || w.claimer[c] != i) continue;
             if (i == xs) to = (w.base + c) % p;
-            if (c == xs) from = (w.base + i) % p;
+            if (c == xs) {
+                from = (w.base + i) % p;
+                w.got[0][(i + p - xs) % p] = 1;
+            }
+            if (c == x1s) w.got[1][(i + p - x1s) % p] = 1;
             w.sent[i]++;
         }
         if (from != NONE)  /* background while x has not sent yet (its first send) */
@@ -184,15 +199,13 @@ static void bdr_generate(cs_emitter *e, const cs_compact_desc *d, uint64_t x)
             sent_yet = 1;
         }
     }
-    /* The ring: in step j, x gets block x-1-j from x-1 unless the pre-steps brought it,
-     * and sends x-j to x+1 unless they brought it there; only blocks of ranks x+1 .. x+M+1
-     * can have been (a rank sends its own block at most M places down). */
+    /* The ring: in step j, x gets block x-1-j = x + (P-1-j) from x-1 unless the pre-steps
+     * brought it, and sends block x-j = (x+1) + (P-1-j) to x+1 unless they brought it there. */
     for (uint64_t j = 0; j + 1 < p; j++) {
-        uint64_t in = cs_mod_sub(x, j + 1, p), out = cs_mod_sub(x, j, p);
-        if (j + m + 1 < p || w.sent[(in + p - w.base) % p] + j + 1 < p)
-            cs_emit_block(e, CS_EMIT_RECV, cs_mod_sub(x, 1, p), in);
-        if (j + m + 1 < p || w.sent[(out + p - w.base) % p] + j + 1 < p)
-            cs_emit_block(e, CS_EMIT_SEND, cs_mod_add(x, 1, p), out);
+        if (!bdr_got(&w, 0, p - 1 - j))
+            cs_emit_block(e, CS_EMIT_RECV, cs_mod_sub(x, 1, p), cs_mod_sub(x, j + 1, p));
+        if (!bdr_got(&w, 1, p - 1 - j))
+            cs_emit_block(e, CS_EMIT_SEND, cs_mod_add(x, 1, p), cs_mod_sub(x, j, p));
     }
 }
 

@@ -96,7 +96,7 @@ def test_bdr_one_rank_and_max_pre_steps():
     assert bdr.read_bdr_tail(desc)["max_ps"] == bdr.MAX_PRE_STEPS
     check(desc, a, TAU)
     a[3] = (bdr.MAX_PRE_STEPS + 1) * TAU
-    with pytest.raises(InputError, match="at most 1024 pre-steps"):
+    with pytest.raises(InputError, match="at most 512 pre-steps"):
         bdr.bdr_desc(a, TAU, 100)
 
 
@@ -164,7 +164,7 @@ def test_cli_refusals_and_auto(tmp_path, capsys):
     for alg, extra, why in (("bdr", ["--duplex", "half"], "half duplex"),
                             ("bslb", ["--topology", "tryton-48"], "a topology file"),
                             ("bdr", ["--segments", "2"], "whole blocks"),
-                            ("bdr", ["--tau", "1us"], "pre-steps (the compact generator replays at most 1024)")):
+                            ("bdr", ["--tau", "1us"], "pre-steps (the compact generator replays at most 512)")):
         status, _, err = cli(capsys, *base, "--algorithm", alg, *extra, "--form", "compact")
         assert status == 2 and why in err and len(err.strip().splitlines()) == 1, err
     # auto: explicit where there is no description (and below 1024 ranks anyway)

@@ -40,7 +40,7 @@ bslb tail:
     4       (P-1) x width   ranks 1 .. P-1 in the root's receive order (arrival, then rank)
 
 At P = 65,536 the bdr tail is 16 + 8 (M + 1) + 2P bytes at most while there are at most
-65,536 classes (129 KiB with every arrival distinct, M = 1024), the bslb tail 4 + 2 (P - 1).
+65,536 classes (132 KiB with every arrival distinct and M = 512), the bslb tail 4 + 2 (P - 1).
 """
 from __future__ import annotations
 
@@ -52,11 +52,11 @@ from ..errors import InputError
 from ..pipeline import ENGINES, parse_bytes_arg, resolve_pattern
 from .desc import CompactDesc, TailForm, _homogeneous_defaults, fifo_min_piece, register_tail
 
-# The C generator replays the pre-steps on a window of 3 M + 3 ranks held on its stack
-# (runtime/src/compact_bdr.c): M is bounded so that window (24 KiB) and the replay's time
+# The C generator replays the pre-steps on a window of 2 M + 3 ranks held on its stack
+# (runtime/src/compact_bdr.c): M is bounded so that window (10 KiB) and the replay's time
 # (O(M^2) per rank, twice: count and generate) stay small. More pre-steps than this:
 # no compact form (--form auto writes the explicit file; bdr.py allows 10^6).
-MAX_PRE_STEPS = 1024
+MAX_PRE_STEPS = 512
 _BDR_HEAD = struct.Struct("<IIIBBH")
 _BSLB_HEAD = struct.Struct("<BBBB")
 SOURCE = "compact description: tail"

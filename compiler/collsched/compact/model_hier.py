@@ -22,10 +22,12 @@ soon as it has arrived). The levels and how they are joined:
    transfer; else g); it ends one transfer after its last piece starts. Members of one
    site are taken together (a site's send port = its busiest member's).
 3. Site X's ring of the remote blocks: member k circulates R_k (the remote blocks it
-   owns, ascending origin); timed as a ring of n_X members whose block is R_0's |R_0|
-   blocks (the largest R_k), by the class DAG again, with each step-0 piece released
-   when its origin site's entry into X ended and every class no earlier than X's ports
-   are free after phase 2.
+   owns, ascending origin); over the ring's steps a member sends every R but its
+   successor's, about the mean |R_k| per step: timed as rings of n_X members whose block
+   is floor and ceil of that mean blocks (interpolated between the two), by the class
+   DAG again, each step-0 piece released when the latest member's piece at that position
+   arrived (the latest-arriving blocks), and every class no earlier than X's ports are
+   free after phase 2.
 
 The prediction is the latest end over the sites. Cost: the class DAGs are O(n_X nseg)
 and O(P nseg) per site, the plan O(S^2): seconds at P = 65,536.
@@ -147,6 +149,7 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
     levels.append({"level": "sites", "phase": 2, "entries": len(plan.entries), "plan": plan.kind,
                    "seconds": float(p2_end), "detail": detail})
     # Phase 3: per site, the ring of the remote blocks.
+    sizes_total = sum(sizes)
     first = np.r_[0, np.cumsum(sizes)]
     for x in range(S):
         n = sizes[x]
@@ -167,20 +170,33 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
         nb = len(arrive_r) // nseg
         if nb == 0:
             continue
-        ring_pieces = np.tile(pieces, nb)
+        # Members own nb or fewer remote blocks (R_k sizes differ by at most one per origin
+        # site), and in step t a member sends R_{k-t}: over the ring each carries about the
+        # mean |R_k|. The ring is timed with floor and ceil of the mean blocks (the latest
+        # arriving ones, in list order) and interpolated linearly between the two.
+        mean = (sizes_total - n) / n
         port_x = max(float(port[x].max()), float(rprev[x].max()) - sites.costs(x, x, int(pieces.max())).early)
+        late = arrive_r.reshape(nb, nseg).max(1)
+        ends, starts, classes = {}, [], 0
+        for cnt in sorted({max(1, math.floor(mean)), max(1, math.ceil(mean))}):
+            keep = np.sort(np.argsort(late, kind="stable")[nb - min(cnt, nb):])
+            arr = arrive_r.reshape(nb, nseg)[keep].ravel()
 
-        def base(info, arrive_r=arrive_r, port_x=port_x):
-            own = info["own"]
-            b = np.full(len(own), port_x)
-            b[own] = np.maximum(port_x, arrive_r[info["seg"][own]])
-            return b
-        r, _ = _ring(sites, x, ring_pieces, eager, mark, base=base)
-        end = float(r.end.max())
+            def base(info, arr=arr, port_x=port_x):
+                own = info["own"]
+                b = np.full(len(own), port_x)
+                b[own] = np.maximum(port_x, arr[info["seg"][own]])
+                return b
+            r, _ = _ring(sites, x, np.tile(pieces, len(keep)), eager, mark, base=base)
+            ends[cnt] = float(r.end.max())
+            starts.append(float(r.start.min()))
+            classes += r.n
+        lo, hi = min(ends), max(ends)
+        end = ends[lo] if lo == hi else ends[lo] + (mean - lo) / (hi - lo) * (ends[hi] - ends[lo])
         t_end = max(t_end, end)
         levels.append({"level": "site", "phase": 3, "site": sites.names[x], "ranks": n,
-                       "remote_blocks": int(nb), "seconds": end, "classes": r.n,
-                       "starts_s": float(r.start.min())})
+                       "remote_blocks_mean": mean, "seconds": end, "classes": classes,
+                       "starts_s": min(starts)})
     return {"predicted_s": float(t_end), "method": "per-level (rings: class DAG; plan: site events)",
             "levels": levels}
 

@@ -240,3 +240,60 @@ def test_corrupt_tails_never_read_out_of_bounds(alg, at, value, seed):
             return
         assert np.all(ops["peer"] < d.nranks) and np.all(ops["origin"] < d.nranks)
         assert np.all(ops["segment"] < d.nseg) and np.all(ops["flags"] <= 3)
+
+
+# --- under MPI: the runtime's loader takes the records ---------------------------------
+
+def _runtime_helpers():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "runtime"))
+    import rt_helpers
+
+    return rt_helpers
+
+
+@pytest.fixture(scope="module")
+def compact_app(tmp_path_factory):
+    rt = _runtime_helpers()
+    return rt.build_mpi_app(tmp_path_factory.mktemp("compact_bdr") / "compact_app", "compact_app.c",
+                            linked=True)
+
+
+def mpi_record(path, algorithm: str, p: int, seed: int):
+    """A record for P ranks serving up to 1 MiB per rank (every send FIFO-marked), from a
+    pattern with late ranks: bdr with pre-steps and background receives, bslb late root."""
+    a = pattern("late_few", p, 8, seed)
+    a[seed % p] = 8 * TAU
+    desc = bdr.bdr_desc(a, TAU, (0, 1 << 20)) if algorithm == "bdr" else bdr.bslb_desc(a, (0, 1 << 20), 2)
+    path.write_bytes(desc.encode())
+    return path
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algorithm", ["bdr", "bslb"])
+@pytest.mark.parametrize("p,imbalance", [(3, True), (4, False), (5, True)])
+def test_records_run_under_mpi(compact_app, tmp_path, algorithm, p, imbalance):
+    """compact_app: collsched_allgather with the record against PMPI_Allgather, byte for
+    byte, the ranks entering at different times or together."""
+    import os
+    import subprocess
+
+    rt = _runtime_helpers()
+    path = mpi_record(tmp_path / f"{algorithm}.sched", algorithm, p, seed=p)
+    env = {**os.environ, "COLLSCHED_SCHEDULES": str(path), "COLLSCHED_STRICT": "1"}
+    proc = subprocess.run(rt.mpirun_cmd(p) + [str(compact_app), "1000", "3", *(["imbalance"] if imbalance else [])],
+                          capture_output=True, text=True, timeout=rt.TIMEOUT, env=env)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and len(rows) == 1, proc.stdout + proc.stderr
+    assert rows[0]["ok"] and rows[0]["errors"] == 0 and rows[0]["used"] == 1, rows[0]
+
+
+@pytest.mark.mpi
+def test_collsched_run_takes_the_records(tmp_path):
+    rt = _runtime_helpers()
+    files = [mpi_record(tmp_path / "bdr.sched", "bdr", 5, 2), mpi_record(tmp_path / "bslb.sched", "bslb", 5, 3)]
+    run = rt.run_driver(5, files, "--bytes", "777,65536", "--iterations", "2")
+    assert run.returncode == 0 and len(run.rows) == 4, run
+    assert all(r["used_schedule"] and r["data_ok"] for r in run.rows), run

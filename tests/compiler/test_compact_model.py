@@ -21,7 +21,7 @@ SIZES = (0, 1, 100, 1000, 4096, 6250, 6251, 20000, 65535, 65536, 100000, 1 << 20
 # loosens them must say why there.
 TREE_BOUND_BIG = 0.06  # pieces of at least 4096 bytes
 TREE_BOUND_SMALL = 0.25  # latency-dominated pieces: the hop chain is a lower estimate
-HIER_BOUND = {"wan-3x16.yaml": 0.05, "grid-8x128.yaml": 0.10, "three-site-grid.yaml": 0.15}
+HIER_BOUND = {"wan-3x16.yaml": 0.03, "grid-8x128.yaml": 0.03, "three-site-grid.yaml": 0.15}
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -205,10 +205,11 @@ def _entry(sites, sizes, X, Y, O, pieces, fifo, ready_data, port, recv_prev, gat
     """One plan entry, piece by piece: (start, end) per piece (block i, segment s: index
     i * nseg + s) and the latest arrival of a forwarded piece (for the relay's rendezvous).
     Sender member u = i mod n_X sends its pieces in list order (blocks ascending, segments
-    in order), round r its r-th piece, each round vectorised over the members: a piece is
+    in order), receiver i mod n_Y receives them so; rounds of pieces that no list orders
+    between them are vectorised over the members: a piece is
     ready once its data is at X (ready_data), u's port is free (the previous piece's ready
     + os), its pair's previous piece allows (FIFO: ended; else started + g), Y's gate has
-    passed and its receiver's port allows (m / NIC after the previous piece into it); the
+    passed and its receiver's port allows (its previous receive's end minus this one's early); the
     shared link then takes the round's pieces in ready order, each holding it m / beta
     (dag.py's link order). `port` (per member of X: ready + os of its last send),
     `recv_prev` (per member of Y: ready + duration of its last receive) and link_free are
@@ -226,54 +227,38 @@ def _entry(sites, sizes, X, Y, O, pieces, fifo, ready_data, port, recv_prev, gat
     start = np.zeros(nO * nseg)
     end = np.zeros(nO * nseg)
     ready = np.zeros(nO * nseg)
-    senders = np.arange(min(nX, nO))
-    per_member = -(-nO // nX)  # blocks of the member with the most
+    # Rounds consistent with both ends' list orders (blocks ascending, then segments):
+    # block i follows i - n_X at its sender and i - n_Y at its receiver, so it can go in
+    # level i // min(n_X, n_Y); within a round (level, segment) no sender and no receiver
+    # appears twice.
+    mn = min(nX, nY)
     lf = link_free.get((X, Y), -np.inf)
-    for r in range(per_member * nseg):
-        b, sg = divmod(r, nseg)
-        u = senders[senders + b * nX < nO]
-        if not len(u):
-            break
-        i = u + b * nX
-        k = i * nseg + sg
-        t = np.maximum(ready_data[k], gate)
-        t = np.maximum(t, port[u])  # the member's previous send: ready + os
-        # the pair's previous piece: the previous segment, or the block lcm before
-        pk = np.where(sg > 0, k - 1, (i - lcm) * nseg + nseg - 1)
-        has = (sg > 0) | (i - lcm >= 0)
-        pk = np.maximum(pk, 0)
-        prev_rel = np.where(fifo, end[pk], start[pk] + g[(sg - 1) % nseg])
-        t = np.where(has, np.maximum(t, prev_rel), t)
-        # receivers: one port each, pieces into one member one after another
-        # (t_j >= t_{j-1} + m / NIC in block order), after its earlier rounds' pieces
-        v = i % nY
-        order = np.lexsort((i, v))
-        t_o, v_o = t[order], v[order]
-        first_of = np.searchsorted(v_o, v_o)
-        pos = np.arange(len(v_o)) - first_of
-        rp = rport[sg]
-        t_o = np.maximum(t_o, recv_prev[v_o] - (dur[sg] - rp))
-        if np.any(pos > 0):  # a running max that restarts at each receiver's group
-            gid = np.cumsum(pos == 0) - 1
-            vals = t_o - pos * rp
-            span = float(vals.max() - vals.min()) + 1.0
-            t_o = np.maximum.accumulate(vals + gid * span) - gid * span + pos * rp
-        recv_prev[v_o] = t_o + dur[sg]  # the last of each group is written last
-        t = np.empty_like(t_o)
-        t[order] = t_o
-        ready[k] = t
-        st = t
-        if shared:  # the link in ready order: st_j = max(t_j, st_{j-1} + w)
-            o2 = np.argsort(t, kind="stable")
-            tj = t[o2]
-            j = np.arange(len(tj))
-            st_o = np.maximum.accumulate(np.maximum(tj, lf + w[sg]) - j * w[sg]) + j * w[sg]
-            st = np.empty_like(st_o)
-            st[o2] = st_o
-            lf = float(st_o[-1] + w[sg])
-        start[k] = st
-        end[k] = st + dur[sg]
-        port[u] = t + os_[sg]
+    for level in range(-(-nO // mn)):
+        i = np.arange(level * mn, min((level + 1) * mn, nO))
+        u, v = i % nX, i % nY
+        for sg in range(nseg):
+            k = i * nseg + sg
+            t = np.maximum(np.maximum(ready_data[k], gate), port[u])  # port: ready + os
+            # the pair's previous piece: the previous segment, or the block lcm before
+            has = (i - lcm >= 0) if sg == 0 else np.ones(len(i), bool)
+            pk = np.maximum(k - 1 if sg > 0 else (i - lcm) * nseg + nseg - 1, 0)
+            prev_rel = end[pk] if fifo else start[pk] + g[(sg - 1) % nseg]
+            t = np.where(has, np.maximum(t, prev_rel), t)
+            # the receiver's port: its previous receive's end minus this one's early
+            t = np.maximum(t, recv_prev[v] - (dur[sg] - rport[sg]))
+            recv_prev[v] = t + dur[sg]
+            ready[k] = t
+            st = t
+            if shared:  # the link in ready order: st_j = j w + max(lf, cummax(t_l - l w))
+                o2 = np.argsort(t, kind="stable")
+                j = np.arange(len(o2)) * w[sg]
+                st_o = np.maximum(lf, np.maximum.accumulate(t[o2] - j)) + j
+                st = np.empty_like(st_o)
+                st[o2] = st_o
+                lf = float(st_o[-1] + w[sg])
+            start[k] = st
+            end[k] = st + dur[sg]
+            port[u] = t + os_[sg]
     link_free[(X, Y)] = lf
     fwd_feed = float(ready_data.max()) if X != O and len(ready_data) else -np.inf
     return start, end, fwd_feed

@@ -6,6 +6,7 @@ runtime checks, and every section (the runtime reads only its own).
 """
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zlib
@@ -14,7 +15,7 @@ import numpy as np
 
 from . import __version__
 from .errors import InputError, ScheduleFileError
-from .files import read_input, write_atomic
+from .files import read_input, replacing, write_atomic
 from .intergroup import schedfile as inter_file
 from .intergroup.schedule import COLLECTIVES as INTER_COLLECTIVES, InterSchedule
 from .ir import COLLECTIVES, MAX_RANKS, MAX_SEGMENTS, Schedule
@@ -44,14 +45,47 @@ def encode(sched) -> bytes:
         return inter_file.encode(sched, header=_HEADER, index=_index, magic=MAGIC,
                                  major=VERSION_MAJOR, flag_full_duplex=FLAG_FULL_DUPLEX,
                                  ascii16=_ascii16)
+    out = io.BytesIO()
+    _stream(sched, out)
+    return out.getvalue()
+
+
+# Sections are encoded and written a group of ranks at a time, of at most this many ops
+# (48 MiB of records): a P = 4096 ring (33.5 million ops, 403 MB) never holds its whole
+# file, nor a P^2 record array, in memory.
+STREAM_OPS = 1 << 22
+
+
+def _stream(sched: Schedule, out) -> int:
+    """Write the file to the seekable binary `out`: the sections first, rank by rank, past
+    room left for the header and index, then those two (the index holds each section's
+    CRC, the header the index's). Returns the file's size."""
     if sched.collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {sched.collective!r}")
-    ops = np.empty(sched.total_ops, _OP)
-    ops["peer"], ops["origin"] = sched.peer, sched.origin
-    ops["segment"], ops["kind"] = sched.segment, sched.kind
-    ops["phase"] = sched.phase | (sched.fifo << 1)  # byte 11: bit 0 phase, bit 1 FIFO wait
-    body = ops.tobytes()
-    index_bytes = _index(sched.offsets, body, HEADER_BYTES, OP_BYTES)
+    offsets, nranks = sched.offsets, sched.nranks
+    start = HEADER_BYTES + INDEX_ENTRY * nranks
+    index = np.empty(nranks, _INDEX)
+    index["offset"] = start + OP_BYTES * offsets[:-1]
+    index["nops"] = np.diff(offsets)
+    crcs = index["crc"]
+    out.seek(start)
+    r = 0
+    while r < nranks:
+        lo = int(offsets[r])
+        # ranks r..end-1: at least one, as many more as fit in STREAM_OPS ops
+        end = max(r + 1, int(np.searchsorted(offsets, lo + STREAM_OPS, side="right")) - 1)
+        end = min(end, nranks)
+        hi = int(offsets[end])
+        ops = np.empty(hi - lo, _OP)
+        ops["peer"], ops["origin"] = sched.peer[lo:hi], sched.origin[lo:hi]
+        ops["segment"], ops["kind"] = sched.segment[lo:hi], sched.kind[lo:hi]
+        ops["phase"] = sched.phase[lo:hi] | (sched.fifo[lo:hi] << 1)  # byte 11: bit 0 phase, bit 1 FIFO wait
+        mv = memoryview(ops).cast("B")
+        for q in range(r, end):
+            crcs[q] = zlib.crc32(mv[OP_BYTES * (int(offsets[q]) - lo):OP_BYTES * (int(offsets[q + 1]) - lo)])
+        out.write(mv)
+        r = end
+    index_bytes = index.tobytes()
     flags = (FLAG_FULL_DUPLEX if sched.full_duplex else 0) | (
         FLAG_BACKGROUND if sched.has_background else 0) | (FLAG_SERIAL if sched.serial else 0)
     head = _HEADER.pack(
@@ -59,12 +93,14 @@ def encode(sched) -> bytes:
         sched.nranks, sched.nseg, flags, sched.bytes_min, sched.bytes_max,
         _ascii16(sched.algorithm), _ascii16(sched.compiler_version or __version__),
         sched.input_hash, sched.total_ops, zlib.crc32(index_bytes))
-    return head + struct.pack("<I", zlib.crc32(head)) + index_bytes + body
+    out.seek(0)
+    out.write(head + struct.pack("<I", zlib.crc32(head)) + index_bytes)
+    return start + OP_BYTES * sched.total_ops
 
 
 def _index(offsets: np.ndarray, body: bytes, start: int, op_bytes: int) -> bytes:
     """The index of sections laid out after it from `start` (one entry per rank: offset,
-    nops, CRC of its section); both file forms share it."""
+    nops, CRC of its section); the intergroup form uses it (its whole body in memory)."""
     index = np.empty(len(offsets) - 1, _INDEX)
     index["offset"] = start + INDEX_ENTRY * len(index) + op_bytes * offsets[:-1]
     index["nops"] = np.diff(offsets)
@@ -75,8 +111,14 @@ def _index(offsets: np.ndarray, body: bytes, start: int, op_bytes: int) -> bytes
 
 
 def write(sched, path: str | os.PathLike) -> int:
-    """Write atomically; returns the number of bytes written."""
-    return write_atomic(path, encode(sched))  # files.py: whole or not at all, mode 0666 & ~umask
+    """Write atomically (files.py: whole or not at all, mode 0666 & ~umask); returns the
+    number of bytes written. A Schedule is streamed (_stream), never encoded whole."""
+    if isinstance(sched, InterSchedule):
+        return write_atomic(path, encode(sched))
+    if sched.collective not in COLLECTIVES:  # before a temporary file is made
+        raise ValueError(f"unknown collective {sched.collective!r}")
+    with replacing(path) as tmp, open(tmp, "r+b") as f:
+        return _stream(sched, f)
 
 
 # Largest schedule file read whole (about 89 million operations; decoding takes about

@@ -19,8 +19,10 @@ TREES = ("lnbc", "magpie", "mpichg2")
 SIZES = (0, 1, 100, 1000, 4096, 6250, 6251, 20000, 65535, 65536, 100000, 1 << 20)
 # Bounds measured on this model (docs/compact-model.md, "Validation"); a change that
 # loosens them must say why there.
-TREE_BOUND_BIG = 0.06  # pieces of at least 4096 bytes
-TREE_BOUND_SMALL = 0.25  # latency-dominated pieces: the hop chain is a lower estimate
+# FIFO-marked pieces (at least the description's threshold): lnbc and magpie as the DAG
+# model to rounding, mpichg2 (its gather subtrees taken as translates) within 8%
+TREE_BOUND_MARKED = {"lnbc": 1e-9, "magpie": 1e-9, "mpichg2": 0.08}
+TREE_BOUND_SMALL = 0.25  # unmarked, latency-dominated pieces: the hop chain is a lower estimate
 HIER_BOUND = {"wan-3x16.yaml": 0.03, "grid-8x128.yaml": 0.03, "three-site-grid.yaml": 0.15}
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -66,7 +68,7 @@ def test_symmetric_on_a_homogeneous_topology_file(alg, p, nbytes):
 def test_trees_within_their_bound(alg, p, nbytes, nseg):
     d = for_default(alg, p, nbytes, nseg)
     got, want = model.predict(d), _dag(d, nbytes)
-    bound = TREE_BOUND_BIG if nbytes // nseg >= 4096 else TREE_BOUND_SMALL
+    bound = TREE_BOUND_MARKED[alg] if nbytes // nseg >= d.fifo_min_piece else TREE_BOUND_SMALL
     assert abs(got / want - 1) <= bound
     assert model.lower_bound(d) <= want
 

@@ -150,13 +150,12 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
                    "seconds": float(p2_end), "detail": detail})
     # Phase 3: per site, the ring of the remote blocks.
     sizes_total = sum(sizes)
-    first = np.r_[0, np.cumsum(sizes)]
     for x in range(S):
         n = sizes[x]
         if n < 2 or S < 2:
             continue
-        # The representative member: |R| = the largest R_k, each of its pieces arriving
-        # as the latest member's piece at that position (the ring waits for the latest).
+        # The remote blocks by position in R_k (the largest R_k's length), each piece
+        # arriving as the latest member's piece at that position (the ring waits for it).
         reps = []
         for o in range(S):
             if o == x:
@@ -178,6 +177,12 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
         port_x = max(float(port[x].max()), float(rprev[x].max()) - sites.costs(x, x, int(pieces.max())).early)
         late = arrive_r.reshape(nb, nseg).max(1)
         ends, starts, classes = {}, [], 0
+        if mean < 1:  # most members own none: no ring at 0 blocks, but the few blocks
+            # still go round as trains, n - 1 hops each (their pieces pipelined)
+            c = sites.costs(x, x, int(pieces.max()))
+            pace = max(c.os, c.duration if mark(x, x, int(pieces.max())) else c.g)
+            ends[0] = max(port_x, float(arrive_r.max()))
+            train = float(arrive_r.max()) + (n - 1) * c.duration + (nseg - 1) * pace
         for cnt in sorted({max(1, math.floor(mean)), max(1, math.ceil(mean))}):
             keep = np.sort(np.argsort(late, kind="stable")[nb - min(cnt, nb):])
             arr = arrive_r.reshape(nb, nseg)[keep].ravel()
@@ -193,6 +198,8 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
             classes += r.n
         lo, hi = min(ends), max(ends)
         end = ends[lo] if lo == hi else ends[lo] + (mean - lo) / (hi - lo) * (ends[hi] - ends[lo])
+        if mean < 1:
+            end = max(end, train)
         t_end = max(t_end, end)
         levels.append({"level": "site", "phase": 3, "site": sites.names[x], "ranks": n,
                        "remote_blocks_mean": mean, "seconds": end, "classes": classes,

@@ -11,8 +11,7 @@ count (2048), whatever P is: at P = 65,536 nothing P x P is built.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,6 +46,7 @@ class Sites:
     sample: Topology  # a small topology with the same link classes
     reps: tuple[tuple[int, ...], ...]  # per site: 1 or 2 sample ranks of that site
     source: str
+    _memo: dict = field(default_factory=dict, repr=False)  # (a, b, nbytes) -> PairCosts
 
     @property
     def nranks(self) -> int:
@@ -75,14 +75,17 @@ class Sites:
         return ra[0], ra[1]
 
     def costs(self, a: int, b: int, nbytes: int) -> PairCosts:
-        return _costs(self, a, b, int(nbytes))
+        key = (a, b, int(nbytes))
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = _costs(self, a, b, int(nbytes))
+        return got
 
     def lan_homogeneous(self, a: int) -> bool:
         """Every pair of ranks of site a costs the same (one rank per host, class LAN)."""
         return self.sizes[a] <= 1 or len(self.reps[a]) >= 2
 
 
-@lru_cache(maxsize=4096)
 def _costs(sites: Sites, a: int, b: int, nbytes: int) -> PairCosts:
     topo = sites.sample
     s, r = sites.pair(a, b)

@@ -320,34 +320,42 @@ def _progress_deps(c: _Ctx):
     send of the previous recv); bar_dep, in serial schedules, the leading background
     receives' chain."""
     s = c.s
-    assert c.matching is not None and c.feeding_recv is not None
+    m = c.matching
+    assert m is not None and c.feeding_recv is not None
     n = s.total_ops
-    send_of_recv = np.full(n, -1, np.int64)
-    send_of_recv[c.matching.recv_op] = c.matching.send_op
-    recv_of_send = np.full(n, -1, np.int64)
-    recv_of_send[c.matching.send_op] = c.matching.recv_op
+    # The maps between matched ops in int32 where the ops fit (half the memory: at
+    # P = 4096 a ring has 33.5 million ops); the dependencies the C walk reads are int64.
+    idx = np.int32 if n < 2 ** 31 else np.int64
+    send_of_recv = np.full(n, -1, idx)
+    send_of_recv[m.recv_op] = m.send_op
     fwd_dep = np.full(n, -1, np.int64)
     fwd = np.nonzero(c.feeding_recv >= 0)[0]
     fwd_dep[fwd] = send_of_recv[c.feeding_recv[fwd]]
+    del fwd
+    c.feeding_recv = None  # read only here
     # FIFO per link: the recv that matches the previous send to the same peer. Serial mode
     # (the PAT engine, docs/semantics.md): every send waits for the previous send to any
     # peer, and every recv for the previous recv to have completed.
     serial = getattr(c, "serial", False)
-    # Each link's sends in list order: the matching's send sequence (sorted by (rank,
-    # peer, op) in check_matching), or in serial mode every rank's sends (op order).
-    seq = np.nonzero(c.is_send)[0] if serial else c.matching.send_op
-    link = c.rank[seq].astype(np.int64)
-    if not serial:
-        link *= s.nranks
-        link += s.peer[seq]
-    same = np.nonzero(link[1:] == link[:-1])[0]
-    del link
     fifo_dep = np.full(n, -1, np.int64)
-    fifo_dep[seq[same + 1]] = recv_of_send[seq[same]]
-    del seq, same
     if not serial:
+        # Each link's sends in list order are the matching's send sequence (sorted by
+        # (rank, peer, op) in check_matching), each beside its recv.
+        link = c.rank[m.send_op].astype(np.int64)
+        link *= s.nranks
+        link += s.peer[m.send_op]
+        same = np.nonzero(link[1:] == link[:-1])[0]
+        del link
+        fifo_dep[m.send_op[same + 1]] = m.recv_op[same]
+        del same
         fifo_dep[s.fifo == 0] = -1  # only sends marked FIFO wait for the previous one
     else:
+        sends = np.nonzero(c.is_send)[0]  # every rank's sends, in list order
+        same = np.nonzero(c.rank[sends][1:] == c.rank[sends][:-1])[0]
+        recv_of_send = np.full(n, -1, idx)
+        recv_of_send[m.send_op] = m.recv_op
+        fifo_dep[sends[same + 1]] = recv_of_send[sends[same]]
+        del recv_of_send, sends, same
         # A recv waits for the previous recv of its rank to complete: its send issued.
         recvs = np.nonzero(c.is_recv)[0]
         same_rank = np.r_[False, c.rank[recvs][1:] == c.rank[recvs][:-1]]
@@ -360,18 +368,17 @@ def _progress_deps(c: _Ctx):
     bar_dep = np.full(n, -1, np.int64)
     lead = (s.phase == BACKGROUND) & c.is_recv
     if serial and lead.any():
-        idx = np.arange(n)
-        start = s.offsets[:-1][c.rank]
-        # first op of each rank that is not part of its leading run of background receives
-        not_lead = np.where(~lead, idx, n)
-        first_other = np.full(s.nranks, n, np.int64)
-        np.minimum.at(first_other, c.rank, not_lead)
-        in_prefix = lead & (idx < first_other[c.rank])
-        chain = in_prefix & (idx > start)
-        bar_dep[chain] = send_of_recv[idx[chain] - 1]
-        ends = np.nonzero((first_other < n) & (first_other > s.offsets[:-1]))[0]
-        ends = ends[in_prefix[first_other[ends] - 1]]
-        bar_dep[first_other[ends]] = send_of_recv[first_other[ends] - 1]
+        # Per rank (a loop over ranks, not ops): its leading run of background receives
+        # lo..end-1, each after the one before, and its first other op (if any) after the run.
+        for r in range(s.nranks):
+            lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])
+            if hi == lo or not lead[lo]:
+                continue
+            run = lead[lo:hi]
+            end = lo + (int(np.argmin(run)) if not run.all() else hi - lo)
+            bar_dep[lo + 1:end] = send_of_recv[lo:end - 1]
+            if end < hi:
+                bar_dep[end] = send_of_recv[end - 1]
     return fwd_dep, fifo_dep, bar_dep
 
 

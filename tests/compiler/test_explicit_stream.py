@@ -193,7 +193,7 @@ def _lexsort_only(key, ops):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(["ring", "bruck", "nex", "bdr", "spreading"]), st.integers(4, 8),
+@given(st.sampled_from(["ring", "bruck", "nex", "bdr", "bdr-late", "spreading"]), st.integers(4, 8),
        st.sampled_from(["peer", "origin", "swap", "drop", "phase", "fifo"]), st.integers(0, 10 ** 6),
        st.booleans())
 def test_verifier_verdicts_equal_the_lexsort_route(alg, p, how, seed, serial):
@@ -201,7 +201,8 @@ def test_verifier_verdicts_equal_the_lexsort_route(alg, p, how, seed, serial):
 
     if alg == "nex" and p % 2:
         p += 1
-    s = generate(alg, Request(nranks=p, tau=1e-3))  # (bdr: tau given, no topology needed)
+    late = np.arange(p) * 1e-3 if alg == "bdr-late" else None  # pre-steps, background receives
+    s = generate(alg.split("-")[0], Request(nranks=p, tau=1e-3, arrivals=late))
     rng = np.random.default_rng(seed)
     i = int(rng.integers(s.total_ops))
     if how == "peer":
@@ -255,7 +256,9 @@ def _fifo_deps_as_before(s, serial):
     c.serial = serial
     if verify.check_shape(c) or verify.check_matching(c) or verify.check_holding(c):
         return
-    _, fifo_dep, _ = verify._progress_deps(c)
+    send_of_recv = np.full(s.total_ops, -1, np.int64)
+    send_of_recv[c.matching.recv_op] = c.matching.send_op
+    _, fifo_dep, bar_dep = verify._progress_deps(c)
     rank = c.rank
     sends = np.nonzero(c.is_send)[0]
     link = rank[sends].astype(np.int64) * s.nranks + (0 if serial else s.peer[sends])
@@ -269,3 +272,17 @@ def _fifo_deps_as_before(s, serial):
         want[s.fifo == 0] = -1
     mask = c.is_send  # (serial: the receives' entries are set apart, the same way as before)
     assert np.array_equal(fifo_dep[mask], want[mask])
+    # the leading background receives' chain, by whole-schedule arrays as before
+    n, bar = s.total_ops, np.full(s.total_ops, -1, np.int64)
+    lead = (s.phase == 1) & c.is_recv
+    if serial and lead.any():
+        idx = np.arange(n)
+        first_other = np.full(s.nranks, n, np.int64)
+        np.minimum.at(first_other, rank, np.where(~lead, idx, n))
+        in_prefix = lead & (idx < first_other[rank])
+        chain = in_prefix & (idx > s.offsets[:-1][rank])
+        bar[chain] = send_of_recv[idx[chain] - 1]
+        ends = np.nonzero((first_other < n) & (first_other > s.offsets[:-1]))[0]
+        ends = ends[in_prefix[first_other[ends] - 1]]
+        bar[first_other[ends]] = send_of_recv[first_other[ends] - 1]
+    assert np.array_equal(bar_dep, bar)

@@ -122,7 +122,8 @@ def bound_terms(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) 
     link, the last first entry into U ends no earlier than min L_k + B (P - |U|) / R_U,
     R_U the sum of the entering links' rates (each min(beta_k, b_flow) times bf_max).
     depth (F4, symmetric algorithms): some piece is forwarded D times one after another,
-    each transfer lasting at least Lmin + m_min / b_flow_max."""
+    each transfer lasting at least Lmin + m_min / b_flow_max; for hier, a remote block's
+    one WAN hop and n_Y - 1 LAN hops round its site's ring."""
     nb = _nbytes(desc, nbytes)
     sites = _sites(desc, topology, site_sizes)
     p = desc.nranks
@@ -185,6 +186,21 @@ def bound_terms(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) 
         depth = info["depth"] * hop
         out["terms"]["depth_s"] = depth
         best = max(best, depth)
+    if desc.algorithm == "hier":
+        # hier's chains (F4): a site's own block goes n_X - 1 LAN hops round phase 1's
+        # ring; a remote block enters Y by one WAN transfer and goes n_Y - 1 LAN hops round
+        # phase 3's ring to the owner's predecessor, each hop once the last has ended.
+        m_min = int(model_sym._piece_bytes(nb, desc.nseg).min())
+
+        def hop(a, b):
+            return lmin[a, b] + (m_min / flow[a, b] if m_min else 0.0)
+        chain = 0.0
+        for y in range(S):
+            lan = (sites.sizes[y] - 1) * hop(y, y) if sites.sizes[y] > 1 else 0.0
+            wan = min((hop(x, y) for x in range(S) if x != y), default=None)
+            chain = max(chain, lan + (wan if wan is not None else 0.0))
+        out["terms"]["depth_s"] = chain
+        best = max(best, chain)
     out["terms"] = {k: float(v) for k, v in out["terms"].items()}
     out["lower_bound_s"] = float(best) * (1 - ROUNDING)
     return out

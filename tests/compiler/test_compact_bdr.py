@@ -72,6 +72,26 @@ def test_bdr_window_far_below_the_ring(p, m, kind, seed):
     assert bdr.first_difference(desc, a, TAU, ranks=ranks) is None
 
 
+@pytest.mark.parametrize("m,extra", [(5, 0), (5, 1), (17, 0), (17, 1), (40, 1)])
+def test_bdr_at_the_window_switch(m, extra):
+    """P = 2M + 3 replays the whole ring, P = 2M + 4 a window: both the compiler's."""
+    p = 2 * m + 3 + extra
+    for seed in range(3):
+        a = pattern("random" if seed else "late_few", p, m, seed)
+        a[seed] = m * TAU
+        check(bdr.bdr_desc(a, TAU, 65536), a, TAU)
+
+
+def test_bdr_window_at_the_pre_step_limit():
+    """M = 512 on 1100 ranks: the largest window, far from the whole ring (sampled ranks)."""
+    a = pattern("late_few", 1100, 512, 9)
+    a[7] = 512 * TAU
+    desc = bdr.bdr_desc(a, TAU, 65536)
+    assert bdr.read_bdr_tail(desc)["max_ps"] == 512
+    ranks = sorted({0, 6, 7, 8, 550, 1099, *np.random.default_rng(9).integers(0, 1100, 14).tolist()})
+    assert bdr.first_difference(desc, a, TAU, ranks=ranks) is None
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=st.integers(1, 70), kind=st.sampled_from(KINDS), engine=st.sampled_from(ENGINES),
        nseg=st.integers(1, 4), near=st.sampled_from([-1, 0, 1]), seed=st.integers(0, 2**32 - 1))

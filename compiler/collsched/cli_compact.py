@@ -31,7 +31,8 @@ def compile_form(a) -> str:
 def cmd_compile(a) -> int:
     from pathlib import Path
 
-    from .compact import for_default, write_compact
+    from .compact import write_compact
+    from .compact.desc import for_topology
     from .compact.desc import TAIL_FORMS
     from .pipeline import parse_bytes_arg
 
@@ -41,20 +42,23 @@ def cmd_compile(a) -> int:
     seg = a.segments
     if seg != "auto" and not (seg.isascii() and seg.isdigit()):
         raise InputError("--segments", seg, "expected 1..65535 or auto")
-    # --segments auto is 1 here: the compact form describes the default cluster only,
-    # where the explicit compile's search keeps one segment (docs/compact.md).
+    # --segments auto is 1 here: the compact form describes homogeneous one-site clusters
+    # with constant costs, where the explicit compile's search keeps one segment
+    # (policy.segment_candidates; docs/compact-regular.md).
     if a.algorithm in TAIL_FORMS:  # version 2: the algorithm's module describes it
         desc = TAIL_FORMS[a.algorithm].describe(a)
     else:
-        desc = for_default(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), 1 if seg == "auto" else int(seg))
+        desc = for_topology(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), 1 if seg == "auto" else int(seg),
+                            topology=a.topology, duplex=a.duplex)
     size = write_compact(desc, out)
     if a.json:
         print(_json({"form": "compact", "output": str(out), "algorithm": desc.algorithm,
                      "nranks": desc.nranks, "nseg": desc.nseg, "bytes_min": desc.bytes_min,
-                     "bytes_max": desc.bytes_max, "file_bytes": size}))
+                     "bytes_max": desc.bytes_max, "duplex": "full" if desc.full_duplex else "half",
+                     "topology": a.topology, "fifo_min_piece": desc.fifo_min_piece, "file_bytes": size}))
     else:
         print(f"{out}: {desc.algorithm}, {desc.nranks} ranks, {desc.nseg} segment"
-              f"{'s' * (desc.nseg > 1)}, compact description ({size} bytes; every rank generates "
+              f"{'s' * (desc.nseg > 1)}, {'full' if desc.full_duplex else 'half'} duplex, compact description ({size} bytes; every rank generates "
               f"its list at setup, docs/compact.md)")
     return EXIT_OK
 

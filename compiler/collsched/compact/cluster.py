@@ -87,9 +87,9 @@ def read(path: str, nranks: int, duplex: str | None = None) -> Cluster:
     if lat.size == 0:
         return Cluster(str(path), full, None, None, None)
     # Exact equality: the FIFO pass compares each pair's own float64 values.
-    for what, values in (("latency", lat), ("bandwidth", bw)):
+    for what, values in (("latencies", lat), ("bandwidths", bw)):
         if not np.all(values == values[0]):
-            raise NotHomogeneous(f"rank pairs with different {what}s ({values.min():g} to "
+            raise NotHomogeneous(f"rank pairs with different {what} ({values.min():g} to "
                                  f"{values.max():g}; the compact form needs one cost for every pair)")
     latency, bandwidth = np.float64(lat[0]), np.float64(bw[0])
     flow = bandwidth

@@ -7,7 +7,8 @@ import os
 
 from ..errors import InputError
 from ..files import write_atomic
-from .desc import MAGIC, MAX_DESC_BYTES, CompactDesc, decode, refusal
+from .cluster import homogeneous_defaults
+from .desc import MAGIC, MAX_DESC_BYTES, NO_FIFO, REGULAR, TAILED, CompactDesc, decode, fifo_min_piece, refusal
 from .native import count
 
 FORMS = ("compact", "explicit", "auto")
@@ -20,11 +21,12 @@ AUTO_MIN_RANKS = 1024
 def choose_form(form: str, algorithm: str, nranks: int, *, topology: str | None = None,
                 duplex: str | None = None, args=None) -> str:
     """"compact" or "explicit" for `collsched compile --form FORM`. compact where the
-    options have no version-1 description is an InputError (one line, the reason);
+    options have no version-1 description is an InputError (one line, the reason: a
+    topology that is not one homogeneous site, an algorithm without a compact form);
     auto falls back to explicit there, and below AUTO_MIN_RANKS."""
     if form not in FORMS:
         raise InputError("--form", "", f"expected one of {', '.join(FORMS)}, found {form!r}")
-    why = refusal(algorithm, topology=topology, duplex=duplex, args=args)
+    why = refusal(algorithm, topology=topology, duplex=duplex, args=args, nranks=nranks)
     if form == "compact" and why is not None:
         raise InputError("--form compact", "", f"no compact description for this compile: {why}")
     if form == "explicit" or why is not None:
@@ -52,10 +54,11 @@ def read_compact(path: str | os.PathLike) -> CompactDesc:
 
 
 def summary(desc: CompactDesc) -> str:
-    """What `collsched show` prints for a compact file: the fields, and the list lengths
-    (counted by the C generator, O(blocks) per rank) of the first and last ranks."""
+    """What `collsched show` prints for a compact file: the fields, the cluster it stands
+    for, and the list lengths (counted by the C generator, O(blocks) per rank) of the first
+    and last ranks."""
     p = desc.nranks
-    fifo = "none" if desc.fifo_min_piece == (1 << 64) - 1 else f">= {desc.fifo_min_piece} bytes per piece"
+    fifo = "none" if desc.fifo_min_piece == NO_FIFO else f">= {desc.fifo_min_piece} bytes per piece"
     ranks = sorted({0, p - 1})
     counts = ", ".join(f"rank {r}: {count(desc, r)}" for r in ranks)
     return "\n".join([
@@ -65,9 +68,24 @@ def summary(desc: CompactDesc) -> str:
         f"nseg       {desc.nseg}",
         f"bytes      {desc.bytes_min}..{desc.bytes_max}",
         f"duplex     {'full' if desc.full_duplex else 'half'}",
+        f"topology   {_topology_line(desc)}",
         f"fifo sends {fifo}",
         f"ops        {counts} (generated per rank at communicator setup)",
     ])
+
+
+def _topology_line(desc: CompactDesc) -> str:
+    """Which cluster the record stands for. It holds the FIFO threshold, not the topology
+    file: a regular algorithm's lists are the same on every homogeneous one-site cluster
+    with that threshold (cluster.py)."""
+    if desc.algorithm not in REGULAR:
+        return "as the algorithm's tail says"
+    latency, bandwidth = homogeneous_defaults()
+    if fifo_min_piece(desc.bytes_max, latency, bandwidth) == desc.fifo_min_piece:
+        return (f"the default cluster ({latency * 1e6:g} us, {bandwidth / 1e6:g} MB/s) or a "
+                f"homogeneous one-site file with the same FIFO marks")
+    return ("a homogeneous one-site topology file (not recorded: only its FIFO threshold "
+            "matters, which differs from the default cluster's)")
 
 
 def check(desc: CompactDesc, *, explicit_max_ranks: int = 256) -> str | None:
@@ -76,9 +94,20 @@ def check(desc: CompactDesc, *, explicit_max_ranks: int = 256) -> str | None:
     compiler's (identity.first_difference: every rank, every column); above, the
     generators' proof (tools/prove_compact.py, exhaustive up to P = 1024) is what stands,
     and every rank's count is checked for the format's u32 limit."""
-    from .identity import first_difference
+    from .identity import first_difference, stand_in
     if desc.nranks <= explicit_max_ranks:
-        return first_difference(desc)
+        if desc.algorithm in TAILED:
+            return first_difference(desc)
+        # Compiled on a topology file (not recorded): compare on a homogeneous cluster with
+        # the same FIFO marks, which gives the file's lists (cluster.py).
+        latency, bandwidth = homogeneous_defaults()
+        if fifo_min_piece(desc.bytes_max, latency, bandwidth) == desc.fifo_min_piece:
+            return first_difference(desc)
+        topo = stand_in(desc)
+        if topo is None:
+            return (f"{desc}: fifo_min_piece: no homogeneous cluster marks FIFO exactly the "
+                    f"pieces this record marks")
+        return first_difference(desc, topo)
     for r in sorted({0, desc.nranks // 2, desc.nranks - 1}):
         count(desc, r)  # InputError / the generator's refusal for a list past the format
     return None

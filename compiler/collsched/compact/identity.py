@@ -14,20 +14,24 @@ import numpy as np
 
 from .. import passes
 from ..algorithms import Request, generate as generate_explicit
-from ..inputs.topology import homogeneous, load_topology
+from ..inputs.topology import Topology, homogeneous, load_topology
 from ..ir import Schedule
+from ..model.policy import fifo_link
 from .desc import CompactDesc, _homogeneous_defaults
 from .native import schedule as compact_schedule
 
 COLUMNS = ("kind", "peer", "origin", "segment", "phase", "fifo")
 
 
-def explicit(desc: CompactDesc, topology: str | None = None) -> Schedule:
-    """The explicit compiler's lists for what `desc` describes, on the default cluster or
-    the topology file `topology` (its duplex replaced by the description's, as --duplex)."""
+def explicit(desc: CompactDesc, topology: str | Topology | None = None) -> Schedule:
+    """The explicit compiler's lists for what `desc` describes, on the default cluster, the
+    topology file `topology` or a Topology (its duplex replaced by the description's, as
+    --duplex does)."""
     if topology is None:
         latency, bandwidth = _homogeneous_defaults()
         topo = homogeneous(desc.nranks, latency, bandwidth, full_duplex=desc.full_duplex)
+    elif isinstance(topology, Topology):
+        topo = topology.with_duplex(desc.full_duplex)
     else:
         topo = load_topology(topology, desc.nranks).with_duplex(desc.full_duplex)
     req = Request(nranks=desc.nranks, nbytes=desc.bytes_max, nseg=desc.nseg,
@@ -36,7 +40,26 @@ def explicit(desc: CompactDesc, topology: str | None = None) -> Schedule:
     return passes.apply(sched, topo, desc.bytes_max)
 
 
-def first_difference(desc: CompactDesc, topology: str | None = None) -> str | None:
+def stand_in(desc: CompactDesc) -> Topology | None:
+    """A homogeneous cluster (the default bandwidth, a latency chosen here) on which the
+    explicit compiler marks FIFO exactly the sends the record marks, or None if none does:
+    what `collsched verify` compares a record with when it does not know the topology file
+    it was compiled for (the lists depend on the file only through these marks). At
+    bytes_max the pieces have one or two sizes, so the latency only has to put the
+    smallest marked size above latency x bandwidth and the others below."""
+    _, bandwidth = _homogeneous_defaults()
+    q, r = divmod(desc.bytes_max, desc.nseg)
+    sizes = [q] + ([q + 1] if r else [])
+    marked = [m for m in sizes if m >= desc.fifo_min_piece]
+    latency = (min(marked) - 0.5) / bandwidth if marked else (max(sizes) + 1) * 2.0 / bandwidth
+    lat, bw = np.float64(latency) * np.float64(1.0), np.float64(bandwidth)
+    if latency < 0 or any(bool(fifo_link(lat, np.float64(m), bw, bw)) != (m >= desc.fifo_min_piece)
+                          for m in sizes):
+        return None
+    return homogeneous(desc.nranks, latency, bandwidth, full_duplex=desc.full_duplex)
+
+
+def first_difference(desc: CompactDesc, topology: str | Topology | None = None) -> str | None:
     """None when every rank's generated list equals the explicit one (explicit(desc,
     topology)), column by column; else one line naming the first rank and operation that
     differ."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from multiprocessing import Pool
@@ -84,8 +85,27 @@ def prove(case: dict) -> dict:
             "seconds": round(time.perf_counter() - start, 3)}
 
 
+def count_time(desc, rank: int, repeats: int = 5) -> float:
+    """Fastest of `repeats` counting calls (capacity 0): the first half of a rank's setup."""
+    from collsched.compact.native import _compact_ops
+
+    record = np.frombuffer(desc.encode(), np.uint8).copy()
+    fields = {"desc": record, "desc_len": len(record), "rank": rank, "capacity": 0,
+              "ops": np.zeros(0, np.uint8), "nops": np.zeros(1, np.int64),
+              "err": np.zeros(256, np.uint8), "errlen": 256}
+    kernel, best = _compact_ops(), float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        kernel(fields)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
 def bench(p: int, pre_steps: int, late: float, seed: int) -> list[dict]:
-    from collsched.compact.bench import measure
+    """Per-rank generation at P ranks: `late` of the ranks arrive up to pre_steps x tau
+    late (one exactly that late), the rest on time. Generation as compact.bench.measure
+    (16 sampled ranks, fastest of 5), plus the count that precedes it at setup."""
+    from collsched.compact.bench import measure, sample_ranks, time_rank
 
     rng = np.random.default_rng(seed)
     a = np.where(rng.random(p) < late, rng.random(p) * pre_steps * TAU, 0.0)
@@ -94,9 +114,13 @@ def bench(p: int, pre_steps: int, late: float, seed: int) -> list[dict]:
     for desc in (bdr.bdr_desc(a, TAU, 65536), bdr.bslb_desc(a, 65536)):
         t = time.perf_counter()
         desc.encode()
+        encode_s = time.perf_counter() - t
         row = measure(desc, ranks=16, repeats=5)
+        setup = [count_time(desc, r) + time_rank(desc, r)[1] for r in sample_ranks(p, 16)]
         row.update(pre_steps=int(bdr.pre_steps(a, TAU).max()), late=late, seed=seed,
-                   late_ranks=int(np.count_nonzero(a > 0)), encode_s=round(time.perf_counter() - t, 4))
+                   late_ranks=int(np.count_nonzero(a > 0)), encode_s=round(encode_s, 4),
+                   setup_median_s=float(np.median(setup)), setup_max_s=max(setup),
+                   load=os.getloadavg()[0], date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         rows.append(row)
     return rows
 

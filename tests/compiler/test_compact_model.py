@@ -158,3 +158,22 @@ def test_class_count_is_one_ranks_list():
     lv = model.breakdown(d)["levels"][0]
     assert lv["classes"] == (1000 - 1) * 3 and lv["transfers"] == 1000 * (1000 - 1) * 3
     assert np.isfinite(model.predict(d))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(SYMMETRIC + TREES), st.integers(2, 40), st.sampled_from((1000, 9000, 65536, 100000)))
+def test_size_dependent_costs(tmp_path, alg, p, nbytes):
+    """SimGrid's SMPI factors (message_costs) on tryton-48: the sample prices each piece
+    as the full topology does; the bound takes the most favourable factors."""
+    path = tmp_path / "tryton-smpi.yaml"
+    if not path.exists():
+        text = open("topologies/tryton-48.yaml").read()
+        path.write_text(text + "\nmessage_costs: {preset: simgrid-smpi}\n")
+    p = _ranks(alg, p)
+    d = for_default(alg, p, nbytes)
+    want = _dag(d, nbytes, load_topology(str(path), p))
+    got = model.predict(d, str(path))
+    if alg in SYMMETRIC:
+        assert got == pytest.approx(want, rel=1e-12)
+    assert model.lower_bound(d, str(path)) <= want

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import site_plan
+from .site_plan import SiteCosts, SitePlan, choose
 from .magpie import refuse_mismatched_topology, site_groups
 from .registry import Request, block_transfers, register
 
@@ -36,7 +36,7 @@ from .registry import Request, block_transfers, register
 MAX_SITES = 1024
 
 
-def site_costs(req: Request, groups: list[list[int]]) -> site_plan.SiteCosts:
+def site_costs(req: Request, groups: list[list[int]]) -> SiteCosts:
     """The plan's inputs from the request's topology: site sizes and, per site pair, the
     latency, bandwidth and one flow's bandwidth between the sites' lowest ranks (the site
     classes' values on a class-shaped topology). Without a topology: one site."""
@@ -45,7 +45,7 @@ def site_costs(req: Request, groups: list[list[int]]) -> site_plan.SiteCosts:
     topo = req.topology
     if topo is None:
         z = np.zeros((s, s))
-        return site_plan.SiteCosts(sizes, z, z + np.inf, z + np.inf)
+        return SiteCosts(sizes, z, z + np.inf, z + np.inf)
     lead = np.array([g[0] for g in groups], np.int64)
     ix = np.ix_(lead, lead)
     # Each site's diagonal: its LAN (a pair of members), or the intra-host class (one member).
@@ -53,16 +53,16 @@ def site_costs(req: Request, groups: list[list[int]]) -> site_plan.SiteCosts:
     for k, g in enumerate(groups):
         if len(g) > 1:
             lat[k, k], bw[k, k], flow[k, k] = (float(m[g[0], g[1]]) for m in (topo.latency, topo.bandwidth, topo.flow_bandwidth()))
-    return site_plan.SiteCosts(sizes, lat, bw, flow)
+    return SiteCosts(sizes, lat, bw, flow)
 
 
-def plan_for(req: Request, kind: str | None = None) -> site_plan.SitePlan:
+def plan_for(req: Request, kind: str | None = None) -> SitePlan:
     """The inter-site plan hier compiles for this request (site_plan.choose on its sites)."""
     groups = site_groups(req)
-    return site_plan.choose(site_costs(req, groups), req.nbytes, tuple(g[0] for g in groups), kind)
+    return choose(site_costs(req, groups), req.nbytes, tuple(g[0] for g in groups), kind)
 
 
-def transfers(groups: list[list[int]], plan: site_plan.SitePlan):
+def transfers(groups: list[list[int]], plan: SitePlan):
     """(step, src, dst, origin) arrays of whole-block transfers in global order (module
     docstring)."""
     cols: list[list[np.ndarray]] = [[], [], [], []]

@@ -197,3 +197,17 @@ def test_against_the_fluid_model(case):
     want = simulate_fluid(sched, topo, nbytes)[1].run_time_s
     assert model.predict(d, path) == pytest.approx(want, rel=1e-9 if path is None else 0.02)
     assert model.lower_bound(d, path) <= want
+
+
+@FAST
+@given(st.sampled_from(("ring", "spreading")), st.integers(2, 200), st.integers(1, 4),
+       st.sampled_from((8, 1000, 4096, 6252, 20000, 65536, 131072)))
+def test_closed_forms_equal_the_class_dag(alg, p, nseg, piece):
+    """model_closed's alpha-beta forms (ring, spreading unmarked) are the class DAG's
+    values wherever they apply (pieces dividing the block)."""
+    d = for_default(alg, p, piece * nseg, nseg)
+    lv = model.breakdown(d)["levels"][0]
+    if lv["closed_form_s"] is not None:
+        assert lv["closed_form_s"] == pytest.approx(lv["seconds"], rel=1e-9)
+    else:
+        assert alg == "spreading" and piece >= d.fifo_min_piece

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..model.policy import fifo_link
-from . import model_sites, model_sym, model_tree
+from . import model_closed, model_sites, model_sym, model_tree
 from .desc import CompactDesc
 
 SOURCE = "compact model"
@@ -81,6 +81,7 @@ def breakdown(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) ->
     if alg in model_sym.SYMMETRY:
         _one_site(sites, alg)
         t, info = model_sym.time_classes(desc, lambda m: sites.costs(0, 0, m), sites.eager_limit, nb)
+        info["closed_form_s"] = _closed(desc, sites, nb)
         return {"predicted_s": t, "method": "class DAG (exact)",
                 "levels": [{"level": "ranks", "site": sites.names[0], "ranks": desc.nranks,
                             "seconds": t, **info}]}
@@ -92,6 +93,20 @@ def breakdown(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) ->
         plan, fifo = model_hier.plan_of(desc)
         return model_hier.predict(plan, sites, nb, desc.nseg, fifo)
     raise InputError(SOURCE, "algorithm", f"expected one of {', '.join(sorted(set(model_sym.SYMMETRY) | set(model_tree.ALGORITHMS) | {'hier'}))}, found {alg!r}")
+
+
+def _closed(desc, sites, nb):
+    """model_closed's form where it applies (constant costs, no window cap), else None."""
+    topo = sites.sample
+    if desc.nranks < 2 or topo.message_costs is not None or topo.os_a is not None or topo.g_a is not None:
+        return None
+    s, r = sites.pair(0, 0)
+    lat, bw = float(topo.latency[s, r]), float(topo.bandwidth[s, r])
+    if topo.flow_bandwidth()[s, r] < bw:
+        return None
+    m = nb // desc.nseg
+    return model_closed.closed_form(desc.algorithm, desc.nranks, desc.nseg, nb, lat, bw,
+                                    m >= desc.fifo_min_piece)
 
 
 # --- the lower bound --------------------------------------------------------------------

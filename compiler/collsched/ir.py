@@ -141,6 +141,7 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
     dst = np.asarray(dst, dtype=np.int32)
     origin = np.asarray(origin, dtype=np.int32)
     n = len(step)
+    segment_given, phase_given = segment is not None, phase is not None
     segment = np.zeros(n, np.int32) if segment is None else np.asarray(segment, np.int32)
     phase = np.zeros(n, np.uint8) if phase is None else np.asarray(phase, np.uint8)
     rphase = phase if recv_phase is None else np.asarray(recv_phase, np.uint8)
@@ -153,14 +154,23 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
     # index). The ops are numbered sends 0..n-1, then recvs n..2n-1, in transfer order.
     is_send, tid = _op_order(src, dst, phase, rphase, step, rstep, substep)
     kind = (~is_send).view(np.uint8)  # SEND 0, RECV 1
+    # Gathers by transfer index are the costly part at scale (cache misses at every op):
+    # columns that are all zero (no segments, no phases given) are not gathered.
     peer = src.take(tid)
     np.copyto(peer, dst.take(tid), where=is_send)
-    op_phase = phase.take(tid)
-    if rphase is not phase:
-        np.copyto(op_phase, rphase.take(tid), where=~is_send)
+    if segment_given:
+        segment = segment.take(tid)
+    else:
+        segment = np.zeros(2 * n, np.int32)
+    if phase_given or rphase is not phase:
+        op_phase = phase.take(tid)
+        if rphase is not phase:
+            np.copyto(op_phase, rphase.take(tid), where=~is_send)
+    else:
+        op_phase = np.zeros(2 * n, np.uint8)
     return Schedule(
         nranks=nranks, nseg=nseg, offsets=offsets,
-        kind=kind, peer=peer, origin=origin.take(tid), segment=segment.take(tid),
+        kind=kind, peer=peer, origin=origin.take(tid), segment=segment,
         phase=op_phase, algorithm=algorithm,
     )
 
@@ -188,7 +198,8 @@ def _op_order(src, dst, phase, rphase, step, rstep, substep):
     rspan = max(int(src.max()), int(dst.max())) + 1
     sspan = max(int(step.max()), int(rstep.max())) + 1
     subspan = int(substep.max()) + 1 if substep is not None else 1
-    if min(lows) < 0 or float(rspan) * 2 * sspan * subspan * 2 * n >= 2.0 ** 62:
+    shift = (2 * n - 1).bit_length()  # the low part, (1 - kind) * n + transfer index, in bits
+    if min(lows) < 0 or float(rspan) * 2 * sspan * subspan * 2.0 ** shift >= 2.0 ** 62:
         order = _sort_ops(np.concatenate([src, dst]),
                           np.concatenate([phase == FOREGROUND, rphase == FOREGROUND]),
                           np.concatenate([step, rstep]),
@@ -209,14 +220,14 @@ def _op_order(src, dst, phase, rphase, step, rstep, substep):
         key *= subspan
         key[:n] += substep
         key[n:] += substep
-    key *= 2 * n
+    key <<= shift
     tid = np.arange(n, dtype=np.int64)
     key[:n] += tid
     key[:n] += n  # a step's sends after its recvs
     key[n:] += tid
     del tid
     key.sort()
-    key %= 2 * n
+    key &= (1 << shift) - 1
     is_send = key >= n
     np.subtract(key, n, out=key, where=is_send)
     return is_send, key

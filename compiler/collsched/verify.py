@@ -100,12 +100,13 @@ def _sorted_by_key(key: np.ndarray, ops: np.ndarray):
     Packed into one int64 value per op and sorted as values (in place, a SIMD sort),
     which is several times faster than a lexsort's two passes of argsort over millions
     of ops; keys that do not fit take the lexsort."""
-    span = int(ops[-1]) + 1 if len(ops) else 1
-    if len(key) and int(key.min()) >= 0 and float(int(key.max()) + 1) * span < 2.0 ** 62:
-        key *= span
+    shift = int(ops[-1]).bit_length() if len(ops) else 0  # ops in the low bits
+    if len(key) and int(key.min()) >= 0 and float(int(key.max()) + 1) * 2.0 ** shift < 2.0 ** 62:
+        key <<= shift
         key += ops
         key.sort()
-        key, ops = np.divmod(key, span)
+        ops = key & ((1 << shift) - 1)
+        key >>= shift
         return ops, key
     order = np.lexsort((ops, key))
     return ops[order], key[order]

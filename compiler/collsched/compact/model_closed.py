@@ -8,9 +8,10 @@ no TCP-window cap (os = g = m / b), every rank arriving at 0; h = L + m / b.
 - ring, FIFO-marked pieces: every piece a rank sends goes to its right neighbour, and a
   FIFO send waits for the previous one on that link to end: one chain of (P - 1) nseg
   whole transfers, T = (P - 1) nseg h.
-- ring, unmarked pieces: a block's first piece is forwarded once it has arrived (a chain
-  of P - 1 transfers), the others follow at the port's pace m / b:
-  T = (P - 1) h + (nseg - 1) m / b.
+- ring, unmarked pieces: a step's first piece goes once the previous step's first piece
+  has arrived (h later) and the port has sent the previous step's nseg pieces (nseg m / b
+  later), so steps are max(h, nseg m / b) apart; the last step's pieces follow its first
+  at the port's pace: T = (P - 2) max(h, nseg m / b) + h + (nseg - 1) m / b.
 - spreading, unmarked pieces: every rank sends its own pieces, nothing waits but the
   ports: the last of the (P - 1) nseg pieces into a rank starts at ((P - 1) nseg - 1) m / b,
   T = L + (P - 1) nseg m / b (the receive port's bound, met).
@@ -26,7 +27,9 @@ def closed_form(algorithm: str, p: int, nseg: int, nbytes: int, latency: float, 
     m = nbytes / nseg
     h = latency + m / bandwidth
     if algorithm == "ring":
-        return (p - 1) * nseg * h if fifo else (p - 1) * h + (nseg - 1) * m / bandwidth
+        if fifo:
+            return (p - 1) * nseg * h
+        return (p - 2) * max(h, nseg * m / bandwidth) + h + (nseg - 1) * m / bandwidth
     if algorithm == "spreading" and not fifo:
         return latency + (p - 1) * nseg * m / bandwidth
     return None

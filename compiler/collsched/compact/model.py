@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..model.policy import fifo_link
-from . import model_closed, model_sites, model_sym, model_tree
+from . import model_closed, model_hier, model_sites, model_sym, model_tree
 from .desc import CompactDesc
 
 SOURCE = "compact model"
@@ -50,16 +50,11 @@ def _nbytes(desc: CompactDesc, nbytes) -> int:
 
 def _sites(desc: CompactDesc, topology, site_sizes) -> model_sites.Sites:
     if site_sizes is None and desc.algorithm == "hier":
-        site_sizes = model_hier_sizes(desc)
+        site_sizes = model_hier.plan_of(desc)[0].sizes  # the tail's
     sites = model_sites.load(topology, desc.nranks, site_sizes)
     if not sites.full_duplex:
         raise InputError(sites.source, "duplex", "expected full duplex (the compact form's)")
     return sites
-
-
-def model_hier_sizes(desc: CompactDesc):
-    from . import model_hier
-    return model_hier.plan_of(desc)[0].sizes
 
 
 def _one_site(sites: model_sites.Sites, algorithm: str) -> None:
@@ -82,17 +77,18 @@ def breakdown(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) ->
         _one_site(sites, alg)
         t, info = model_sym.time_classes(desc, lambda m: sites.costs(0, 0, m), sites.eager_limit, nb)
         info["closed_form_s"] = _closed(desc, sites, nb)
-        return {"predicted_s": t, "method": "class DAG (exact)",
+        exact = "measured exact" if alg == "rd" else "exact"
+        return {"predicted_s": t, "method": f"class DAG ({exact})",
                 "levels": [{"level": "ranks", "site": sites.names[0], "ranks": desc.nranks,
                             "seconds": t, **info}]}
     if alg in model_tree.ALGORITHMS:
         _one_site(sites, alg)
         return model_tree.predict(desc, sites, nb)
     if alg == "hier":
-        from . import model_hier
         plan, fifo = model_hier.plan_of(desc)
         return model_hier.predict(plan, sites, nb, desc.nseg, fifo)
-    raise InputError(SOURCE, "algorithm", f"expected one of {', '.join(sorted(set(model_sym.SYMMETRY) | set(model_tree.ALGORITHMS) | {'hier'}))}, found {alg!r}")
+    served = sorted(set(model_sym.SYMMETRY) | set(model_tree.ALGORITHMS) | {"hier"})
+    raise InputError(SOURCE, "algorithm", f"expected one of {', '.join(served)}, found {alg!r}")
 
 
 def _closed(desc, sites, nb):

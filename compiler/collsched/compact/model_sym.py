@@ -30,8 +30,9 @@ SYMMETRY = {"ring": ("add", 1), "bruck": ("add", 1), "spreading": ("add", 1),
             "nex": ("add", 2), "rd": ("xor", 1)}
 
 
-class _ClassPlan:  # noqa: D101
-    """What dag._KernelGraph / _PyGraph read of a dag.Plan, for the class DAG."""
+class _ClassPlan:
+    """What dag._KernelGraph and dag._PyGraph read of a dag.Plan, for the class DAG (no
+    shared WAN links inside one site)."""
 
     def __init__(self, n, columns, duration, os_all, g_all, zero_offset):
         self.n = n
@@ -54,7 +55,9 @@ def lists(desc: CompactDesc) -> tuple[str, int, list[np.ndarray]]:
 
 
 def rep_ranks(desc: CompactDesc) -> list[int]:
-    """The representatives: ranks 0 .. q-1; for rd rank P - 1 (see XOR_REP)."""
+    """The representatives: ranks 0 .. q-1; for rd rank P - 1, every bit set (it forwards
+    what it has just received first: rd's lists are XOR images of one another only up to
+    the order of a step's blocks; docs/compact-model.md)."""
     group, q = SYMMETRY[desc.algorithm]
     return [desc.nranks - 1] if group == "xor" else list(range(min(q, desc.nranks)))
 

@@ -5,7 +5,7 @@ pre-steps, engine, segments, byte range around the FIFO threshold), every rank, 
 operation, column by column (collsched.compact.bdr.first_difference: generate, the
 engine's phases and passes.apply on the default cluster, as pipeline._compile_one).
 
-P is drawn log-uniformly from 2 .. --max-ranks (small P: the replay's window is the whole
+P is drawn log-uniformly from --min-ranks (2) .. --max-ranks (small P: the replay's window is the whole
 ring; large: a window of 3M + 3 ranks), the pattern from balanced, one late rank, ties on
 tau's grid, a few late ranks (10%) and random arrivals, with M up to --max-pre-steps
 pre-steps (uniform; one case in ten up to the generator's limit, 512). Prints a JSON line per case with
@@ -54,9 +54,9 @@ def arrivals(kind: str, p: int, m: int, rng) -> np.ndarray:
     return rng.random(p) * m * TAU
 
 
-def draw(seed: int, max_ranks: int, max_pre_steps: int) -> dict:
+def draw(seed: int, max_ranks: int, max_pre_steps: int, min_ranks: int = 2) -> dict:
     rng = np.random.default_rng(seed)
-    p = int(round(np.exp(rng.uniform(np.log(2), np.log(max_ranks)))))
+    p = int(round(np.exp(rng.uniform(np.log(min_ranks), np.log(max_ranks)))))
     return {"seed": seed, "algorithm": str(rng.choice(["bdr", "bslb"])), "nranks": p,
             "kind": str(rng.choice(KINDS)),
             # one case in ten up to the generator's limit (M ~ P: the whole ring replayed)
@@ -143,6 +143,7 @@ def bench(p: int, pre_steps: int, late: float, seed: int) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=1000)
+    ap.add_argument("--min-ranks", type=int, default=2)
     ap.add_argument("--max-ranks", type=int, default=1024)
     ap.add_argument("--max-pre-steps", type=int, default=60)
     ap.add_argument("--jobs", type=int, default=1)
@@ -156,7 +157,7 @@ def main(argv=None) -> int:
         for row in bench(a.bench, a.pre_steps, a.late, a.seed):
             print(json.dumps(row), flush=True)
         return 0
-    cases = [draw(a.seed * 1_000_003 + i, a.max_ranks, min(a.max_pre_steps, bdr.MAX_PRE_STEPS))
+    cases = [draw(a.seed * 1_000_003 + i, a.max_ranks, min(a.max_pre_steps, bdr.MAX_PRE_STEPS), a.min_ranks)
              for i in range(a.cases)]
     start = time.perf_counter()
     done, lists, bad = 0, 0, None
@@ -171,7 +172,7 @@ def main(argv=None) -> int:
                 break
     summary = {"cases": done, "rank_lists": lists, "identical": bad is None,
                "first_difference": bad, "max_ranks": a.max_ranks,
-               "ranks_over_512": sum(c["nranks"] > 512 for c in cases[:done]),
+               "min_ranks": a.min_ranks, "ranks_over_512": sum(c["nranks"] > 512 for c in cases[:done]),
                "wall_s": round(time.perf_counter() - start, 1), "jobs": a.jobs, "seed": a.seed,
                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print(json.dumps(summary), flush=True)

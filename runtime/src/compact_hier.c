@@ -17,8 +17,9 @@
  * site ring of own blocks, the plan's steps (each step's receives, then its sends, entry
  * by entry, blocks by member index: block i of origin site O goes from member i mod n_W of
  * the sending site to member i mod n_Y of the receiving one), the site ring of the remote
- * blocks each member owns. O(own ops + E + S n) time, no allocation (an 8 KiB bitmap and
- * the sites' first ranks on the stack), 64-bit arithmetic. The check trusts no field: every
+ * blocks each member owns. O(own ops + E + S^2 + n log S) time, no allocation (at most
+ * about 20 KiB on the stack: the plan check's bitmap, the sites' first ranks and the
+ * remote ring's site index), 64-bit arithmetic. The check trusts no field: every
  * offset read is within the tail once the length matches S and E.
  */
 #include "compact_emit.h"
@@ -129,15 +130,51 @@ int cs_compact_hier_check(const cs_compact_desc *d, char *err, size_t errlen)
     return check_plan(d, s, ne, err, errlen);
 }
 
-/* R_j of site X (first rank fx, n members): the blocks of the other sites whose member
- * index is j mod n, in ascending rank, as one ring step's send or receive to/from peer. */
-static void remote_owned(cs_emitter *e, const cs_compact_desc *d, const uint64_t *first, uint64_t s,
-                         uint64_t site, uint64_t n, uint64_t j, int kind, uint64_t peer)
+/* The other sites with more than j members, for R_j in O(1 + its sites): rank[r] lists
+ * the sites by size (largest first, then by index), bits[r] is the set of the r largest
+ * as a bitmap, whose set bits are walked in site order. Built once per rank in O(S^2). */
+typedef struct hier_remote {
+    uint64_t nrank, size[CS_HIER_MAX_SITES];                      /* sizes, largest first */
+    uint64_t bits[CS_HIER_MAX_SITES + 1][CS_HIER_MAX_SITES / 64]; /* the r largest */
+} hier_remote;
+
+static void remote_index(hier_remote *h, const cs_compact_desc *d, uint64_t s, uint64_t site)
 {
+    uint64_t order[CS_HIER_MAX_SITES], n = 0;
     for (uint64_t y = 0; y < s; y++) {
         if (y == site) continue;
-        uint64_t ny = hier_size(d, y);
-        for (uint64_t b = j; b < ny; b += n) cs_emit_block(e, kind, peer, first[y] + b);
+        uint64_t i = n++; /* insertion by (size descending, index ascending) */
+        while (i > 0 && hier_size(d, order[i - 1]) < hier_size(d, y)) {
+            order[i] = order[i - 1];
+            i--;
+        }
+        order[i] = y;
+    }
+    h->nrank = n;
+    for (uint64_t w = 0; w < CS_HIER_MAX_SITES / 64; w++) h->bits[0][w] = 0;
+    for (uint64_t r = 0; r < n; r++) {
+        h->size[r] = hier_size(d, order[r]);
+        for (uint64_t w = 0; w < CS_HIER_MAX_SITES / 64; w++) h->bits[r + 1][w] = h->bits[r][w];
+        h->bits[r + 1][order[r] / 64] |= (uint64_t)1 << (order[r] % 64);
+    }
+}
+
+/* R_j of a site of n members: the blocks of the other sites whose member index is j mod
+ * n, in ascending rank (site by site), as one ring step's sends or receives to/from peer. */
+static void remote_owned(cs_emitter *e, const cs_compact_desc *d, const hier_remote *h,
+                         const uint64_t *first, uint64_t n, uint64_t j, int kind, uint64_t peer)
+{
+    uint64_t lo = 0, hi = h->nrank; /* how many sites have more than j members */
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) / 2;
+        if (h->size[mid] > j) lo = mid + 1;
+        else hi = mid;
+    }
+    for (uint64_t w = 0; w < CS_HIER_MAX_SITES / 64; w++) {
+        for (uint64_t bits = h->bits[lo][w]; bits; bits &= bits - 1) {
+            uint64_t y = w * 64 + (uint64_t)__builtin_ctzll(bits), ny = hier_size(d, y);
+            for (uint64_t b = j; b < ny; b += n) cs_emit_block(e, kind, peer, first[y] + b);
+        }
     }
 }
 
@@ -178,9 +215,12 @@ void cs_compact_hier_generate(cs_emitter *e, const cs_compact_desc *d, uint64_t 
         i = j;
     }
     /* Phase 3: in ring step t member k sends R_{k-t} to k + 1 and receives R_{k-1-t}. */
+    if (n < 2) return;
+    hier_remote h;
+    remote_index(&h, d, s, site);
     e->fifo_min = hier_fifo(d, s, site, site);
     for (uint64_t t = 0; t + 1 < n; t++) {
-        remote_owned(e, d, first, s, site, n, (k + 2 * n - 1 - t) % n, CS_EMIT_RECV, left);
-        remote_owned(e, d, first, s, site, n, (k + n - t) % n, CS_EMIT_SEND, right);
+        remote_owned(e, d, &h, first, n, (k + 2 * n - 1 - t) % n, CS_EMIT_RECV, left);
+        remote_owned(e, d, &h, first, n, (k + n - t) % n, CS_EMIT_SEND, right);
     }
 }

@@ -29,8 +29,9 @@ import time
 import numpy as np
 
 from ..errors import InputError
+from ..ir import SEND
 from ..model.policy import fifo_link
-from . import model_closed, model_hier, model_sites, model_sym, model_tree
+from . import model_closed, model_hier, model_sites, model_sym, model_tree, native
 from .desc import CompactDesc
 
 SOURCE = "compact model"
@@ -134,7 +135,10 @@ def bound_terms(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) 
     R_U the sum of the entering links' rates (each min(beta_k, b_flow) times bf_max).
     depth (F4, symmetric algorithms): some piece is forwarded D times one after another,
     each transfer lasting at least Lmin + m_min / b_flow_max; for hier, a remote block's
-    one WAN hop and n_Y - 1 LAN hops round its site's ring."""
+    one WAN hop and n_Y - 1 LAN hops round its site's ring.
+    root's send port (F2, lnbc, magpie, mpichg2): rank 0's send intervals are disjoint,
+    each at least m / (bf_max max(send port rate, b_flow)): E_0 >= Lmin + (bytes rank 0
+    sends) / that rate."""
     nb = _nbytes(desc, nbytes)
     sites = _sites(desc, topology, site_sizes)
     p = desc.nranks
@@ -189,6 +193,19 @@ def bound_terms(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) 
             wan = max(wan, lk + nb * outside / sum(ks.values()))
         out["terms"]["shared_links_s"] = wan
         best = max(best, wan)
+    if desc.algorithm in model_tree.ALGORITHMS and S == 1 and nb > 0:
+        # The root's send port (F2): its send intervals are disjoint, each at least
+        # m / (bf_max max(send port rate, b_flow)) long, and its last transfer ends a
+        # latency after its interval starts. The root sends every block of a round.
+        ops = native.generate(desc, 0)
+        pieces = model_sym._piece_bytes(nb, desc.nseg)
+        sent = float(pieces[ops["segment"][ops["kind"] == SEND].astype(np.int64)].sum())
+        s_, r_ = sites.pair(0, 0)
+        _, bf = _factor_bounds(sites, 0, 0, nb)
+        send_rate = max(topo.bandwidth[s_, r_], topo.port_bandwidth[0][s_, r_], flow[0, 0] / bf) * bf
+        root = lmin[0, 0] + sent / send_rate
+        out["terms"]["root_send_port_s"] = root
+        best = max(best, root)
     if desc.algorithm in model_sym.SYMMETRY and S == 1:
         _, info = model_sym.time_classes(desc, lambda m: sites.costs(0, 0, m), sites.eager_limit, nb)
         pieces = model_sym._piece_bytes(nb, desc.nseg)

@@ -211,3 +211,18 @@ def test_closed_forms_equal_the_class_dag(alg, p, nseg, piece):
         assert lv["closed_form_s"] == pytest.approx(lv["seconds"], rel=1e-9)
     else:
         assert alg == "spreading" and piece >= d.fifo_min_piece
+
+
+@pytest.mark.parametrize("alg", SYMMETRY_AND_TREES := SYMMETRIC + TREES)
+def test_loggp_overheads(tmp_path, alg):
+    """A topology with its own send overhead (os = 5 us + 1 ns/byte, below m / b): the
+    model prices it as the DAG model does, and the root's send-port bound uses os's rate."""
+    path = tmp_path / "loggp.yaml"
+    path.write_text("name: loggp\nduplex: full\nsend_overhead: {a: 5us, per_byte: 1ns}\n"
+                    "sites:\n  - {name: c, hosts: 40, lan: {latency: 50us, bandwidth: 1Gbit/s}}\n")
+    p = _ranks(alg, 32)
+    d = for_default(alg, p, 65536)
+    want = _dag(d, 65536, load_topology(str(path), p))
+    got = model.predict(d, str(path))
+    assert got == pytest.approx(want, rel=1e-12 if alg in SYMMETRIC else TREE_BOUND_MARKED[alg])
+    assert model.lower_bound(d, str(path)) <= want

@@ -203,6 +203,9 @@ def bound_terms(desc: CompactDesc, topology=None, nbytes=None, site_sizes=None) 
         s_, r_ = sites.pair(0, 0)
         _, bf = _factor_bounds(sites, 0, 0, nb)
         send_rate = max(topo.bandwidth[s_, r_], topo.port_bandwidth[0][s_, r_], flow[0, 0] / bf) * bf
+        if topo.os_a is not None:  # os(m) = a + m per_byte >= m per_byte (LogGP given)
+            pb = float(topo.os_per_byte[s_, r_])
+            send_rate = max(send_rate, 1.0 / pb if pb > 0 else np.inf)
         root = lmin[0, 0] + sent / send_rate
         out["terms"]["root_send_port_s"] = root
         best = max(best, root)

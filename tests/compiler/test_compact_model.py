@@ -213,7 +213,7 @@ def test_closed_forms_equal_the_class_dag(alg, p, nseg, piece):
         assert alg == "spreading" and piece >= d.fifo_min_piece
 
 
-@pytest.mark.parametrize("alg", SYMMETRY_AND_TREES := SYMMETRIC + TREES)
+@pytest.mark.parametrize("alg", SYMMETRIC + TREES)
 def test_loggp_overheads(tmp_path, alg):
     """A topology with its own send overhead (os = 5 us + 1 ns/byte, below m / b): the
     model prices it as the DAG model does, and the root's send-port bound uses os's rate."""

@@ -4,6 +4,7 @@
  *   collsched-run FILE [FILE...] [--iterations N] [--bytes B[,B...]] [--in-place] [--json]
  *                 [--all-modes] [--allgatherv] [--dtype byte|int] [--compare]
  *                 [--warmup N] [--check-every K] [--compare-self] [--inject-error] [--samples]
+ *                 [--shared-sample K]
  *
  * Byte k of origin o's block in iteration i is pattern_at(seed(o, i), k). Receive buffers are
  * filled with a sentinel first, and the bytes around and between blocks must keep it.
@@ -17,6 +18,15 @@
  * with --compare "ref_samples_s", in iteration order: for confidence intervals of the median.
  * --inject-error flips one received byte on the last rank after each call: a test that
  * the check itself catches wrong data.
+ * --shared-sample K (SMPI only; allgather, not in place, bytes a multiple of 4096): the
+ * receive buffer is SMPI's partial shared malloc, one physical copy for all ranks, except
+ * the first 4096 bytes of K sampled origins' blocks and the guard after the last block,
+ * which are private to the rank and are what is checked (the same origins on every rank,
+ * so a sampled block is private all along its way: 0, P-1 and K-2 drawn by a fixed seed;
+ * K >= P samples every origin). SimGrid copies only private bytes between such buffers,
+ * so every rank checks K x 4096 bytes per call: what makes P = 4096 at 64 KiB fit one
+ * machine (P^2 x 64 KiB = 1 TiB of receive buffers otherwise) with 2K + 2 memory maps per
+ * rank instead of 2P.
  * Exit status: 0 all data correct, 1 a mismatch or an MPI error, 2 usage.
  */
 #include "collsched.h"
@@ -33,11 +43,19 @@
 
 #define SENTINEL 0xA5
 #define GUARD 64
+#define SAMPLE_PAGE 4096u  /* the private, checked bytes of a sampled block (--shared-sample) */
+
+#ifdef SMPI_HELPERS_H  /* compiled with smpicc: SMPI's shared malloc is there */
+#define RUN_SMPI 1
+#else
+#define RUN_SMPI 0
+#endif
 
 typedef struct options {
     const char *files[256];
     int nfiles;
     int iterations, warmup, check_every, json, compare, dtype_int, inject, aa, samples;
+    int shared_sample; /* --shared-sample K: sampled origins (0: every byte, private buffers) */
     int modes[4][2];   /* (allgatherv?, in place?) pairs to run */
     int nmodes;
     uint64_t bytes[64];
@@ -70,7 +88,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: collsched-run FILE [--iterations N] [--bytes B[,B...]] [--in-place] "
                     "[--json] [--all-modes] [--allgatherv] [--dtype byte|int] [--compare] "
-                    "[--warmup N] [--check-every K] [--compare-self] [--inject-error] [--samples]\n");
+                    "[--warmup N] [--check-every K] [--compare-self] [--inject-error] [--samples] "
+                    "[--shared-sample K]\n");
 }
 
 static int parse_bytes(options *o, char *list)
@@ -105,6 +124,10 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--iterations") && val) o->iterations = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup") && val) o->warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--check-every") && val) o->check_every = atoi(argv[++i]);
+        else if (!strcmp(a, "--shared-sample") && val) {
+            o->shared_sample = atoi(argv[++i]);
+            if (o->shared_sample < 1) return -1;
+        }
         else if (!strcmp(a, "--bytes") && val) { if (parse_bytes(o, argv[++i])) return -1; }
         else if (!strcmp(a, "--dtype") && val) {
             const char *d = argv[++i];
@@ -114,6 +137,8 @@ static int parse(int argc, char **argv, options *o)
         else return -1;
     }
     if (!o->nfiles || o->iterations < 1 || o->check_every < 1) return -1;
+    /* sampled shared buffers: SMPI, the allgather not in place (the layout it samples) */
+    if (o->shared_sample && (!RUN_SMPI || v || in_place || all)) return -1;
     if (o->warmup < 0) o->warmup = o->compare ? 2 : 0;
     for (int g = 0; g < 2; g++)
         for (int p = 0; p < 2; p++)
@@ -134,9 +159,87 @@ typedef struct layout {
     uint64_t total;             /* receive buffer bytes incl. gaps and guard */
     uint8_t *recv, *send;
     MPI_Datatype type;
+    int nsample;                /* --shared-sample: sampled origins, ascending (else 0) */
+    int *sample;
 } layout;
 
 static uint64_t block_bytes(const layout *l, int o) { return (uint64_t)l->counts[o] * l->elem; }
+
+/* ---- --shared-sample: which origins are checked, and the buffer that keeps only them ---- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* K origins of P, the same on every rank: 0 and P-1, then K-2 distinct others drawn by a
+ * partial Fisher-Yates shuffle of 1..P-2 with a fixed seed; every origin when K >= P.
+ * Ascending. Returns the count, or -1 (no memory). */
+static int sample_origins(int P, int K, int **out)
+{
+    int n = K >= P ? P : K;
+    int *all = malloc(sizeof(int) * (size_t)P), *s = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (!all || !s) { free(all); free(s); return -1; }
+    for (int i = 0; i < P; i++) all[i] = i;
+    if (n < P) {
+        /* 0 and P-1 first (n >= 1; with n == 1 only 0), then the shuffle of the middle */
+        int m = 0;
+        s[m++] = 0;
+        if (n >= 2) s[m++] = P - 1;
+        for (int j = 0; m < n; j++, m++) {
+            int span = P - 2 - j; /* all[1 + j .. P - 2] not drawn yet */
+            int pick = 1 + j + (int)(mix64(0x636F6C6C73636864ull ^ (uint64_t)P << 20 ^ (uint64_t)j) % (uint64_t)span);
+            int t = all[1 + j]; all[1 + j] = all[pick]; all[pick] = t;
+            s[m] = all[1 + j];
+        }
+    } else {
+        memcpy(s, all, sizeof(int) * (size_t)n);
+    }
+    free(all);
+    qsort(s, (size_t)n, sizeof *s, cmp_int);
+    *out = s;
+    return n;
+}
+
+/* The receive buffer: shared everywhere but the first SAMPLE_PAGE bytes of every sampled
+ * origin's block and the guard (from the end of the last block). Blocks are B bytes, B a
+ * multiple of SAMPLE_PAGE, back to back (the allgather's layout). */
+static uint8_t *shared_recv(const layout *l, uint64_t B)
+{
+#if RUN_SMPI
+    size_t *off = malloc(2 * ((size_t)l->nsample + 1) * sizeof *off);
+    if (!off) return NULL;
+    size_t at = 0, n = 0, end = (size_t)B * (size_t)l->P; /* the guard starts at end */
+    for (int i = 0; i < l->nsample; i++) {
+        size_t lo = (size_t)l->sample[i] * (size_t)B;
+        if (lo > at) { off[2 * n] = at; off[2 * n + 1] = lo; n++; }
+        at = lo + (B < SAMPLE_PAGE ? B : SAMPLE_PAGE);
+    }
+    if (end > at) { off[2 * n] = at; off[2 * n + 1] = end; n++; }
+    uint8_t *buf = n ? SMPI_PARTIAL_SHARED_MALLOC(l->total, off, (int)n) : malloc(l->total);
+    free(off);
+    return buf;
+#else
+    (void)l; (void)B;
+    return NULL;
+#endif
+}
+
+/* The bytes of origin o's block that are checked: all of it, or its private first page. */
+static uint64_t checked_bytes(const layout *l, int o)
+{
+    uint64_t b = block_bytes(l, o);
+    return l->nsample && b > SAMPLE_PAGE ? SAMPLE_PAGE : b;
+}
 
 /* allgatherv: blocks of different sizes (within the schedule's range: never above B)
  * with gaps between them; allgather: back to back. */
@@ -155,19 +258,26 @@ static int setup(layout *l, uint64_t B, int v, int in_place, int dtype_int)
         at += (uint64_t)l->counts[o] + (v ? (uint64_t)(o % 3) : 0);
     }
     l->total = at * l->elem + GUARD;
-    l->recv = malloc(l->total);
+    l->recv = l->nsample ? shared_recv(l, B) : malloc(l->total);
     l->send = malloc(n * l->elem + 1);
     return l->counts && l->displs && l->recv && l->send ? 0 : -1;
 }
 
 static void teardown(layout *l)
 {
-    free(l->counts); free(l->displs); free(l->recv); free(l->send);
+    free(l->counts); free(l->displs); free(l->recv); free(l->send); free(l->sample);
 }
 
 static void fill(layout *l, int iter)
 {
-    memset(l->recv, SENTINEL, l->total);
+    if (l->nsample) { /* only the private bytes: the rest is one shared copy */
+        for (int i = 0; i < l->nsample; i++)
+            memset(l->recv + (uint64_t)l->displs[l->sample[i]] * l->elem, SENTINEL,
+                   checked_bytes(l, l->sample[i]));
+        memset(l->recv + l->total - GUARD, SENTINEL, GUARD);
+    } else {
+        memset(l->recv, SENTINEL, l->total);
+    }
     uint8_t *own = l->in_place ? l->recv + (uint64_t)l->displs[l->rank] * l->elem : l->send;
     uint32_t sd = seed(l->rank, iter);
     for (uint64_t k = 0; k < block_bytes(l, l->rank); k++) own[k] = pattern_at(sd, k);
@@ -175,6 +285,19 @@ static void fill(layout *l, int iter)
 
 static int check(const layout *l, int iter)
 {
+    if (l->nsample) {
+        for (int i = 0; i < l->nsample; i++) {
+            int o = l->sample[i];
+            const uint8_t *b = l->recv + (uint64_t)l->displs[o] * l->elem;
+            uint32_t sd = seed(o, iter);
+            uint8_t diff = 0;
+            for (uint64_t k = 0; k < checked_bytes(l, o); k++) diff |= b[k] ^ pattern_at(sd, k);
+            if (diff) return 0;
+        }
+        for (uint64_t pos = l->total - GUARD; pos < l->total; pos++)
+            if (l->recv[pos] != SENTINEL) return 0; /* guard written */
+        return 1;
+    }
     uint64_t pos = 0;
     for (int o = 0; o < l->P; o++) {
         const uint8_t *b = l->recv + (uint64_t)l->displs[o] * l->elem;
@@ -306,6 +429,11 @@ static void report(const options *o, const layout *l, const char *file, const re
     if (o->compare)
         printf(", \"ref_avg_s\": %.9g, \"ref_median_s\": %.9g, \"median_ratio\": %.6g", r->ref_avg,
                r->ref_median, r->ratio);
+    if (l->nsample) {
+        printf(", \"sampled_origins\": [");
+        for (int i = 0; i < l->nsample; i++) printf("%s%d", i ? ", " : "", l->sample[i]);
+        printf("], \"checked_bytes_per_block\": %llu", (unsigned long long)checked_bytes(l, l->sample[0]));
+    }
     for (int k = 0; r->samples && k < (o->compare ? 2 : 1); k++) {
         printf(", \"%s\": [", k ? "ref_samples_s" : "samples_s");
         for (int i = 0; i < o->iterations; i++)
@@ -338,8 +466,17 @@ static int run_file(const options *o, const char *file, int P, int rank)
             result r;
             memset(&r, 0, sizeof r);
             uint64_t B = o->nbytes ? o->bytes[b] : deflt;
-            int bad = setup(&l, B, o->modes[m][0], o->modes[m][1], o->dtype_int) != 0;
+            int bad = 0, unaligned = o->shared_sample && (B == 0 || B % SAMPLE_PAGE);
+            if (o->shared_sample && !unaligned)
+                bad = (l.nsample = sample_origins(P, o->shared_sample, &l.sample)) < 0;
+            if (!bad && !unaligned) bad = setup(&l, B, o->modes[m][0], o->modes[m][1], o->dtype_int) != 0;
             MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
+            if (unaligned) {
+                if (rank == 0) fprintf(stderr, "collsched-run: --shared-sample: bytes %llu: expected a "
+                                       "positive multiple of %u\n", (unsigned long long)B, SAMPLE_PAGE);
+                all_ok = 0;
+                continue;
+            }
             if (bad) {
                 if (rank == 0) fprintf(stderr, "collsched-run: out of memory for %llu bytes\n",
                                        (unsigned long long)B);

@@ -113,7 +113,7 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
         if n < 2:
             levels.append({"level": "site", "phase": 1, "site": sites.names[x], "ranks": n, "seconds": 0.0})
             continue
-        r, ops = _ring(sites, x, pieces, eager, mark)
+        r, _ = _ring(sites, x, pieces, eager, mark)
         last_send = int(np.argmax(r.start))
         c_last = sites.costs(x, x, int(pieces[-1]))
         send_free[x] = r.start[last_send] + c_last.os
@@ -126,7 +126,7 @@ def predict(plan, sites, nbytes: int, nseg: int, fifo=None) -> dict:
     # Phase 2: the plan's entries in list order, piece by piece (_entry).
     arrive = {(x, x): np.zeros(sizes[x] * nseg) for x in range(S)}  # (site, origin) -> per piece
     port = [np.full(sizes[x], send_free[x]) for x in range(S)]  # per member: send port free
-    # per member: the previous receive's ready time (the next may start m / NIC after it)
+    # per member: the previous receive's ready + duration (the next starts its early before)
     rprev = [np.full(sizes[x], recv_rel[x]) for x in range(S)]
     link_free = {}
     step_gate = {}  # (site, step) -> arrivals of pieces it forwarded before (rendezvous)

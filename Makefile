@@ -9,7 +9,7 @@ MPIRUN_ROOT := $(shell [ "$$(id -u)" -eq 0 ] && echo --allow-run-as-root)
 # The one version string is the package's __version__ (pyproject reads it too).
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' compiler/collsched/__init__.py)
 
-.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-bound bench-sweep bench-recurring bench-intergroup clean
+.PHONY: all deps test test-compiler demo bench bench-compiler bench-lab bench-bound bench-sweep bench-recurring bench-intergroup bench-scale-compact clean
 all: runtime lab
 
 deps:
@@ -74,6 +74,17 @@ demo: deps runtime lab
 
 bench: deps bench-compiler bench-runtime bench-trace bench-lab bench-bound bench-sweep bench-recurring \
 	bench-intergroup
+
+# The lab at scale with compact schedules (issue 24 part 5; docs/benchmarks.md, section
+# lab-scale-compact): compact ring and bruck against native:ompi and native:mpich on the
+# default cluster, hier against native:ompi on grid-8x512, under SMPI at 1024 and 4096
+# ranks, 64 KiB per rank, sampled shared buffers. Not in `make bench`: on this 2-core
+# machine one 1024-rank launch takes minutes and one 4096-rank call tens of minutes of CPU.
+# Each rank maps about 3 regions per sampled origin: raise the limit.
+bench-scale-compact: deps runtime lab
+	@[ "$$(cat /proc/sys/vm/max_map_count)" -ge 1048576 ] || sysctl -q -w vm.max_map_count=1048576 || \
+	    echo "bench-scale-compact: could not raise vm.max_map_count; the suite will say what to do"
+	$(CLI) bench --suite scale-compact --ranks 1024,4096 --doc docs/benchmarks.md
 
 bench-compiler: deps
 	$(CLI) bench --suite compiler --doc docs/benchmarks.md --plot docs/img/compile-time.png

@@ -381,6 +381,9 @@ def cmd_bench(a) -> int:
             replace_section(a.doc, "lab-scale", md)
         print(md)
         return EXIT_OK if all(r["data_ok"] for r in scale["results"]) else EXIT_INVALID
+    if a.suite == "scale-compact":  # compact schedules at 1024-4096 ranks (lab/scale_compact.py)
+        from .lab.scale_compact import bench_cli
+        return bench_cli(a)
     # Every option is checked here, before the lab compiles anything or starts SMPI/MPI.
     if a.collective != "allgather":
         raise InputError("--collective", _show(a.collective), "expected allgather")

@@ -246,7 +246,7 @@ def _add_bench(sub) -> None:
                                    "collsched bench --ranks 8 --bytes 64KiB --algorithms ring,bruck,native")
     _add_group_options(b)
     b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale", "recurring",
-                                       "intergroup"),
+                                       "intergroup", "scale-compact"),
                    default="lab",
                    help=h("lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
                           "compile time on the bundled grids, fresh processes, C kernels and "

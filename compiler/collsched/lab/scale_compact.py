@@ -1,0 +1,521 @@
+"""The lab at scale with compact schedules (issue 24 part 5): SMPI runs of compact ring,
+bruck and hierarchical (hier) schedules against the MPI library's selectors at 1024 and
+4096 ranks, on one machine.
+
+What one launch is: `collsched-run FILE --compare --iterations 1 --warmup 0
+--shared-sample K` (SMPI build) under smpirun: the compact schedule's call (its first, so
+the ranks' agreement on the record and every rank's list generation are inside it) and
+then the MPI library's MPI_Allgather (selector `native:ompi` or `native:mpich`, SimGrid's
+`smpi/coll-selector`) on the same buffers, each after a barrier. P x 64 KiB x P bytes of
+receive buffers (1 TiB at P = 4096) fit because they are SMPI's partial shared malloc: one
+physical copy for all ranks except the first 4 KiB of K sampled origins' blocks (the same
+origins on every rank: 0, P-1 and K-2 drawn with a fixed seed) and the guard after the last
+block, which are private and checked on every rank against the pattern the driver computes
+for (origin, iteration). SimGrid copies only private bytes, so a sampled block is real data
+all along its way through forwarding ranks. Both calls of a launch are checked; the launch
+fails if either is wrong or if the compact call fell back to the library.
+
+Beside the simulated times, each launch records its wall time, CPU time (the simulator's
+user + system, getrusage of the waited launch), the simulator's peak private memory
+(RssAnon + page tables from /proc/PID/status, sampled: shared pages counted once, unlike
+RSS, which counts the shared file once per mapping) and, as lab/scale.py does, the
+machine's peak memory in use beyond the start (/proc/meminfo; on a shared machine it also
+sees other jobs). The model is the compact schedules' per-level cost model
+(compact.model.summary, fast at any P); measured / predicted is reported.
+
+Records accumulate in out/scale-compact/records.json (one per (P, topology, algorithm,
+native), the latest kept) and the docs section is written from all of them:
+`collsched bench --suite scale-compact --ranks 1024,4096 --doc docs/benchmarks.md`.
+
+Topologies: `cluster` is the default homogeneous cluster (1 Gbit/s, 50 us: what compact
+version-1 records describe); `grid` is topologies/grid-8x512.yaml with P / 8 hosts per
+site (the file itself at P = 4096).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform as pyplatform
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import runtime_build
+from ..errors import InputError
+from ..files import write_atomic
+
+SECTION = "lab-scale-compact"
+GRID_FILE = Path(__file__).resolve().parents[3] / "topologies" / "grid-8x512.yaml"
+GRID_SITES = 8
+# (algorithm, native selector) per launch: each native runs beside one compact schedule.
+DEFAULT_PAIRS = {"cluster": (("ring", "native:ompi"), ("bruck", "native:mpich")),
+                 "grid": (("hier", "native:ompi"),)}
+# One untimed call of both first (--warmup 1): the first call of a compact record holds the
+# ranks' agreement and list generation, a one-off cost (under SMPI's selectors on the
+# grid's WAN: seconds at P = 64) that the model does not time.
+WARMUP = 1
+SAMPLE_ORIGINS = 32  # sampled origins per rank (collsched-run --shared-sample)
+# SMPI maps the shared parts in blocks of this size (smpi/shared-malloc-blocksize): with
+# the default 1 MiB a 256 MiB receive buffer is 256 maps per rank, over a million at P =
+# 4096; at 64 MiB each shared range between two samples is one or two maps.
+SHARED_BLOCK = 64 << 20
+DEFAULT_TIMEOUT_S = 3600
+SAMPLE_PERIOD_S = 2.0
+
+
+class ScaleRunError(RuntimeError):
+    """A launch failed (exit status, time-out, no result line)."""
+
+
+@dataclass
+class Case:
+    ranks: int
+    topology: str  # cluster | grid
+    algorithm: str
+    native: str
+    nbytes: int = 64 << 10
+
+
+# ---- inputs --------------------------------------------------------------------------------
+
+def grid_topology(ranks: int, directory: Path) -> Path:
+    """grid-8x512.yaml with ranks / 8 hosts per site (the file itself at 4096 ranks)."""
+    if ranks % GRID_SITES:
+        raise InputError("--ranks", str(ranks), f"expected a multiple of {GRID_SITES} for the grid")
+    per = ranks // GRID_SITES
+    if per == 512:
+        return GRID_FILE
+    text = GRID_FILE.read_text()
+    text, n = re.subn(r"hosts: 512,", f"hosts: {per},", text)
+    if n != GRID_SITES:
+        raise InputError(str(GRID_FILE), "sites", f"expected {GRID_SITES} sites of 512 hosts")
+    text = text.replace("name: grid-8x512", f"name: grid-8x{per}")
+    path = directory / f"grid-8x{per}.yaml"
+    write_atomic(path, text)
+    return path
+
+
+def topology_path(case: Case, directory: Path) -> str | None:
+    return None if case.topology == "cluster" else str(grid_topology(case.ranks, directory))
+
+
+def compile_compact(case: Case, topo: str | None, out: Path) -> Path:
+    """`collsched compile --form compact` for the case, as a user runs it."""
+    from ..cli import main
+
+    argv = ["compile", "--algorithm", case.algorithm, "--ranks", str(case.ranks), "--bytes",
+            str(case.nbytes), "--form", "compact", "-o", str(out)]
+    if topo is not None:
+        argv += ["--topology", topo]
+    rc = main(argv)
+    if rc != 0:
+        raise ScaleRunError(f"collsched compile {' '.join(argv[1:])}: exit {rc}")
+    return out
+
+
+def predict(sched: Path, topo: str | None, nbytes: int) -> dict:
+    """The compact model's prediction and lower bound (None where it does not apply)."""
+    from ..compact import model
+    from ..compact.files import read_compact
+
+    try:
+        s = model.summary(read_compact(sched), topo, nbytes)
+    except InputError as e:
+        return {"predicted_s": None, "lower_bound_s": None, "model_note": e.line()}
+    return {"predicted_s": s["predicted_s"], "lower_bound_s": s["lower_bound_s"],
+            "model_method": s.get("method"), "model_compute_s": s["compute_s"]}
+
+
+def platform_files(case: Case, topo: str | None, directory: Path, network_model: str):
+    """(platform.xml, hostfile, SimGrid network options, TCP gamma) as the lab builds them."""
+    import dataclasses
+
+    from ..pipeline import resolve_topology
+    from .netmodel import network_setup
+    from .platform import DEFAULT_TCP_GAMMA, build_platform
+
+    loaded = resolve_topology(case.ranks, topo, None)
+    gamma = int(loaded.tcp_window or DEFAULT_TCP_GAMMA)
+    t = dataclasses.replace(loaded, tcp_window=float(gamma))
+    net = network_setup(network_model, t)
+    xml, hosts = build_platform(net.topology).write(directory, f"platform-{case.topology}-{case.ranks}")
+    return xml, hosts, tuple(net.simgrid_cfg), gamma
+
+
+# ---- one launch ----------------------------------------------------------------------------
+
+def _status(pid: int) -> dict:
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("RssAnon", "VmPTE", "VmRSS"):
+                    out[k] = int(v.split()[0])  # kB
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _simulator(session: int) -> int | None:
+    """The smpimain process of a launch's session."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if comm == "smpimain" and int(fields[3]) == session:  # fields[3]: session id
+            return int(d)
+    return None
+
+
+def _maps(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return 0
+
+
+def used_mib() -> float:
+    """Memory in use on the machine (MemTotal - MemAvailable), MiB (as lab/scale.py)."""
+    info = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, value = line.split(":", 1)
+            info[key] = int(value.split()[0])
+    return (info["MemTotal"] - info["MemAvailable"]) / 1024
+
+
+def _stop(pid: int) -> None:
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        time.sleep(grace)
+
+
+def launch(cmd: list[str], cwd: Path, timeout_s: float, period_s: float = SAMPLE_PERIOD_S) -> dict:
+    """Run one smpirun command in a session of its own; returns stdout, stderr tail, wall,
+    CPU (user + system of the waited launch and its children), memory peaks."""
+    base = used_mib()
+    peak = {"anon_kib": 0, "pte_kib": 0, "maps": 0, "used_mib": base}
+    proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+    out, err = [], []
+    readers = [threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),
+               threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]
+    for r in readers:
+        r.start()
+    done = threading.Event()
+    timed_out = threading.Event()
+
+    def sample():
+        sim, n = None, 0
+        while not done.wait(period_s):
+            peak["used_mib"] = max(peak["used_mib"], used_mib())
+            sim = sim or _simulator(proc.pid)
+            if sim is None:
+                continue
+            st = _status(sim)
+            peak["anon_kib"] = max(peak["anon_kib"], st.get("RssAnon", 0))
+            peak["pte_kib"] = max(peak["pte_kib"], st.get("VmPTE", 0))
+            n += 1
+            if n % 5 == 1:  # the maps file is long: now and then
+                peak["maps"] = max(peak["maps"], _maps(sim))
+
+    def watchdog():
+        if not done.wait(timeout_s):
+            timed_out.set()
+            _stop(proc.pid)
+    threads = [threading.Thread(target=sample, daemon=True), threading.Thread(target=watchdog, daemon=True)]
+    for t in threads:
+        t.start()
+    start = time.perf_counter()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except BaseException:
+        _stop(proc.pid)
+        raise
+    finally:
+        wall = time.perf_counter() - start
+        done.set()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for r in readers:
+        r.join()
+    for t in threads:
+        t.join()
+    if timed_out.is_set():
+        raise ScaleRunError(f"{Path(cmd[0]).name} did not finish within {timeout_s:g} s")
+    return {"returncode": proc.returncode, "stdout": "".join(out), "stderr": "".join(err),
+            "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "max_rss_mib": usage.ru_maxrss / 1024,
+            "sim_private_peak_mib": (peak["anon_kib"] + peak["pte_kib"]) / 1024,
+            "sim_page_tables_peak_mib": peak["pte_kib"] / 1024, "maps_peak": peak["maps"],
+            "machine_used_peak_mib": peak["used_mib"] - base}
+
+
+def smpi_command(case: Case, sched: Path, files, native: str, sample: int, warmup: int = WARMUP) -> list[str]:
+    from . import native as natives
+
+    xml, hosts, net_cfg, gamma = files
+    exe = runtime_build.require(runtime_build.program("smpi", "collsched-run"))
+    chosen = natives.resolve(native, "smpi")
+    return ["smpirun", "-np", str(case.ranks), "-platform", str(xml), "-hostfile", str(hosts),
+            *net_cfg, f"--cfg=network/TCP-gamma:{gamma}", "--cfg=network/crosstraffic:0",
+            "--cfg=smpi/simulate-computation:no", "--cfg=smpi/test:0",
+            f"--cfg=smpi/shared-malloc-blocksize:{SHARED_BLOCK}", "--log=root.thres:error",
+            chosen.smpi_cfg, str(exe), str(sched), "--bytes", str(case.nbytes), "--iterations", "1",
+            "--warmup", str(warmup), "--compare", "--json", "--shared-sample", str(sample)]
+
+
+def check_map_count(ranks: int, sample: int) -> None:
+    """Each rank maps about 2 K + 4 regions for its receive buffer (K sampled origins) and
+    a few for its stack; SimGrid and the libraries a few thousand."""
+    need = ranks * (3 * sample + 16) + 8192
+    try:
+        have = int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return
+    if have < need:
+        raise InputError("vm.max_map_count", str(have),
+                         f"expected at least {need} for {ranks} ranks with {sample} sampled origins "
+                         f"(as root: sysctl -w vm.max_map_count={need}; `make bench-scale-compact` does it)")
+
+
+def run_case(case: Case, workdir: Path, network_model: str = "CM02", sample: int = SAMPLE_ORIGINS,
+             timeout_s: float = DEFAULT_TIMEOUT_S, files_cache: dict | None = None, warmup: int = WARMUP) -> dict:
+    """Compile, launch, check, predict: one record."""
+    check_map_count(case.ranks, sample)
+    topo = topology_path(case, workdir)
+    key = (case.topology, case.ranks)
+    cache = files_cache if files_cache is not None else {}
+    if key not in cache:
+        cache[key] = platform_files(case, topo, workdir, network_model)
+    sched = compile_compact(case, topo, workdir / f"{case.algorithm}-{case.topology}-{case.ranks}.sched")
+    cmd = smpi_command(case, sched, cache[key], case.native, sample, warmup)
+    load0 = os.getloadavg()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    ran = launch(cmd, workdir, timeout_s, period_s=max(SAMPLE_PERIOD_S, case.ranks / 512))
+    load1 = os.getloadavg()
+    line = next((ln for ln in ran["stdout"].splitlines() if ln.startswith("{")), None)
+    if ran["returncode"] not in (0, 1) or line is None:
+        tail = [ln for ln in ran["stderr"].splitlines() if ln.strip()] or ["(no output)"]
+        raise ScaleRunError(f"{case.algorithm} P={case.ranks} {case.topology}: smpirun exit "
+                            f"{ran['returncode']}: {tail[-1].strip()[:300]}")
+    res = json.loads(line)
+    rec = {"ranks": case.ranks, "topology": case.topology,
+           "topology_file": "default cluster (1 Gbit/s, 50 us)" if topo is None else
+           f"{Path(topo).name} (grid-8x512's sites and links, {case.ranks // GRID_SITES} hosts per site)",
+           "algorithm": case.algorithm, "native": case.native, "bytes": case.nbytes, "warmup": warmup,
+           "network_model": network_model, "record_bytes": sched.stat().st_size,
+           "simulated_s": res["avg_s"], "native_simulated_s": res["ref_avg_s"],
+           "data_ok": bool(res["data_ok"]) and ran["returncode"] == 0, "used_schedule": bool(res["used_schedule"]),
+           "fallback_reason": res.get("reason", ""), "mpi_error": res.get("mpi_error", 0),
+           "sampled_origins": len(res.get("sampled_origins", [])),
+           "checked_bytes_per_block": res.get("checked_bytes_per_block"),
+           "started_utc": started.strftime("%Y-%m-%d %H:%M"), "load_before": load0[0], "load_after": load1[0],
+           "machine": f"{os.cpu_count()} CPUs, {_mem_total_gib():.0f} GiB, {pyplatform.system()} "
+                      f"{pyplatform.release()}",
+           "command": " ".join(Path(c).name if i == 0 else c for i, c in enumerate(cmd))}
+    for k in ("wall_s", "cpu_s", "sim_private_peak_mib", "sim_page_tables_peak_mib", "maps_peak",
+              "machine_used_peak_mib", "max_rss_mib"):
+        rec[k] = ran[k]
+    rec["messages"] = _messages(sched)
+    rec.update(predict(sched, topo, case.nbytes))
+    if rec.get("predicted_s"):
+        rec["ratio"] = rec["simulated_s"] / rec["predicted_s"]
+    return rec
+
+
+def _messages(sched: Path) -> int | None:
+    """Point-to-point messages of one call: the sum of every rank's receives (the C
+    generator's counts, O(blocks) per rank)."""
+    from ..compact import native
+    from ..compact.files import read_compact
+
+    try:
+        d = read_compact(sched)
+        return int(sum(native.count(d, r) for r in range(d.nranks)) // 2)
+    except Exception:  # the count is informative; a generator that refuses is reported by the run
+        return None
+
+
+def _mem_total_gib() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    return 0.0
+
+
+# ---- records and the section ---------------------------------------------------------------
+
+def _key(r: dict) -> tuple:
+    return (r["ranks"], r["topology"], r["algorithm"], r["native"], r.get("warmup", 0))
+
+
+def load_records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return json.loads(path.read_text())
+
+
+def save_records(path: Path, new: list[dict]) -> list[dict]:
+    """Merge new records into the file (the latest per key); returns all of them."""
+    keep = {_key(r): r for r in load_records(path)}
+    for r in new:
+        keep[_key(r)] = r
+    rows = sorted(keep.values(), key=lambda r: (r["ranks"], r["topology"], r["algorithm"], r["native"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(rows, indent=1) + "\n")
+    return rows
+
+
+def _f(x, fmt="{:.3f}", none="-"):
+    return none if x is None else fmt.format(x)
+
+
+def markdown(records: list[dict], failures: list[str] = ()) -> str:
+    lines = ["## Lab: scale with compact schedules", "",
+             "Written by `collsched bench --suite scale-compact --ranks P[,P...] --doc docs/benchmarks.md` "
+             "(`make bench-scale-compact`; lab/scale_compact.py) from its records "
+             "(out/scale-compact/records.json, one per row, the latest kept). SimGrid 3.32 SMPI, 64 KiB "
+             "per rank, one launch per row: `collsched-run RECORD --compare --iterations 1 --warmup 0 "
+             "--shared-sample K`, i.e. the compact schedule's first call (the ranks' agreement on the "
+             "record and every rank's list generation included) and then MPI_Allgather under the "
+             "native selector, each after a barrier. Receive buffers are SMPI's partial shared malloc: "
+             "private, and checked on every rank against the driver's pattern, are the first 4 KiB of "
+             "K sampled origins' blocks (the same origins on every rank: 0, P-1 and K-2 drawn with a "
+             "fixed seed) and the guard after the last block; the rest is one shared copy. "
+             "`data` covers both calls of the launch; `compact` means the record's schedule ran (no "
+             "fallback).", "",
+             "Model: the compact per-level model (`compact.model.summary`); ratio = simulated / "
+             "predicted. CPU: user + system time of the simulator; private memory: its peak RssAnon + "
+             "page tables (sampled from /proc/PID/status; shared pages once); machine: peak "
+             "MemTotal - MemAvailable beyond the start (/proc/meminfo, as `--suite scale`; other jobs "
+             "on this shared machine show in it). Network model CM02 (SMPI's default model, `SMPI`, adds "
+             "its piecewise size factors; the lab's rule for each model: docs/lab.md).", ""]
+    if not records:
+        lines.append("No records yet.")
+    else:
+        lines += ["| P | topology | schedule | record bytes | messages | simulated s | model s | ratio | "
+                  "native | native simulated s | compact / native | data (sampled) | wall s | CPU s | "
+                  "private MiB | machine MiB | started (UTC), load |",
+                  "|--:|:--|:--|--:|--:|--:|--:|--:|:--|--:|--:|:--|--:|--:|--:|--:|:--|"]
+        for r in records:
+            data = ("ok" if r["data_ok"] else "WRONG") + ("" if r["used_schedule"] else " (fallback)")
+            data += f", {r['sampled_origins']} origins x {r['checked_bytes_per_block']} B"
+            ratio = r["simulated_s"] / r["native_simulated_s"] if r.get("native_simulated_s") else None
+            lines.append(
+                f"| {r['ranks']} | {r['topology']} | compact {r['algorithm']} | {r['record_bytes']} | "
+                f"{_f(r.get('messages'), '{:,}')} | {r['simulated_s']:.4f} | {_f(r.get('predicted_s'), '{:.4f}')} | "
+                f"{_f(r.get('ratio'))} | {r['native']} | {_f(r.get('native_simulated_s'), '{:.4f}')} | "
+                f"{_f(ratio)} | {data} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | "
+                f"{r['sim_private_peak_mib']:.0f} | {r['machine_used_peak_mib']:.0f} | "
+                f"{r['started_utc']}, {r['load_before']:.1f}-{r['load_after']:.1f} |")
+        topos = sorted({(r["topology"], r["topology_file"]) for r in records})
+        lines += [""] + [f"- `{t}`: {f}." for t, f in topos]
+        machines = sorted({r["machine"] for r in records})
+        lines.append(f"- Machine: {'; '.join(machines)}, shared with other jobs (load: the 1-minute "
+                     "load average before and after the launch).")
+        cpu = [r["cpu_s"] / r["messages"] * 2 for r in records if r.get("messages")]
+        if cpu:
+            lines.append(f"- Simulator CPU per point-to-point message (both calls of a launch, taken "
+                         f"as twice the compact call's messages): {min(cpu) * 1e6:.0f}-{max(cpu) * 1e6:.0f} us.")
+    if failures:
+        lines += ["", "Runs that did not finish in this invocation:", ""] + [f"- {f}" for f in failures]
+    return "\n".join(lines) + "\n"
+
+
+# ---- the suite ------------------------------------------------------------------------------
+
+def cases_for(ranks: list[int], topologies=("cluster", "grid"), pairs=None) -> list[Case]:
+    pairs = pairs or DEFAULT_PAIRS
+    return [Case(p, t, a, n) for p in ranks for t in topologies for a, n in pairs[t]]
+
+
+def run_suite(ranks: list[int], records_path: Path, network_model: str = "CM02",
+              sample: int = SAMPLE_ORIGINS, timeout_s: float = DEFAULT_TIMEOUT_S,
+              topologies=("cluster", "grid"), pairs=None, workdir: str | None = None,
+              progress=None, warmup: int = WARMUP) -> tuple[list[dict], list[str]]:
+    """Every case; each record is saved as soon as it is measured. Returns (all records,
+    failures of this invocation)."""
+    if shutil.which("smpirun") is None:
+        raise InputError("smpirun", "", "not found: install libsimgrid-dev (make deps)")
+    failures, rows = [], load_records(records_path)
+    tmp = Path(workdir or tempfile.mkdtemp(prefix="collsched-scale-compact-")).resolve()
+    tmp.mkdir(parents=True, exist_ok=True)
+    cache: dict = {}
+    try:
+        for case in cases_for(ranks, topologies, pairs):
+            if progress:
+                progress(case)
+            try:
+                rec = run_case(case, tmp, network_model, sample, timeout_s, cache, warmup)
+            except ScaleRunError as e:
+                failures.append(f"P = {case.ranks}, {case.topology}, {case.algorithm} with {case.native}: {e} "
+                                f"({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)")
+                continue
+            rows = save_records(records_path, [rec])
+    finally:
+        if workdir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return rows, failures
+
+
+def bench_cli(a) -> int:
+    """`collsched bench --suite scale-compact`: --ranks (default 1024), --algorithms as
+    ALG:NATIVE pairs (default: ring:native:ompi,bruck:native:mpich on the cluster,
+    hier twice on the grid), --topology cluster|grid|cluster,grid, --doc."""
+    EXIT_OK, EXIT_INVALID = 0, 1  # cli.py's
+
+    text = a.ranks or "1024"
+    if not all(x.isascii() and x.isdigit() for x in text.split(",")):
+        raise InputError("--ranks", text[:40], "expected comma-separated rank counts, e.g. 1024,4096")
+    ranks = [int(x) for x in text.split(",")]
+    for p in ranks:
+        if p < 8 or p % GRID_SITES:
+            raise InputError("--ranks", str(p), f"expected rank counts of at least 8, multiples of {GRID_SITES}")
+    topologies = tuple((a.topology or "cluster,grid").split(","))
+    for t in topologies:
+        if t not in DEFAULT_PAIRS:
+            raise InputError("--topology", t, "expected cluster, grid or both (comma-separated) "
+                                              "for --suite scale-compact")
+    pairs = None
+    if a.algorithms:
+        chosen = []
+        for item in a.algorithms.split(","):
+            alg, _, nat = item.partition(":")
+            if not nat.startswith("native"):
+                raise InputError("--algorithms", item, "expected ALGORITHM:native:SELECTOR pairs, "
+                                                       "e.g. ring:native:ompi")
+            chosen.append((alg, nat))
+        pairs = {t: tuple(chosen) for t in topologies}
+    out = Path(getattr(a, "out", None) or "out") / "scale-compact" / "records.json"
+    records, failures = run_suite(ranks, out, a.network_model, topologies=topologies, pairs=pairs,
+                                  progress=lambda c: print(f"scale-compact: P = {c.ranks} {c.topology} "
+                                                           f"{c.algorithm} + {c.native}", flush=True))
+    md = markdown(records, failures)
+    if a.doc:
+        from .benchdoc import replace_section
+
+        replace_section(a.doc, SECTION, md)
+    print(md)
+    fresh = [r for r in records if r["ranks"] in ranks and r["topology"] in topologies]
+    ok = not failures and all(r["data_ok"] and r["used_schedule"] for r in fresh)
+    return EXIT_OK if ok else EXIT_INVALID

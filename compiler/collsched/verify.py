@@ -60,8 +60,12 @@ class _Ctx:
 
     def piece_key(self, ops) -> np.ndarray:
         s = self.s
-        return ((self.rank[ops].astype(np.int64) * s.nranks + s.origin[ops]) * s.nseg
-                + s.segment[ops])
+        key = self.rank[ops].astype(np.int64)  # (rank * P + origin) * nseg + segment, in place
+        key *= s.nranks
+        key += s.origin[ops]
+        key *= s.nseg
+        key += s.segment[ops]
+        return key
 
 
 def check_shape(c: _Ctx) -> list[Violation]:
@@ -168,6 +172,7 @@ def check_holding(c: _Ctx) -> list[Violation]:
     fwd = np.nonzero(c.is_send & (s.origin != c.rank))[0]
     fkey = c.piece_key(fwd)
     feed = _first_receipt(recvs, rkey, fkey, s.nranks * s.nranks * s.nseg)
+    del recvs, rkey, fkey  # (at P = 4096 each is 134 MB)
     found = feed >= 0
     bad = np.nonzero(~found | (feed > fwd))[0]
     for i in bad[:MAX_REPORTED]:
@@ -176,7 +181,7 @@ def check_holding(c: _Ctx) -> list[Violation]:
         out.append(c.v("holding", op, f"forwards piece ({int(s.origin[op])},{int(s.segment[op])}) "
                                       f"to {int(s.peer[op])} before holding it: the rank {what}"))
     if not out:
-        c.feeding_recv = np.full(s.total_ops, -1, np.int64)
+        c.feeding_recv = np.full(s.total_ops, -1, np.int32 if s.total_ops < 2 ** 31 else np.int64)
         c.feeding_recv[fwd] = feed
     return out
 
@@ -251,7 +256,14 @@ def check_progress(c: _Ctx) -> list[Violation]:
     """
     s = c.s
     fwd_dep, fifo_dep, bar_dep = _progress_deps(c)
-    blocking = np.nonzero((fwd_dep >= 0) | (fifo_dep >= 0) | (bar_dep >= 0))[0]  # rank-major, list order
+    waits = (fwd_dep >= 0) | (fifo_dep >= 0)
+    if bar_dep is not None:
+        waits |= bar_dep >= 0
+    blocking = np.nonzero(waits)[0]  # rank-major, list order
+    del waits
+    # Without a background chain the walks read the FIFO column in its place: a condition
+    # asked twice changes no walk, and no third int64 column over every op is made.
+    chain = fifo_dep if bar_dep is None else bar_dep
     first = np.searchsorted(blocking, s.offsets[:-1])
     last = np.searchsorted(blocking, s.offsets[1:])
     # The C walk says whether every rank finishes; the waves below (the only Python path:
@@ -259,7 +271,7 @@ def check_progress(c: _Ctx) -> list[Violation]:
     if kernels.available() and kernels.progress_completes(
             nranks=s.nranks, rank=c.rank.astype(np.int64), offsets=s.offsets.astype(np.int64),
             blocking=blocking.astype(np.int64), first=first.astype(np.int64),
-            last=last.astype(np.int64), dep0=fwd_dep, dep1=fifo_dep, dep2=bar_dep):
+            last=last.astype(np.int64), dep0=fwd_dep, dep1=fifo_dep, dep2=chain):
         return []
     cur = first.copy()
 
@@ -280,7 +292,7 @@ def check_progress(c: _Ctx) -> list[Violation]:
         if len(active) == 0:
             return []
         b = blocking[cur[active]]
-        ok = met(fwd_dep[b]) & met(fifo_dep[b]) & met(bar_dep[b])
+        ok = met(fwd_dep[b]) & met(fifo_dep[b]) & met(chain[b])
         if not ok.any():
             break
         go = active[ok]
@@ -289,7 +301,7 @@ def check_progress(c: _Ctx) -> list[Violation]:
     out = []
     for r in active[:MAX_REPORTED]:
         op = int(blocking[cur[r]])
-        if bar_dep[op] >= 0 and not met(np.array([bar_dep[op]]))[0]:
+        if bar_dep is not None and bar_dep[op] >= 0 and not met(np.array([bar_dep[op]]))[0]:
             dep = int(bar_dep[op])
             out.append(c.v("progress", op,
                            f"deadlock: waits for its background receives (rank {int(c.rank[dep])} issuing "
@@ -319,7 +331,7 @@ def _progress_deps(c: _Ctx):
     (-1: nothing): fwd_dep, the send delivering a forwarded piece; fifo_dep, the matching
     recv of the previous send on a FIFO link (serial: of any previous send; for a recv, the
     send of the previous recv); bar_dep, in serial schedules, the leading background
-    receives' chain."""
+    receives' chain (None where there is none)."""
     s = c.s
     m = c.matching
     assert m is not None and c.feeding_recv is not None
@@ -366,9 +378,10 @@ def _progress_deps(c: _Ctx):
     # op. Proven as a chain (each waits for the one before, the first other op for the
     # last): stricter than the engine, and progress under stricter rules implies progress
     # under looser ones. (Dataflow schedules: the call takes the receives over unfinished.)
-    bar_dep = np.full(n, -1, np.int64)
+    bar_dep = None  # (no chain: check_progress needs no column of -1s)
     lead = (s.phase == BACKGROUND) & c.is_recv
     if serial and lead.any():
+        bar_dep = np.full(n, -1, np.int64)
         # Per rank (a loop over ranks, not ops): its leading run of background receives
         # lo..end-1, each after the one before, and its first other op (if any) after the run.
         for r in range(s.nranks):

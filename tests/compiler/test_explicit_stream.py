@@ -285,7 +285,7 @@ def _fifo_deps_as_before(s, serial):
         ends = np.nonzero((first_other < n) & (first_other > s.offsets[:-1]))[0]
         ends = ends[in_prefix[first_other[ends] - 1]]
         bar[first_other[ends]] = send_of_recv[first_other[ends] - 1]
-    assert np.array_equal(bar_dep, bar)
+    assert np.array_equal(np.full(n, -1) if bar_dep is None else bar_dep, bar)
 
 
 # --- the prediction of large symmetric schedules -------------------------------------------

@@ -240,6 +240,11 @@ def _entry(sites, sizes, X, Y, O, pieces, fifo, ready_data, port, recv_prev, gat
     # appears twice.
     mn = min(nX, nY)
     lf = link_free.get((X, Y), -np.inf)
+    if mn == 1:  # one piece per round: the same steps on Python floats (numpy per piece is slow)
+        lf = _chain(nO, nX, nY, nseg, lcm, fifo, gate, shared, lf, ready_data, port, recv_prev,
+                    dur, os_, g, rport, w, start, end)
+        link_free[(X, Y)] = lf
+        return start, end, (float(ready_data.max()) if X != O and len(ready_data) else -np.inf)
     for level in range(-(-nO // mn)):
         i = np.arange(level * mn, min((level + 1) * mn, nO))
         u, v = i % nX, i % nY
@@ -269,3 +274,32 @@ def _entry(sites, sizes, X, Y, O, pieces, fifo, ready_data, port, recv_prev, gat
     link_free[(X, Y)] = lf
     fwd_feed = float(ready_data.max()) if X != O and len(ready_data) else -np.inf
     return start, end, fwd_feed
+
+
+def _chain(nO, nX, nY, nseg, lcm, fifo, gate, shared, lf, ready_data, port, recv_prev,
+           dur, os_, g, rport, w, start, end) -> float:
+    """_entry's rounds where each holds one piece (n_X or n_Y is 1), with the same float
+    operations in the same order; fills start and end, updates port and recv_prev, returns
+    the link's free time."""
+    rd, st_l, en_l = ready_data.tolist(), start.tolist(), end.tolist()
+    port_l, rp_l = port.tolist(), recv_prev.tolist()
+    durl, osl, gl, rpl, wl = dur.tolist(), os_.tolist(), g.tolist(), rport.tolist(), w.tolist()
+    for i in range(nO):
+        u, v = i % nX, i % nY
+        for sg in range(nseg):
+            k = i * nseg + sg
+            t = max(max(rd[k], gate), port_l[u])
+            pk = k - 1 if sg > 0 else ((i - lcm) * nseg + nseg - 1 if i - lcm >= 0 else -1)
+            if pk >= 0:
+                t = max(t, en_l[pk] if fifo else st_l[pk] + gl[(sg - 1) % nseg])
+            t = max(t, rp_l[v] - (durl[sg] - rpl[sg]))
+            rp_l[v] = t + durl[sg]
+            st = t
+            if shared:  # a round of one: st = 0 w + max(lf, t - 0 w)
+                st = max(lf, t - 0.0) + 0.0
+                lf = st + wl[sg]
+            st_l[k], en_l[k] = st, st + durl[sg]
+            port_l[u] = t + osl[sg]
+    start[:], end[:] = st_l, en_l
+    port[:], recv_prev[:] = port_l, rp_l
+    return lf

@@ -226,3 +226,13 @@ def test_loggp_overheads(tmp_path, alg):
     got = model.predict(d, str(path))
     assert got == pytest.approx(want, rel=1e-12 if alg in SYMMETRIC else TREE_BOUND_MARKED[alg])
     assert model.lower_bound(d, str(path)) <= want
+
+
+def test_scalar_rounds_identical(monkeypatch):
+    """hier's rounds of one piece (a one-member site: NTH at P = 13, grenoble at 129) give
+    the numpy rounds' results to the bit."""
+    from collsched.compact import model_hier
+    cases = [("topologies/three-site-grid.yaml", 13, 65536, 2), ("topologies/grid-8x128.yaml", 129, 100000, 1)]
+    fast = [model.predict(hier.for_topology(f, p, b, s), f) for f, p, b, s in cases]
+    monkeypatch.setattr(model_hier, "SCALAR_ROUNDS", False)
+    assert fast == [model.predict(hier.for_topology(f, p, b, s), f) for f, p, b, s in cases]

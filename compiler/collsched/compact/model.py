@@ -14,8 +14,9 @@ docs/compact-model.md): predictions at 65,536 ranks in seconds, from site-level 
     LAN, the inter-site plan by a site-level event model of its entries over the shared
     WAN links.
 - `lower_bound(desc, topology=None)`: a bound no execution under the model can beat,
-  from facts F1, F4 and F7 of model/lowerbound.py taken per site (O(2^S S^2), S sites),
-  and for the symmetric algorithms the forwarding depth (model_sym).
+  from facts F1 and F7 of model/lowerbound.py taken per site (O(2^S S^2), S sites: any
+  schedule), and from the described schedule's own chains (F4: the symmetric algorithms'
+  forwarding depth, hier's WAN hop and ring) and root (F2: lnbc, magpie, mpichg2).
 - `summary(desc, topology_path=None)`: both, with the per-level breakdown, as a dict.
 
 `topology`: None (the default cluster of `compile_schedule`), a Topology, or a topology

@@ -52,3 +52,48 @@ def test_refusals_are_one_line(tmp_path, capsys):
     f.write_bytes(f.read_bytes()[:40])  # truncated record
     status, _, err = run(capsys, "verify", f)
     assert status == 2 and "expected 56 bytes" in err and len(err.strip().splitlines()) == 1
+
+
+def test_half_duplex_and_topology(tmp_path, capsys):
+    """--duplex half and a homogeneous --topology write a record (their duplex and FIFO
+    threshold), show prints both, verify proves it; a multi-site topology is refused in one
+    line and --form auto then writes the explicit file."""
+    f = tmp_path / "nex.sched"
+    status, out, _ = run(capsys, "compile", "--algorithm", "nex", "--ranks", 48, "--bytes", "64KiB", "--form",
+                         "compact", "--topology", "topologies/tryton-48.yaml", "--duplex", "half", "-o", f, "--json")
+    d = json.loads(out)
+    assert status == 0 and (d["duplex"], d["fifo_min_piece"], d["topology"]) == ("half", 6251, "topologies/tryton-48.yaml")
+    desc = read_compact(f)
+    assert not desc.full_duplex and desc.fifo_min_piece == 6251
+    status, out, _ = run(capsys, "show", f)
+    assert status == 0 and "duplex     half" in out and "topology   the default cluster" in out
+    assert run(capsys, "verify", f)[0] == 0
+    # a slower LAN whose TCP window caps every flow: no FIFO marks, "a topology file"
+    lan = tmp_path / "lan.yaml"
+    lan.write_text("name: lan\ntcp_window: 64KiB\nsites:\n  - {name: s, hosts: 16, lan: {latency: 200us, "
+                   "bandwidth: 10Gbit/s}}\n")
+    g = tmp_path / "ring.sched"
+    assert run(capsys, "compile", "--algorithm", "ring", "--ranks", 16, "--bytes", "8MiB", "--form", "compact",
+               "--topology", lan, "-o", g)[0] == 0
+    status, out, _ = run(capsys, "show", g)
+    assert "fifo sends none" in out and "a homogeneous one-site topology file" in out
+    assert run(capsys, "verify", g)[0] == 0
+    h = tmp_path / "wan.sched"
+    status, _, err = run(capsys, "compile", "--algorithm", "ring", "--ranks", 48, "--bytes", "1KiB", "--form",
+                         "compact", "--topology", "topologies/wan-3x16.yaml", "-o", h)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "3 sites" in err and not h.exists()
+    assert run(capsys, "compile", "--algorithm", "ring", "--ranks", 48, "--bytes", "1KiB", "--form", "auto",
+               "--topology", "topologies/wan-3x16.yaml", "-o", h)[0] == 0
+    assert h.read_bytes()[:8] == b"COLLSCHD"
+
+
+def test_auto_with_a_homogeneous_topology(tmp_path):
+    """--form auto: compact from AUTO_MIN_RANKS ranks on a homogeneous file too."""
+    from collsched.compact import choose_form
+
+    big = tmp_path / "big.yaml"
+    big.write_text(f"name: big\nsites:\n  - {{name: s, hosts: {AUTO_MIN_RANKS}, lan: {{latency: 10us, "
+                   f"bandwidth: 100Gbit/s}}}}\n")
+    assert choose_form("auto", "ring", AUTO_MIN_RANKS, topology=str(big)) == "compact"
+    assert choose_form("auto", "ring", AUTO_MIN_RANKS - 1, topology=str(big)) == "explicit"
+    assert choose_form("auto", "ring", AUTO_MIN_RANKS, topology="topologies/grid-8x128.yaml") == "explicit"

@@ -1,12 +1,15 @@
 """The compact form's generators (runtime/src/compact_gen.c) against the explicit compiler.
 
 Identity: every rank's generated list equals, column by column, what generate + passes
-give on the default cluster (compact.identity), and byte for byte the section
-compile_schedule writes. Sampled here (hypothesis over algorithm, P up to 1024, segments
-and sizes around the FIFO threshold, every rank of each drawn schedule) and exhaustive
-for the ring up to P = 160; tools/prove_compact.py runs every algorithm and every P up to
-1024 (docs/compact.md records its run). Also: the description's encoding, one-line
-refusals from Python and C alike, and counts that stay safe at the format's limits.
+give on the default cluster or a homogeneous topology file, in full or half duplex
+(compact.identity), and byte for byte the section compile_schedule writes. Sampled here
+(hypothesis over algorithm, P up to 1024, segments, sizes around the FIFO threshold,
+duplex, and random homogeneous topology files; every rank of each drawn schedule) and
+exhaustive for the ring up to P = 160 and every algorithm in half duplex up to P = 40;
+tools/prove_compact.py runs every algorithm and every P up to 1024 (docs/compact.md and
+docs/compact-regular.md record its runs). Also: the description's encoding, one-line
+refusals from Python and C alike, the topologies refused, and counts that stay safe at
+the format's limits.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from hypothesis import given, settings, strategies as st
 from collsched import schedfile
 from collsched.compact import (ALGORITHMS, REGULAR, NO_FIFO, CompactDesc, count, decode, fifo_min_piece, for_default,
                                generate, schedule)
-from collsched.compact.desc import DESC_BYTES, _homogeneous_defaults
+from collsched.compact.desc import DESC_BYTES, _homogeneous_defaults, for_topology, refusal
+from collsched.compact.files import check
 from collsched.compact.identity import explicit, first_difference
 from collsched.errors import InputError
 from collsched.model.policy import fifo_link
@@ -31,6 +35,39 @@ THRESHOLD = fifo_min_piece(1 << 40, *_homogeneous_defaults())
 
 def valid(algorithm: str, p: int) -> bool:
     return not ((algorithm == "rd" and p & (p - 1)) or (algorithm == "nex" and p % 2))
+
+
+def write_topology(path, latency, bandwidth, *, window=None, duplex="full", hosts=64, per_host=1,
+                   intra=None, matrix=False, sites=1, extra=""):
+    """A topology file: `sites` sites of `hosts` hosts in all (class form: one LAN each and
+    WANs of the same cost between them; matrix form: every pair listed), `per_host` ranks
+    per host, an intra-host class where given."""
+    lines = ["name: t", f"duplex: {duplex}"]
+    if window is not None:
+        lines.append(f"tcp_window: {window}")
+    if matrix:  # latency/bandwidth: a value, or a function of (i, j)
+        def rows(v):
+            return [f"    - [{', '.join('null' if i == j else repr(v(i, j) if callable(v) else v) for j in range(hosts))}]"
+                    for i in range(hosts)]
+        lines.append("hosts:")
+        lines += [f"  - {{name: h{i}, site: s{i * sites // hosts}}}" for i in range(hosts)]
+        lines += ["matrix:", "  latency_unit: s", "  bandwidth_unit: B/s", "  latency:", *rows(latency),
+                  "  bandwidth:", *rows(bandwidth)]
+    else:
+        lines.append("sites:")
+        for k in range(sites):
+            n = hosts // sites + (k < hosts % sites)
+            lines += [f"  - name: s{k}", f"    hosts: {n}", f"    lan: {{latency: {latency!r} s, bandwidth: {bandwidth!r} B/s}}"]
+        if sites > 1:
+            lines.append("wan:")
+            lines += [f"  - {{between: [s{a}, s{b}], latency: {latency!r} s, bandwidth: {bandwidth!r} B/s}}"
+                      for a in range(sites) for b in range(a + 1, sites)]
+    if per_host > 1:
+        lines.append(f"placement: {{ranks_per_host: {per_host}}}")
+    if intra is not None:
+        lines.append(f"intra_host: {{latency: {intra[0]!r} s, bandwidth: {intra[1]!r} B/s}}")
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return str(path)
 
 
 def test_threshold_is_fifo_link_boundary():
@@ -81,29 +118,61 @@ def cases(draw):
         p += 1
     nseg = draw(st.integers(1, 4)) if p <= 128 else 1
     lo_hi = sorted((draw(sizes(nseg)), draw(sizes(nseg))))
-    return for_default(algorithm, p, tuple(lo_hi), nseg)
+    return for_default(algorithm, p, tuple(lo_hi), nseg, duplex=draw(st.sampled_from(["full", "half"])))
 
 
 @given(cases())
 @settings(max_examples=240, deadline=None)
 def test_identity_sampled(desc):
-    """Every rank of the drawn schedule: about 40,000 (algorithm, P, nseg, rank) cases a run
-    (the mean drawn P is about 160)."""
+    """Every rank of the drawn schedule: about 40,000 (algorithm, P, nseg, rank, duplex)
+    cases a run (the mean drawn P is about 160)."""
     assert first_difference(desc) is None
 
 
+def test_half_duplex_exhaustive_small():
+    """Every algorithm, every P up to 40, in half duplex (the greedy sub-step colouring):
+    with segments, so that a group of one sender is several transfers."""
+    for algorithm in sorted(REGULAR):
+        for p in range(1, 41):
+            if valid(algorithm, p):
+                nseg = 1 + p % 2
+                desc = for_default(algorithm, p, (THRESHOLD - 1) * nseg + p % (nseg + 1), nseg, duplex="half")
+                assert first_difference(desc) is None, (algorithm, p)
+
+
+def test_half_duplex_changes_the_order():
+    """The half-duplex check can fail: the full-duplex lists differ from the half-duplex
+    compile (a rank that sends first), and lnbc's do not (no rank sends and receives in one
+    step)."""
+    import dataclasses
+
+    full = for_default("ring", 6, 1000)
+    half = dataclasses.replace(full, full_duplex=False)
+    assert not explicit(half).same_ops(explicit(full))
+    assert first_difference(half) is None and first_difference(full) is None
+    lnbc = for_default("lnbc", 13, 1000)
+    assert explicit(lnbc).same_ops(explicit(dataclasses.replace(lnbc, full_duplex=False)))
+
+
 @pytest.mark.parametrize("algorithm", sorted(REGULAR))
-def test_identity_with_compile_schedule_bytes(algorithm, tmp_path):
-    """The whole pipeline, as `collsched compile` runs it, and the file's own bytes."""
+@pytest.mark.parametrize("duplex, topology", [(None, None), ("half", None), (None, "tryton-48"),
+                                              ("half", "lan-capped")])
+def test_identity_with_compile_schedule_bytes(algorithm, duplex, topology, tmp_path):
+    """The whole pipeline, as `collsched compile` runs it, and the file's own bytes: on the
+    default cluster and topology files, in either duplex."""
+    if topology == "lan-capped":  # the TCP window caps every pair: no FIFO marks
+        topology = write_topology(tmp_path / "capped.yaml", 200e-6, 1.25e9, window=65536, duplex="full")
     for p, nseg, nbytes in ((2, 1, 4096), (8, 2, (1024, 3 * THRESHOLD - 1)), (12, 3, 65536)):
         if not valid(algorithm, p):
             continue
         out = tmp_path / f"{algorithm}-{p}.sched"
         # One segment as --segments auto picks it on the default cluster, the others asked.
-        compile_schedule(algorithm, p, nbytes, segments=nseg if nseg > 1 else "auto", output=out)
+        compile_schedule(algorithm, p, nbytes, segments=nseg if nseg > 1 else "auto", output=out,
+                         topology=topology, duplex=duplex)
         data = out.read_bytes()
         sched = schedfile.decode(data)
-        desc = for_default(algorithm, p, nbytes, nseg)
+        desc = for_topology(algorithm, p, nbytes, nseg, topology=topology, duplex=duplex)
+        assert sched.full_duplex == desc.full_duplex
         assert (sched.bytes_min, sched.bytes_max, sched.nseg) == (desc.bytes_min, desc.bytes_max, nseg)
         base = schedfile.HEADER_BYTES + schedfile.INDEX_ENTRY * p
         for r in range(p):
@@ -136,7 +205,6 @@ def test_record_round_trip_and_count(algorithm, p, nseg, nbytes, data):
     (dict(algorithm="ring", nranks=4, nseg=0), "nseg: expected 1.."),
     (dict(algorithm="ring", nranks=4, nseg=65536), "nseg: expected 1.."),
     (dict(algorithm="ring", nranks=4, bytes_min=5, bytes_max=4), "bytes_min"),
-    (dict(algorithm="ring", nranks=4, full_duplex=False), "half duplex"),
     (dict(algorithm="ring", nranks=4, version=2), "version: expected 1"),
     (dict(algorithm="min3", nranks=4), "algorithm: expected one of"),
 ])
@@ -286,7 +354,8 @@ def test_standalone_under_sanitizers(tmp_path):
 
 def test_pattern_and_engine_do_not_change_the_lists(tmp_path):
     """compact.refusal's claim: with an imbalanced arrival pattern and every engine, the
-    compiled lists are still the generated ones; a topology or half duplex is refused."""
+    compiled lists are still the generated ones (in either duplex); a multi-site topology
+    is refused, a homogeneous one and half duplex are not."""
     from collsched.compact import refusal
 
     pap = tmp_path / "late.yaml"
@@ -297,6 +366,92 @@ def test_pattern_and_engine_do_not_change_the_lists(tmp_path):
         for engine in ("pat", "none", "ahead"):
             compiled = compile_schedule(algorithm, 8, 65536, pap=str(pap), engine=engine, segments=2).schedule
             assert compiled.same_ops(schedule(desc)), (algorithm, engine)
-    assert "topology" in refusal("ring", topology="topologies/tryton-48.yaml")
-    assert "half duplex" in refusal("ring", duplex="half")
+    for engine in ("pat", "none", "ahead"):  # and in half duplex
+        compiled = compile_schedule("bruck", 8, 65536, pap=str(pap), engine=engine, segments=2,
+                                    duplex="half").schedule
+        assert compiled.same_ops(schedule(for_default("bruck", 8, 65536, 2, duplex="half"))), engine
+    assert refusal("ring", topology="topologies/tryton-48.yaml", nranks=48) is None
+    assert "3 sites" in refusal("ring", topology="topologies/wan-3x16.yaml", nranks=48)
+    assert refusal("ring", duplex="half") is None
     assert "has no compact form" in refusal("min3")
+
+
+# --- homogeneous topology files (compact/cluster.py) ---------------------------------
+
+@st.composite
+def topologies(draw):
+    """A homogeneous one-site topology file's parameters: latency (0 included), bandwidth,
+    a TCP window that caps the pairs, does not, or is absent, duplex, form, placement."""
+    latency = draw(st.sampled_from([0.0, 1e-6, 50e-6, 2e-3]) | st.floats(1e-7, 1e-2))
+    bandwidth = draw(st.sampled_from([1.25e8, 1.25e9, 1e7]) | st.floats(1e5, 1e11))
+    window = draw(st.sampled_from([None, 4 << 20, 65536, 1 << 30]))
+    per_host = draw(st.sampled_from([1, 1, 2]))
+    return dict(latency=latency, bandwidth=bandwidth, window=window, per_host=per_host,
+                duplex=draw(st.sampled_from(["full", "half"])), matrix=draw(st.booleans()) and per_host == 1,
+                # several ranks per host: homogeneous only where the intra-host class is the LAN's
+                intra=(latency, bandwidth) if per_host > 1 else None)
+
+
+@given(topologies(), st.sampled_from(sorted(REGULAR)), st.integers(1, 40), st.integers(1, 3),
+       st.data())
+@settings(max_examples=60, deadline=None)
+def test_identity_on_homogeneous_topologies(tmp_path_factory, params, algorithm, p, nseg, data):
+    """for_topology's lists are the explicit compiler's on the file (FIFO threshold from
+    its latency, bandwidth and window; its duplex, or --duplex over it)."""
+    if not valid(algorithm, p):
+        return
+    path = write_topology(tmp_path_factory.mktemp("t") / "t.yaml", params["latency"], params["bandwidth"],
+                          window=params["window"], duplex=params["duplex"], hosts=40,
+                          per_host=params["per_host"], intra=params["intra"], matrix=params["matrix"])
+    duplex = data.draw(st.sampled_from([None, "full", "half"]))
+    lo_hi = tuple(sorted((data.draw(sizes(nseg)), data.draw(sizes(nseg)))))
+    assert refusal(algorithm, topology=path, duplex=duplex, nranks=p) is None
+    desc = for_topology(algorithm, p, lo_hi, nseg, topology=path, duplex=duplex)
+    assert desc.full_duplex == ((duplex or params["duplex"]) == "full")
+    assert first_difference(desc, path) is None
+    assert check(desc) is None  # verify without the file: a stand-in cluster, same marks
+
+
+def test_topologies_refused_in_one_line(tmp_path):
+    """A topology whose pairs do not all cost the same, several sites, size-dependent costs:
+    one line each, and compile --form auto falls back (refusal's reason); an unreadable
+    file is a reason too."""
+    cases = {
+        "sites": write_topology(tmp_path / "a.yaml", 50e-6, 1.25e8, sites=2, hosts=8),
+        "intra-host": write_topology(tmp_path / "b.yaml", 50e-6, 1.25e8, per_host=2),
+        "matrix": write_topology(tmp_path / "c.yaml", lambda i, j: 50e-6 if (i, j) != (3, 5) else 51e-6,
+                                 1.25e8, matrix=True, hosts=8),
+        "costs": write_topology(tmp_path / "d.yaml", 50e-6, 1.25e8,
+                                extra="message_costs: {preset: simgrid-smpi}\n"),
+    }
+    why = {k: refusal("ring", topology=v, nranks=8) for k, v in cases.items()}
+    assert "2 sites" in why["sites"] and "hier" in why["sites"]
+    assert "different latencies" in why["intra-host"]
+    assert "different latencies (5e-05 to 5.1e-05" in why["matrix"]
+    assert "size-dependent" in why["costs"]
+    assert "unreadable" in refusal("ring", topology=str(tmp_path / "none.yaml"), nranks=8)
+    for line in why.values():
+        assert "\n" not in line
+    with pytest.raises(InputError, match="a homogeneous one-site cluster for the compact form"):
+        for_topology("ring", 8, 1000, topology=cases["sites"])
+    # the same files at one rank per host on the first hosts of one site: accepted
+    assert refusal("ring", topology=write_topology(tmp_path / "e.yaml", 50e-6, 1.25e8, sites=2, hosts=64),
+                   nranks=32) is None
+    assert refusal("magpie", topology="topologies/wan-3x16.yaml", nranks=48).startswith(
+        "the topology topologies/wan-3x16.yaml: 3 sites")
+
+
+def test_threshold_with_the_window_cap():
+    """A window that caps one flow marks nothing; one above the bandwidth leaves the
+    threshold as without it (policy.fifo_link)."""
+    lat, bw = 50e-6, 1.25e9
+    capped = 65536 / (2 * lat)  # 6.5e8 < bw
+    assert fifo_min_piece(1 << 40, lat, bw, capped) == NO_FIFO
+    assert fifo_min_piece(1 << 40, lat, bw, bw) == fifo_min_piece(1 << 40, lat, bw)
+    assert fifo_min_piece(1 << 40, 0.0, bw) == 1
+
+
+def test_check_without_a_stand_in():
+    """A record whose marks no cluster gives (a size-0 piece marked FIFO: latency < 0)."""
+    desc = CompactDesc("ring", 4, 1, 0, 0, 0)
+    assert "no homogeneous cluster marks FIFO" in check(desc)

@@ -126,3 +126,13 @@ def test_grid_topology_scales_the_sites(tmp_path):
     assert sc.grid_topology(4096, tmp_path) == sc.GRID_FILE
     with pytest.raises(sc.InputError):
         sc.grid_topology(60, tmp_path)
+
+
+def test_a_launch_past_its_time_out_is_stopped_and_says_what_it_used(tmp_path):
+    with pytest.raises(sc.ScaleRunError, match=r"did not finish within 0.5 s \(stopped after"):
+        sc.launch(["sleep", "30"], tmp_path, timeout_s=0.5, period_s=0.1)
+    failed = {"ranks": 4096, "topology": "cluster", "algorithm": "ring", "native": "native:ompi",
+              "warmup": 1, "failed": "P = 4096, cluster, ring with native:ompi: did not finish"}
+    rows = sc.save_records(tmp_path / "r.json", [failed])
+    md = sc.markdown(rows)
+    assert "No records yet." in md and "- P = 4096, cluster, ring with native:ompi: did not finish" in md

@@ -201,12 +201,19 @@ def used_mib() -> float:
 
 
 def _stop(pid: int) -> None:
+    """SIGTERM to the launch's process group, SIGKILL if anything of it is left 5 s later."""
     for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
         try:
             os.killpg(pid, sig)
         except ProcessLookupError:
             return
-        time.sleep(grace)
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            time.sleep(0.1)
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                return
 
 
 def launch(cmd: list[str], cwd: Path, timeout_s: float, period_s: float = SAMPLE_PERIOD_S) -> dict:
@@ -259,14 +266,19 @@ def launch(cmd: list[str], cwd: Path, timeout_s: float, period_s: float = SAMPLE
         r.join()
     for t in threads:
         t.join()
-    if timed_out.is_set():
-        raise ScaleRunError(f"{Path(cmd[0]).name} did not finish within {timeout_s:g} s")
-    return {"returncode": proc.returncode, "stdout": "".join(out), "stderr": "".join(err),
+    res = {"returncode": proc.returncode, "stdout": "".join(out), "stderr": "".join(err),
             "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
             "max_rss_mib": usage.ru_maxrss / 1024,
             "sim_private_peak_mib": (peak["anon_kib"] + peak["pte_kib"]) / 1024,
             "sim_page_tables_peak_mib": peak["pte_kib"] / 1024, "maps_peak": peak["maps"],
             "machine_used_peak_mib": peak["used_mib"] - base}
+    if timed_out.is_set():  # what it had used by then: the measured part of a failed attempt
+        raise ScaleRunError(f"{Path(cmd[0]).name} did not finish within {timeout_s:g} s (stopped after "
+                            f"{wall:.0f} s of wall time, {res['cpu_s']:.0f} s of CPU; peaks: simulator "
+                            f"private memory {res['sim_private_peak_mib']:.0f} MiB, of which page tables "
+                            f"{res['sim_page_tables_peak_mib']:.0f} MiB, {res['maps_peak']:,} maps, machine "
+                            f"{res['machine_used_peak_mib']:.0f} MiB)")
+    return res
 
 
 def smpi_command(case: Case, sched: Path, files, native: str, sample: int, warmup: int = WARMUP) -> list[str]:
@@ -380,7 +392,7 @@ def save_records(path: Path, new: list[dict]) -> list[dict]:
     keep = {_key(r): r for r in load_records(path)}
     for r in new:
         keep[_key(r)] = r
-    rows = sorted(keep.values(), key=lambda r: (r["ranks"], r["topology"], r["algorithm"], r["native"]))
+    rows = sorted(keep.values(), key=_key)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(rows, indent=1) + "\n")
     return rows
@@ -390,7 +402,64 @@ def _f(x, fmt="{:.3f}", none="-"):
     return none if x is None else fmt.format(x)
 
 
+def native_messages(native: str, ranks: int, nbytes: int) -> int:
+    """Point-to-point messages of SimGrid 3.32's allgather under the selectors the suite
+    uses, at P >= 8 and P x nbytes beyond their small-message thresholds (50,000 B for
+    ompi, 524,288 B for mpich): ompi picks the ring for odd P and the neighbour exchange
+    for even P (P / 2 steps, one message per rank and step), mpich the ring (P - 1 steps)."""
+    if native == "native:ompi" and ranks * nbytes >= 50000:
+        return ranks * (ranks - 1) if ranks % 2 else ranks * (ranks // 2)
+    if native == "native:mpich" and ranks * nbytes >= 524288:
+        return ranks * (ranks - 1)
+    raise ValueError(f"no message count for {native} at {ranks} x {nbytes} bytes")
+
+
+def launch_messages(r: dict) -> int | None:
+    """Messages of a whole launch: (warm-up + timed) x (compact call + native call)."""
+    if not r.get("messages"):
+        return None
+    try:
+        nat = native_messages(r["native"], r["ranks"], r["bytes"])
+    except ValueError:
+        return None
+    return (1 + r.get("warmup", 0)) * (r["messages"] + nat)
+
+
+def _projection(records: list[dict]) -> list[str]:
+    """CPU per message of every launch, and what the largest measured P says about P = 4096."""
+    per = [(r, r["cpu_s"] / launch_messages(r)) for r in records if launch_messages(r)]
+    if not per:
+        return []
+    out = [f"- Simulator CPU per point-to-point message (a launch's CPU over its messages: warm-up and "
+           f"timed calls of the compact schedule and of the native one): "
+           f"{min(c for _, c in per) * 1e6:.0f}-{max(c for _, c in per) * 1e6:.0f} us."]
+    below = [(r, c) for r, c in per if r["ranks"] < 4096]
+    if below:
+        top = max(r["ranks"] for r, _ in below)
+        for r, c in below:
+            if r["ranks"] != top:
+                continue
+            at = dict(r, ranks=4096)
+            at["messages"] = r["messages"] * (4096 * 4095) // (top * (top - 1)) if r["algorithm"] != "bruck" else None
+            m = launch_messages(at) if at["messages"] else None
+            if m is None:
+                continue
+            share = r["cpu_s"] / r["wall_s"]
+            alone = at["messages"] * c  # one call of the compact schedule, no warm-up, no native
+            out.append(f"- Projection from P = {top} to 4096 ({r['topology']}, compact {r['algorithm']} alone, "
+                       f"one call, setup included): {at['messages']:,} messages, {alone:.0f} s of CPU, "
+                       f"{alone / share / 60:.0f} minutes at this launch's CPU share, {alone / 60:.0f} at a "
+                       f"whole core.")
+            out.append(f"- Projection from P = {top} to 4096 ({r['topology']}, compact {r['algorithm']} + "
+                       f"{r['native']}): {m:,} messages per launch, {m * c:.0f} s of simulator CPU at "
+                       f"{c * 1e6:.0f} us per message; {m * c / share / 60:.0f} minutes of wall time at this "
+                       f"launch's CPU share ({share:.2f} of a core), {m * c / 60:.0f} at a whole core.")
+    return out
+
+
 def markdown(records: list[dict], failures: list[str] = ()) -> str:
+    failures = list(dict.fromkeys([r["failed"] for r in records if "failed" in r] + list(failures)))
+    records = [r for r in records if "failed" not in r]
     lines = ["## Lab: scale with compact schedules", "",
              "Written by `collsched bench --suite scale-compact --ranks P[,P...] --doc docs/benchmarks.md` "
              "(`make bench-scale-compact`; lab/scale_compact.py) from its records "
@@ -433,12 +502,31 @@ def markdown(records: list[dict], failures: list[str] = ()) -> str:
         machines = sorted({r["machine"] for r in records})
         lines.append(f"- Machine: {'; '.join(machines)}, shared with other jobs (load: the 1-minute "
                      "load average before and after the launch).")
-        cpu = [r["cpu_s"] / r["messages"] * 2 for r in records if r.get("messages")]
-        if cpu:
-            lines.append(f"- Simulator CPU per point-to-point message (both calls of a launch, taken "
-                         f"as twice the compact call's messages): {min(cpu) * 1e6:.0f}-{max(cpu) * 1e6:.0f} us.")
+        lines += _projection(records)
+    lines += ["", "How, and what bounds it:", "",
+              "- Buffers: P receive buffers of P x 64 KiB are 1 TiB at P = 4096, and the lab's existing "
+              "scheme (the first 4 KiB of every block private) maps two regions per block and rank, 2 P^2 "
+              "in all (33.5 million at 4096). Sampling K origins keeps about 3 K maps per rank; SMPI maps "
+              "its shared parts in blocks of `smpi/shared-malloc-blocksize`, raised to 64 MiB so that each "
+              "shared range is one or two maps; `vm.max_map_count` is raised to 1,048,576 by the make "
+              "target. The sampling does not change simulated times (a test compares it with every byte "
+              "private at P = 64).",
+              "- SimGrid settings: `smpi/simulate-computation:no` (no benchmarking of the code between MPI "
+              "calls), `smpi/test:0`, CM02. The simulator's CPU per message is SimGrid's own (a flat "
+              "profile: context switches, request matching, the max-min solver), constant from 256 to "
+              "1024 ranks, so a launch's CPU grows as its messages, P^2 for the ring, the hier schedule "
+              "and the native ring or neighbour exchange. Not usable here: turning smpirun's "
+              "privatization off (the runtime keeps per-process state in globals) and parallel contexts "
+              "(they need dlopen privatization, one copy of the program per rank).",
+              "- Timing: the row's call is the second one (the first is an untimed warm-up of both), each "
+              "after MPI_Barrier, timed per rank from its own barrier exit, the slowest rank's time. On the "
+              "grid ranks leave the barrier up to a WAN latency apart, which the model (all ranks start "
+              "together) does not see: there the ratio includes that skew. The lab's mini-benchmark, which "
+              "predicts from each rank's measured arrival, is the check of the model on the grid "
+              "(`collsched bench --topology ... --algorithms hier`)."]
     if failures:
-        lines += ["", "Runs that did not finish in this invocation:", ""] + [f"- {f}" for f in failures]
+        lines += ["", "Launches that did not finish (the latest attempt of each; what they had used when "
+                      "stopped):", ""] + [f"- {f}" for f in failures]
     return "\n".join(lines) + "\n"
 
 
@@ -469,7 +557,11 @@ def run_suite(ranks: list[int], records_path: Path, network_model: str = "CM02",
                 rec = run_case(case, tmp, network_model, sample, timeout_s, cache, warmup)
             except ScaleRunError as e:
                 failures.append(f"P = {case.ranks}, {case.topology}, {case.algorithm} with {case.native}: {e} "
-                                f"({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)")
+                                f"(ended {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+                                f"load {os.getloadavg()[0]:.1f})")
+                rows = save_records(records_path, [{
+                    "ranks": case.ranks, "topology": case.topology, "algorithm": case.algorithm,
+                    "native": case.native, "warmup": warmup, "failed": failures[-1]}])
                 continue
             rows = save_records(records_path, [rec])
     finally:
@@ -516,6 +608,6 @@ def bench_cli(a) -> int:
 
         replace_section(a.doc, SECTION, md)
     print(md)
-    fresh = [r for r in records if r["ranks"] in ranks and r["topology"] in topologies]
+    fresh = [r for r in records if r["ranks"] in ranks and r["topology"] in topologies and "failed" not in r]
     ok = not failures and all(r["data_ok"] and r["used_schedule"] for r in fresh)
     return EXIT_OK if ok else EXIT_INVALID

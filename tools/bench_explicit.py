@@ -93,7 +93,7 @@ def markdown(rows: list[dict], started: str, baseline: str | None) -> str:
             f"model whose prediction it prints. Target (issue 24): ring at P = 4096 within "
             f"{TARGET_S:g} s and {TARGET_BYTES >> 30} GiB.\n")
     if baseline:
-        head += f"\n*before* rows: the same command on {baseline}.\n"
+        head += f"\n*before* rows: the same command on the code of {baseline}, measured alike in turn.\n"
     lines = [head, "| code | algorithm | P | ops | file MB | generate s | verify s | simulate s | write s "
                    "| wall s | cpu s | peak MiB | load | target |",
              "|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|"]
@@ -117,7 +117,12 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", help="another checkout's root: time the same cases on its code too")
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--no-doc", action="store_true", help="print only")
+    ap.add_argument("--save", help="also write the measurements (JSON) here")
+    ap.add_argument("--load", help="render measurements saved by --save instead of measuring")
     a = ap.parse_args(argv)
+    if a.load:
+        saved = json.loads(Path(a.load).read_text())
+        return _publish(saved["rows"], saved["started"], saved["baseline"], a)
     cases = [c for c in a.cases.split(",") if c]
     for c in cases:
         alg, _, p = c.partition(":")
@@ -126,6 +131,10 @@ def main(argv=None) -> int:
             return 2
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     code = [None] + ([Path(a.baseline).resolve()] if a.baseline else [])
+    if a.baseline:  # name it by its commit where it is a git checkout
+        rev = subprocess.run(["git", "-C", a.baseline, "log", "-1", "--format=%h (%cs)"],
+                             capture_output=True, text=True, check=False).stdout.strip()
+        a.baseline = f"commit {rev}" if rev else a.baseline
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [(c, k) for c in cases for k in code]
@@ -136,7 +145,13 @@ def main(argv=None) -> int:
                   f"stages {json.dumps({s: round(v, 2) for s, v in r['timings_s'].items()})}",
                   file=sys.stderr, flush=True)
             rows.append(r)
-    text = markdown(rows, started, a.baseline)
+    if a.save:
+        Path(a.save).write_text(json.dumps({"rows": rows, "started": started, "baseline": a.baseline}, indent=1))
+    return _publish(rows, started, a.baseline, a)
+
+
+def _publish(rows, started, baseline, a) -> int:
+    text = markdown(rows, started, baseline)
     print(text)
     if not a.no_doc:
         from collsched.lab.benchdoc import replace_section

@@ -470,8 +470,11 @@ def _by_classes(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, engine:
     from .compact.model import predict
     from .model.simulate import tau
 
-    desc = for_default(sched.algorithm, sched.nranks, (sched.bytes_min, sched.bytes_max), sched.nseg)
-    run = predict(desc, None, nbytes)
+    try:
+        desc = for_default(sched.algorithm, sched.nranks, (sched.bytes_min, sched.bytes_max), sched.nseg)
+        run = predict(desc, None, nbytes)
+    except InputError:  # a case the compact form does not describe: the whole graph
+        return None
     exits = np.full(sched.nranks, run)
     t = tau(topo, sched, nbytes)
     return Metrics(avg_elapsed_s=float(np.mean(exits)), run_time_s=float(exits.max()), absorption_s=0.0,

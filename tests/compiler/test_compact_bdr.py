@@ -53,18 +53,19 @@ def check(desc: CompactDesc, arrivals, tau=None):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=st.integers(2, 90), m=st.integers(0, 40), kind=st.sampled_from(KINDS),
        engine=st.sampled_from(ENGINES), nbytes=st.sampled_from([1, THRESHOLD - 1, THRESHOLD, 65536]),
-       seed=st.integers(0, 2**32 - 1))
-def test_bdr_lists_are_the_compilers(p, m, kind, engine, nbytes, seed):
-    """P small against M (the window is the whole ring) and large (the window is 3M+3)."""
+       tau=st.sampled_from([TAU, 3e-5, 7.3e-4, 1e-3 / 3]), seed=st.integers(0, 2**32 - 1))
+def test_bdr_lists_are_the_compilers(p, m, kind, engine, nbytes, tau, seed):
+    """P small against M (the whole ring is replayed) and large (a window of 2M+3); tau on
+    and off the pattern's grid (quotients at and between integers)."""
     a = pattern(kind, p, m, seed)
-    check(bdr.bdr_desc(a, TAU, (nbytes // 2, nbytes), engine), a, TAU)
+    check(bdr.bdr_desc(a, tau, (nbytes // 2, nbytes), engine), a, tau)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=st.integers(200, 360), m=st.integers(1, 12), kind=st.sampled_from(KINDS[1:]),
        seed=st.integers(0, 2**32 - 1))
 def test_bdr_window_far_below_the_ring(p, m, kind, seed):
-    """Few pre-steps on many ranks: each rank replays 3M+3 of them, sampled ranks only."""
+    """Few pre-steps on many ranks: each rank replays 2M+3 of them, sampled ranks only."""
     a = pattern(kind, p, m, seed)
     desc = bdr.bdr_desc(a, TAU, 65536)
     rng = np.random.default_rng(seed)

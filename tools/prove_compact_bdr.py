@@ -6,7 +6,7 @@ operation, column by column (collsched.compact.bdr.first_difference: generate, t
 engine's phases and passes.apply on the default cluster, as pipeline._compile_one).
 
 P is drawn log-uniformly from --min-ranks (2) .. --max-ranks (small P: the replay's window is the whole
-ring; large: a window of 3M + 3 ranks), the pattern from balanced, one late rank, ties on
+ring; large: a window of 2M + 3 ranks), the pattern from balanced, one late rank, ties on
 tau's grid, a few late ranks (10%) and random arrivals, with M up to --max-pre-steps
 pre-steps (uniform; one case in ten up to the generator's limit, 512). Prints a JSON line per case with
 --verbose, and a JSON summary; exits 1 at the first difference (its line names the rank

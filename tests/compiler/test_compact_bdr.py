@@ -423,3 +423,24 @@ def test_pat_engine_runs_the_records(tmp_path):
     import re
     background = sum(int(n) for n in re.findall(r"(\d+) of \d+ ops in the background", proc.stderr))
     assert background > 0, proc.stderr[-2000:]  # the records' phase bits reached the engine
+
+
+@pytest.mark.mpi
+def test_repeated_rank_in_a_bslb_order_falls_back(compact_app, tmp_path):
+    """C checks the order's range only; a repeated rank (CRC made right) is refused at
+    adoption by the runtime's dataflow check, and the call falls back with the right data."""
+    import os
+    import subprocess
+
+    rt = _runtime_helpers()
+    d = bdr.bslb_desc(np.zeros(4), (0, 1 << 20))
+    tail = bytearray(d.tail)
+    tail[5] = tail[4]  # order [1, 1, 3]: rank 2 missing
+    path = tmp_path / "dup.sched"
+    path.write_bytes(retail(d, bytes(tail)))
+    env = {**os.environ, "COLLSCHED_SCHEDULES": str(path), "COLLSCHED_STRICT": "0"}
+    proc = subprocess.run(rt.mpirun_cmd(4) + [str(compact_app), "1000", "2"], capture_output=True, text=True,
+                          timeout=rt.TIMEOUT, env=env)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and len(rows) == 1, proc.stdout + proc.stderr
+    assert rows[0]["ok"] and rows[0]["used"] == 0 and str(path) in rows[0]["reason"], rows[0]

@@ -450,10 +450,14 @@ def _projection(records: list[dict]) -> list[str]:
                        f"one call, setup included): {at['messages']:,} messages, {alone:.0f} s of CPU, "
                        f"{alone / share / 60:.0f} minutes at this launch's CPU share, {alone / 60:.0f} at a "
                        f"whole core.")
+            mem = r["sim_private_peak_mib"] / launch_messages(r)  # MiB per message, the fixed part included
             out.append(f"- Projection from P = {top} to 4096 ({r['topology']}, compact {r['algorithm']} + "
                        f"{r['native']}): {m:,} messages per launch, {m * c:.0f} s of simulator CPU at "
                        f"{c * 1e6:.0f} us per message; {m * c / share / 60:.0f} minutes of wall time at this "
-                       f"launch's CPU share ({share:.2f} of a core), {m * c / 60:.0f} at a whole core.")
+                       f"launch's CPU share ({share:.2f} of a core), {m * c / 60:.0f} at a whole core; "
+                       f"{m * mem / 1024:.1f} GiB of simulator private memory if it grows with the messages "
+                       f"as here ({mem * 2**20:.0f} B per message, the fixed part included; the compact call "
+                       f"alone: {at['messages'] * mem / 1024:.1f} GiB).")
     return out
 
 
@@ -513,9 +517,10 @@ def markdown(records: list[dict], failures: list[str] = ()) -> str:
               "private at P = 64).",
               "- SimGrid settings: `smpi/simulate-computation:no` (no benchmarking of the code between MPI "
               "calls), `smpi/test:0`, CM02. The simulator's CPU per message is SimGrid's own (a flat "
-              "profile: context switches, request matching, the max-min solver), constant from 256 to "
-              "1024 ranks, so a launch's CPU grows as its messages, P^2 for the ring, the hier schedule "
-              "and the native ring or neighbour exchange. Not usable here: turning smpirun's "
+              "profile: context switches, request matching, the max-min solver; the largest single "
+              "item a list walk inside SimGrid), and a launch's messages grow as P^2 (the ring, the hier schedule and "
+              "the native ring or neighbour exchange); its private memory grew steadily during the "
+              "1024-rank launches, with the messages. Not usable here: turning smpirun's "
               "privatization off (the runtime keeps per-process state in globals) and parallel contexts "
               "(they need dlopen privatization, one copy of the program per rank).",
               "- Timing: the row's call is the second one (the first is an untimed warm-up of both), each "
@@ -611,3 +616,15 @@ def bench_cli(a) -> int:
     fresh = [r for r in records if r["ranks"] in ranks and r["topology"] in topologies and "failed" not in r]
     ok = not failures and all(r["data_ok"] and r["used_schedule"] for r in fresh)
     return EXIT_OK if ok else EXIT_INVALID
+
+
+if __name__ == "__main__":  # the section again from the records, without running anything
+    import argparse
+
+    ap = argparse.ArgumentParser(description="write the lab-scale-compact section from its records")
+    ap.add_argument("--records", default="out/scale-compact/records.json")
+    ap.add_argument("--doc", default="docs/benchmarks.md")
+    opt = ap.parse_args()
+    from .benchdoc import replace_section
+
+    replace_section(opt.doc, SECTION, markdown(load_records(Path(opt.records))))

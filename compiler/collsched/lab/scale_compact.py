@@ -2,11 +2,12 @@
 bruck and hierarchical (hier) schedules against the MPI library's selectors at 1024 and
 4096 ranks, on one machine.
 
-What one launch is: `collsched-run FILE --compare --iterations 1 --warmup 0
---shared-sample K` (SMPI build) under smpirun: the compact schedule's call (its first, so
-the ranks' agreement on the record and every rank's list generation are inside it) and
-then the MPI library's MPI_Allgather (selector `native:ompi` or `native:mpich`, SimGrid's
-`smpi/coll-selector`) on the same buffers, each after a barrier. P x 64 KiB x P bytes of
+What one launch is: `collsched-run FILE --compare --iterations 1 --warmup 1
+--shared-sample K` (SMPI build) under smpirun: an untimed warm-up call of both (the first
+call of a compact record holds the ranks' agreement and every rank's list generation),
+then the compact schedule's call and the MPI library's MPI_Allgather (selector
+`native:ompi` or `native:mpich`, SimGrid's `smpi/coll-selector`) on the same buffers, each
+after a barrier. P x 64 KiB x P bytes of
 receive buffers (1 TiB at P = 4096) fit because they are SMPI's partial shared malloc: one
 physical copy for all ranks except the first 4 KiB of K sampled origins' blocks (the same
 origins on every rank: 0, P-1 and K-2 drawn with a fixed seed) and the guard after the last
@@ -468,10 +469,10 @@ def markdown(records: list[dict], failures: list[str] = ()) -> str:
              "Written by `collsched bench --suite scale-compact --ranks P[,P...] --doc docs/benchmarks.md` "
              "(`make bench-scale-compact`; lab/scale_compact.py) from its records "
              "(out/scale-compact/records.json, one per row, the latest kept). SimGrid 3.32 SMPI, 64 KiB "
-             "per rank, one launch per row: `collsched-run RECORD --compare --iterations 1 --warmup 0 "
-             "--shared-sample K`, i.e. the compact schedule's first call (the ranks' agreement on the "
-             "record and every rank's list generation included) and then MPI_Allgather under the "
-             "native selector, each after a barrier. Receive buffers are SMPI's partial shared malloc: "
+             "per rank, one launch per row: `collsched-run RECORD --compare --iterations 1 --warmup 1 "
+             "--shared-sample K`, i.e. an untimed warm-up call of the compact schedule (the ranks' "
+             "agreement on the record and every rank's list generation) and of MPI_Allgather under the "
+             "native selector, then the timed call of each, each call after a barrier. Receive buffers are SMPI's partial shared malloc: "
              "private, and checked on every rank against the driver's pattern, are the first 4 KiB of "
              "K sampled origins' blocks (the same origins on every rank: 0, P-1 and K-2 drawn with a "
              "fixed seed) and the guard after the last block; the rest is one shared copy. "

@@ -158,8 +158,10 @@ def _compact_header(src: str, data: bytes, bad) -> Header:
         d = decode(data, source=src)
     except InputError as e:
         raise bad(e.field, e.expected) from None
+    from .algorithms import REGISTRY  # serial as the algorithm's explicit files are (bdr, bslb)
+
     return Header(src, "allgather", d.nranks, d.nseg, d.bytes_min, d.bytes_max, d.algorithm,
-                  f"compact v{d.version}", d.full_duplex, False, False, 0)
+                  f"compact v{d.version}", d.full_duplex, False, REGISTRY[d.algorithm].serial, 0)
 
 
 def _groups_extension(src: str, nranks: int, header_bytes: int, size: int, bad):

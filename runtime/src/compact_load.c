@@ -51,7 +51,12 @@ int cs_compact_header(const void *rec, size_t len, const char *name, collsched_h
     h->collective = 1;
     h->nranks = d.nranks;
     h->nseg = d.nseg;
-    h->flags = COLLSCHED_FLAG_FULL_DUPLEX;   /* version 1 is full duplex only */
+    /* The flags an explicit file of the same schedule carries: the duplex as described,
+     * and serial for bdr and bslb (their registry entries are serial: the paper runs
+     * them with blocking sends, one receive at a time; docs/semantics.md). */
+    h->flags = (d.flags & CS_COMPACT_FULL_DUPLEX) ? COLLSCHED_FLAG_FULL_DUPLEX : 0;
+    if (d.algorithm == CS_COMPACT_BDR || d.algorithm == CS_COMPACT_BSLB)
+        h->flags |= COLLSCHED_FLAG_SERIAL;
     h->bytes_min = d.bytes_min;
     h->bytes_max = d.bytes_max;
     snprintf(h->algorithm, sizeof h->algorithm, "%s", algorithm_names[d.algorithm]);

@@ -52,7 +52,7 @@ def serves(algorithm: str, p: int) -> bool:
     return not ((algorithm == "rd" and p & (p - 1)) or (algorithm == "nex" and p % 2))
 
 
-def case(algorithm: str, p: int, duplex: str = "full", topology: str | None = None):
+def case(algorithm: str, p: int, duplex: str | None = None, topology: str | None = None):
     """The description proven for (algorithm, P), or None where the algorithm refuses P.
     (With a topology, THRESHOLD is the default cluster's: the sizes still straddle
     whatever threshold the file has, or fall below or above it.)"""
@@ -84,7 +84,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bench", type=int, metavar="P", help="measure at P ranks instead of proving")
     ap.add_argument("--segments", type=int, default=1, help="--bench: segments per block")
     ap.add_argument("--bytes", type=int, default=65536, help="--bench: bytes per rank")
-    ap.add_argument("--duplex", choices=("full", "half"), default="full")
+    ap.add_argument("--duplex", choices=("full", "half"),
+                    help="default: the topology file's, or full on the default cluster")
     ap.add_argument("--topology", help="a homogeneous one-site topology file (default: the default cluster)")
     args = ap.parse_args(argv)
     algorithms = [a for a in args.algorithms.split(",") if a]

@@ -327,7 +327,8 @@ int main(void)
 
 def test_standalone_under_sanitizers(tmp_path):
     """compact_gen.c builds alone (no MPI, no other runtime file) with ASan and UBSan, and
-    the program's lists are the library's, for every algorithm and rank at a few P."""
+    the program's lists are the library's, for every algorithm and rank at a few P, in
+    either duplex."""
     import shutil
     import subprocess
 
@@ -342,8 +343,8 @@ def test_standalone_under_sanitizers(tmp_path):
     subprocess.run([cc, "-std=c11", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                     "-Wall", "-Wextra", "-Werror", f"-I{h.parent}", str(tmp_path / "driver.c"), *map(str, cs),
                     "-o", str(exe)], check=True, capture_output=True)
-    descs = [for_default(a, p, (0, 3 * THRESHOLD - 1), 3) for a in sorted(REGULAR)
-             for p in (1, 2, 6, 16, 37) if valid(a, p)]
+    descs = [for_default(a, p, (0, 3 * THRESHOLD - 1), 3, duplex=duplex) for a in sorted(REGULAR)
+             for p in (1, 2, 6, 16, 37) if valid(a, p) for duplex in ("full", "half")]
     run = subprocess.run([str(exe)], input=b"".join(d.encode() for d in descs), capture_output=True)
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout == b"".join(generate(d, r).tobytes() for d in descs for r in range(d.nranks))

@@ -430,7 +430,8 @@ def test_topologies_refused_in_one_line(tmp_path):
     assert "different latencies" in why["intra-host"]
     assert "different latencies (5e-05 to 5.1e-05" in why["matrix"]
     assert "size-dependent" in why["costs"]
-    assert "unreadable" in refusal("ring", topology=str(tmp_path / "none.yaml"), nranks=8)
+    assert "cannot be used: " in refusal("ring", topology=str(tmp_path / "none.yaml"), nranks=8)
+    assert "8192" in refusal("ring", topology="topologies/tryton-48.yaml", nranks=65536)
     for line in why.values():
         assert "\n" not in line
     with pytest.raises(InputError, match="a homogeneous one-site cluster for the compact form"):

@@ -237,8 +237,8 @@ def refusal(algorithm: str, *, topology: str | None = None, duplex: str | None =
             clusters.read(topology, p, duplex)
         except clusters.NotHomogeneous as e:
             return f"the topology {topology}: {e}"
-        except (InputError, OSError) as e:
-            return f"the topology {topology} is unreadable ({e.line() if isinstance(e, InputError) else e})"
+        except (InputError, OSError) as e:  # (beyond 8192 ranks: the reader's placement limit)
+            return f"the topology file cannot be used: {e.line() if isinstance(e, InputError) else e}"
     return None
 
 

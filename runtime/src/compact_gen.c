@@ -68,7 +68,7 @@ static void bruck(cs_emitter *e, uint64_t p, uint64_t x, int half)
     for (uint64_t dist = 1; dist < p; dist *= 2) {
         uint64_t count = dist < p - dist ? dist : p - dist, from = cs_mod_add(x, dist, p);
         int first = sends_first(half, x, p - dist, p); /* a shift by -dist */
-        for (int part = 0; part < 2; part++) {
+        for (int part = 0; part < 2; part++) { /* receives then sends, or sends first */
             if ((part == 0) != first)
                 for (uint64_t j = 0; j < count; j++) cs_emit_block(e, CS_EMIT_RECV, from, cs_mod_add(from, j, p));
             else
@@ -84,7 +84,7 @@ static void rd(cs_emitter *e, uint64_t p, uint64_t x, int half)
     for (uint64_t dist = 1; dist < p; dist *= 2) {
         uint64_t partner = x ^ dist;
         int first = half && x < partner;
-        for (int part = 0; part < 2; part++) {
+        for (int part = 0; part < 2; part++) { /* receives then sends, or sends first */
             if ((part == 0) != first)
                 for (uint64_t o = partner & ~(dist - 1); o < (partner & ~(dist - 1)) + dist; o++)
                     cs_emit_block(e, CS_EMIT_RECV, partner, o);

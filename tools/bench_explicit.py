@@ -94,6 +94,10 @@ def markdown(rows: list[dict], started: str, baseline: str | None) -> str:
             f"{TARGET_S:g} s and {TARGET_BYTES >> 30} GiB.\n")
     if baseline:
         head += f"\n*before* rows: the same command on the code of {baseline}, measured alike in turn.\n"
+    if any(r["code"] == "class route" for r in rows):
+        head += ("\n*class route* rows: measured with commit b74e75b, which timed symmetric schedules "
+                 "over their symmetry classes (compact/model_sym.py, the same metrics to the last "
+                 "bit); reverted for the import cycle it closes (below).\n")
     lines = [head, "| code | algorithm | P | ops | file MB | generate s | verify s | simulate s | write s "
                    "| wall s | cpu s | peak MiB | load | target |",
              "|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|"]
@@ -104,7 +108,8 @@ def markdown(rows: list[dict], started: str, baseline: str | None) -> str:
             ok_t, ok_m = r["wall_s"] <= TARGET_S, r["peak_rss_bytes"] <= TARGET_BYTES  # wall, as the issue measured
             target = "met" if ok_t and ok_m else "missed: " + ", ".join(
                 w for w, ok in (("time", ok_t), ("memory", ok_m)) if not ok)
-        lines.append(f"| {'before' if r['code'] == 'baseline' else 'now'} | {r['algorithm']} | {r['ranks']} "
+        label = {"baseline": "before", "this": "now"}.get(r["code"], r["code"])
+        lines.append(f"| {label} | {r['algorithm']} | {r['ranks']} "
                      f"| {r['ops']} | {r['file_bytes'] / 1e6:.1f} | {t.get('generate', 0):.2f} "
                      f"| {t.get('verify', 0):.2f} | {t.get('simulate', 0):.2f} | {t.get('write', 0):.2f} "
                      f"| {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['peak_rss_bytes'] / 2 ** 20:.0f} | {r['load']:.1f} | {target} |")

@@ -293,3 +293,18 @@ def test_show_lines_and_record_check():
                                bytes_min=65536, bytes_max=65536)
     assert hier.check_record(changed) is None  # still valid lists (other marks) ...
     assert identity.first_difference(changed, WAN) is not None  # ... but not wan-3x16's
+
+
+def test_form_auto_takes_the_record_from_1024_ranks():
+    """--form auto: the hier record where it applies from AUTO_MIN_RANKS ranks, explicit
+    below it and where the compact form refuses (no topology)."""
+    from collsched.compact import AUTO_MIN_RANKS, choose_form
+
+    grid = str(ROOT / "topologies" / "grid-8x128.yaml")
+    a = type("Args", (), {"topology": grid, "ranks": AUTO_MIN_RANKS, "duplex": None,
+                          "bytes": "64KiB", "segments": "auto"})()
+    assert choose_form("auto", "hier", AUTO_MIN_RANKS, topology=grid, args=a) == "compact"
+    a.ranks = 1000
+    assert choose_form("auto", "hier", 1000, topology=grid, args=a) == "explicit"
+    a.topology = None
+    assert choose_form("auto", "hier", AUTO_MIN_RANKS, args=a) == "explicit"

@@ -27,7 +27,7 @@ import dataclasses
 import numpy as np
 
 from .inputs.links import shared_links
-from .ir import FOREGROUND, Schedule, from_transfers
+from .ir import BACKGROUND, FOREGROUND, RECV, Schedule, from_transfers
 from .model.policy import mark_fifo_links
 from .verify import verify
 
@@ -148,3 +148,44 @@ def _gating_keys(topo, full_duplex: bool, src, dst, item, step, piece_bytes: int
     _, dense = np.unique(np.r_[step.astype(np.float64), recv_key], return_inverse=True)
     n = len(step)
     return dense[:n].astype(np.int64), dense[n:].astype(np.int64)
+
+
+# The engines a compile can plan for (compile_schedule's engine=): which operations stay
+# background (run by the PAT engine before the rank arrives) and which run in the call.
+ENGINES = ("pat", "none", "ahead")
+
+
+def all_foreground(sched: Schedule) -> None:
+    """Every operation of `sched` (and of the transfers the passes re-sort) foreground:
+    the whole list runs inside the call (engine none). The lists keep their order (the
+    background part came first), which the verifier then proves as foreground."""
+    sched.phase = np.full_like(sched.phase, FOREGROUND)
+    t = sched.transfers
+    if t is not None:
+        t.send_phase = np.full_like(t.send_phase, FOREGROUND)
+        t.recv_phase = np.full_like(t.recv_phase, FOREGROUND)
+
+
+def leading_receives_only(sched: Schedule) -> None:
+    """Engine ahead: per rank, only the leading background receives (those before the
+    rank's first other operation, docs/semantics.md) stay background; every other
+    operation becomes foreground. The runtime's receive-ahead (docs/cache.md) posts exactly
+    those at the end of the call before, so the model times what it runs."""
+    lead = np.zeros(len(sched.kind), dtype=bool)
+    bg_recv = (sched.phase == BACKGROUND) & (sched.kind == RECV)
+    for r in range(sched.nranks):
+        lo, hi = int(sched.offsets[r]), int(sched.offsets[r + 1])
+        n = int(np.argmin(bg_recv[lo:hi])) if hi > lo and not bg_recv[lo:hi].all() else hi - lo
+        lead[lo:lo + n] = True
+    sched.phase = np.where(lead, BACKGROUND, FOREGROUND).astype(sched.phase.dtype)
+    t = sched.transfers
+    if t is not None:  # a transfer stays background only where its receive is a leading one
+        ops = {}
+        for r in range(sched.nranks):
+            for i in range(int(sched.offsets[r]), int(sched.offsets[r + 1])):
+                if lead[i]:
+                    ops[(int(sched.peer[i]), r, int(sched.origin[i]), int(sched.segment[i]))] = True
+        keep = np.array([(int(a), int(b), int(o), int(g)) in ops
+                         for a, b, o, g in zip(t.src, t.dst, t.origin, t.segment)], dtype=bool)
+        t.recv_phase = np.where(keep, BACKGROUND, FOREGROUND).astype(t.recv_phase.dtype)
+        t.send_phase = np.full_like(t.send_phase, FOREGROUND)

@@ -15,17 +15,19 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, kernels, passes, schedfile
+from .passes import ENGINES  # noqa: F401  (callers' name)
 from .model import budget
 from .algorithms import Request, generate
 # Imported here, not where used: the input libraries' import time (jsonschema's above all)
 # is process start-up, not part of a compile job's timings.
-from .inputs.arrivals import load_pap
+from .inputs.arrivals import resolve_pattern
 from .inputs.topology import homogeneous, load_topology
 from .errors import InputError
-from .ir import BACKGROUND, FOREGROUND, RECV, SEND, Schedule
+from .ir import SEND, Schedule
 from .model.policy import DIRECT_MAX_PAIRS, execution_candidates, segment_candidates
 from .model.simulate import Metrics, simulate_pattern
 from .inputs.units import MAX_BYTES
+from .inputs.units import parse_bytes_range as parse_bytes_arg  # noqa: F401  (the CLI's name)
 from .intergroup.schedule import InterSchedule
 from .intergroup.verify import verify as verify_intergroup
 from .verify import Violation, verify_and_match
@@ -142,26 +144,6 @@ class CompileResult:
                 "lower_bound_note": None}
 
 
-def parse_bytes_arg(text: str) -> tuple[int, int]:
-    """`B` or `MIN:MAX` bytes per rank (unit suffixes allowed: 64KiB, 4MiB)."""
-    from .inputs.units import parse_bytes
-
-    parts = str(text).split(":")
-    try:
-        if len(parts) == 1:
-            b = parse_bytes(parts[0])
-            lo, hi = b, b
-        elif len(parts) == 2:
-            lo, hi = parse_bytes(parts[0]), parse_bytes(parts[1])
-        else:
-            raise ValueError("expected B or MIN:MAX")
-    except ValueError as e:
-        raise InputError("--bytes", str(text), f"expected bytes per rank as B or MIN:MAX ({e})") from None
-    if lo < 0 or hi < lo:
-        raise InputError("--bytes", str(text), "expected 0 <= MIN <= MAX")
-    return lo, hi
-
-
 def resolve_topology(nranks: int, topology_path: str | None, duplex: str | None):
     """The topology for `nranks` ranks: a file, or a homogeneous default cluster."""
 
@@ -174,14 +156,6 @@ def resolve_topology(nranks: int, topology_path: str | None, duplex: str | None)
             raise InputError("--duplex", duplex, "expected half or full")
         topo = topo.with_duplex(duplex == "full")
     return topo
-
-
-def resolve_pattern(nranks: int, pap_path: str | None) -> np.ndarray:
-    """Arrival pattern as (iterations, P) seconds; one flat iteration by default."""
-
-    if pap_path is None:
-        return np.zeros((1, nranks))
-    return load_pap(pap_path, nranks)
 
 
 def input_hash(algorithm: str, options: dict, topo, pattern: np.ndarray) -> bytes:
@@ -300,7 +274,6 @@ AUTO = "auto"
 # (pat), or nobody: the whole list inside the call (none; the preload library, a cache).
 # (ahead: only each rank's leading background receives stay background: what the
 # runtime's receive-ahead posts at the end of the call before, docs/cache.md).
-ENGINES = ("pat", "none", "ahead")
 # --algorithm auto's candidates, in this order (the first of equal predictions wins): the
 # regular baselines, the grid baselines, then the planners; bslb and bdr only with
 # imbalanced arrivals (they wait for the pattern's order). Refused ones are skipped.
@@ -410,12 +383,12 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
                   relays=relays)
     sched = generate(algorithm, req)
     if engine == "none" or (engine == "ahead" and (sched.serial or lo != hi)):
-        _all_foreground(sched)  # (ahead: the runtime pre-posts only dataflow single-size entries)
+        passes.all_foreground(sched)  # (ahead: the runtime pre-posts only dataflow single-size entries)
     elif engine == "ahead":
-        _leading_receives_only(sched)
+        passes.leading_receives_only(sched)
     sched = passes.apply(sched, topo, hi)  # receive gating, FIFO marks
     if engine == "ahead":
-        _leading_receives_only(sched)  # the gated lists may have moved some
+        passes.leading_receives_only(sched)  # the gated lists may have moved some
     sched.bytes_min, sched.bytes_max = lo, hi
     sched.compiler_version = __version__
     sched.input_hash = digest
@@ -439,42 +412,6 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
     timings["simulate"] += time.perf_counter() - t
     check_finite(metrics, topo, "--bytes", hi)
     return sched, metrics
-
-
-def _all_foreground(sched: Schedule) -> None:
-    """Every operation of `sched` (and of the transfers the passes re-sort) foreground:
-    the whole list runs inside the call (engine none). The lists keep their order (the
-    background part came first), which the verifier then proves as foreground."""
-    sched.phase = np.full_like(sched.phase, FOREGROUND)
-    t = sched.transfers
-    if t is not None:
-        t.send_phase = np.full_like(t.send_phase, FOREGROUND)
-        t.recv_phase = np.full_like(t.recv_phase, FOREGROUND)
-
-
-def _leading_receives_only(sched: Schedule) -> None:
-    """Engine ahead: per rank, only the leading background receives (those before the
-    rank's first other operation, docs/semantics.md) stay background; every other
-    operation becomes foreground. The runtime's receive-ahead (docs/cache.md) posts exactly
-    those at the end of the call before, so the model times what it runs."""
-    lead = np.zeros(len(sched.kind), dtype=bool)
-    bg_recv = (sched.phase == BACKGROUND) & (sched.kind == RECV)
-    for r in range(sched.nranks):
-        lo, hi = int(sched.offsets[r]), int(sched.offsets[r + 1])
-        n = int(np.argmin(bg_recv[lo:hi])) if hi > lo and not bg_recv[lo:hi].all() else hi - lo
-        lead[lo:lo + n] = True
-    sched.phase = np.where(lead, BACKGROUND, FOREGROUND).astype(sched.phase.dtype)
-    t = sched.transfers
-    if t is not None:  # a transfer stays background only where its receive is a leading one
-        ops = {}
-        for r in range(sched.nranks):
-            for i in range(int(sched.offsets[r]), int(sched.offsets[r + 1])):
-                if lead[i]:
-                    ops[(int(sched.peer[i]), r, int(sched.origin[i]), int(sched.segment[i]))] = True
-        keep = np.array([(int(a), int(b), int(o), int(g)) in ops
-                         for a, b, o, g in zip(t.src, t.dst, t.origin, t.segment)], dtype=bool)
-        t.recv_phase = np.where(keep, BACKGROUND, FOREGROUND).astype(t.recv_phase.dtype)
-        t.send_phase = np.full_like(t.send_phase, FOREGROUND)
 
 
 def check_finite(metrics: Metrics, topo, source: str, nbytes: int) -> None:

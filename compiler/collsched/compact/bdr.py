@@ -49,7 +49,9 @@ import struct
 import numpy as np
 
 from ..errors import InputError
-from ..pipeline import ENGINES, parse_bytes_arg, resolve_pattern
+from ..inputs.arrivals import resolve_pattern
+from ..inputs.units import parse_bytes_range as parse_bytes_arg
+from ..passes import ENGINES
 from .desc import CompactDesc, TailForm, _homogeneous_defaults, fifo_min_piece, register_tail
 
 # The C generator replays the pre-steps on a window of 2 M + 3 ranks held on its stack
@@ -348,7 +350,7 @@ def explicit(desc: CompactDesc, arrivals=None, tau: float | None = None):
     """The explicit compiler's lists for `desc` as pipeline._compile_one makes them on the
     default cluster (generate, the engine's phases, passes.apply), from `arrivals` and
     `tau` (the pipeline's: minus their minimum), or from pattern_of(desc)."""
-    from .. import passes, pipeline
+    from .. import passes
     from ..algorithms import Request, generate
     from ..inputs.topology import homogeneous
 
@@ -361,12 +363,12 @@ def explicit(desc: CompactDesc, arrivals=None, tau: float | None = None):
     sched = generate(desc.algorithm, req)
     engine = engine_of(desc)
     if engine == "none" or (engine == "ahead" and (sched.serial or desc.bytes_min != desc.bytes_max)):
-        pipeline._all_foreground(sched)
+        passes.all_foreground(sched)
     elif engine == "ahead":
-        pipeline._leading_receives_only(sched)
+        passes.leading_receives_only(sched)
     sched = passes.apply(sched, topo, desc.bytes_max)
     if engine == "ahead" and not sched.serial and desc.bytes_min == desc.bytes_max:
-        pipeline._leading_receives_only(sched)
+        passes.leading_receives_only(sched)
     return sched
 
 

@@ -319,7 +319,7 @@ def refusal(args) -> str | None:
 
 def describe(args) -> CompactDesc:
     """The description `collsched compile --form compact --algorithm hier` writes."""
-    from ..pipeline import parse_bytes_arg
+    from ..inputs.units import parse_bytes_range as parse_bytes_arg
 
     why = refusal(args)
     if why is not None:

@@ -127,3 +127,11 @@ def flat(nranks: int) -> np.ndarray:
     if int(nranks) < 1:
         raise InputError("<flat>", "nranks", f"expected at least 1 rank, got {nranks}")
     return np.zeros(int(nranks), dtype=np.float64)
+
+
+def resolve_pattern(nranks: int, pap_path: str | None) -> np.ndarray:
+    """Arrival pattern as (iterations, P) seconds; one flat iteration by default."""
+
+    if pap_path is None:
+        return np.zeros((1, nranks))
+    return load_pap(pap_path, nranks)

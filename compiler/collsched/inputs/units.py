@@ -18,6 +18,8 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 
+from ..errors import InputError
+
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 # ASCII digits only: int() and \d would read other scripts' digits ('٣' as 3).
 _QUANTITY = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[^\s\d.+-][^\s]*)?\s*$", re.ASCII)
@@ -192,3 +194,22 @@ def format_bytes(n: int) -> str:
 def _num(v: float) -> str:
     r = repr(float(v))
     return r[:-2] if r.endswith(".0") else r
+
+
+def parse_bytes_range(text: str) -> tuple[int, int]:
+    """`B` or `MIN:MAX` bytes per rank (unit suffixes allowed: 64KiB, 4MiB), as the CLI's
+    --bytes takes it; InputError naming --bytes otherwise."""
+    parts = str(text).split(":")
+    try:
+        if len(parts) == 1:
+            b = parse_bytes(parts[0])
+            lo, hi = b, b
+        elif len(parts) == 2:
+            lo, hi = parse_bytes(parts[0]), parse_bytes(parts[1])
+        else:
+            raise ValueError("expected B or MIN:MAX")
+    except ValueError as e:
+        raise InputError("--bytes", str(text), f"expected bytes per rank as B or MIN:MAX ({e})") from None
+    if lo < 0 or hi < lo:
+        raise InputError("--bytes", str(text), "expected 0 <= MIN <= MAX")
+    return lo, hi

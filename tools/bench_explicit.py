@@ -130,12 +130,12 @@ def _how() -> str:
             "verdicts are unchanged.\n"
             f"- The file is streamed: sections a group of ranks at a time (at most "
             f"{schedfile.STREAM_OPS} ops of records in memory), the index and header last.\n"
-            "- The prediction `compile` prints is still the DAG model over the whole graph "
-            "(`model/dag.py`, 16.7 million transfers for a P = 4096 ring): the *simulate* column. "
-            "Timing a symmetric schedule over its symmetry classes instead (`compact/model_sym.py`) "
-            "gives the same metrics to the last bit in seconds less, but `compact` imports the "
-            "pipeline, so the pipeline cannot call it without an import cycle "
-            "(tools/check_architecture.py).\n"
+            f"- `compile` times symmetric schedules (`{'`, `'.join(pipeline.CLASS_MODEL_ALGORITHMS)}`) "
+            f"of at least {pipeline.CLASS_MODEL_OPS} ops on the default cluster with flat arrivals by "
+            "the DAG model over their symmetry classes (`compact/model_sym.py`): the same metrics "
+            "to the last bit as the whole graph (tests/compiler/test_explicit_stream.py), where the "
+            "whole graph of a P = 4096 ring took tens of seconds and most of the old peak. bdr and "
+            "every other case time the whole graph as before.\n"
             "- bdr builds its ring part with array operations (it was a Python loop over P^2).\n"
             "- Every emitted schedule still passes the whole verifier, and the bytes are unchanged "
             "(the golden table, and the compile matrix of test_explicit_stream against a lexsort route).\n")
@@ -174,13 +174,10 @@ def _floor_text(rows: list[dict]) -> str:
             f"{f['matching'] / mib:.0f} MiB, and the deadlock walk's C kernel takes int64 columns only: "
             f"{f['progress'] / mib:.0f} MiB of dependencies, ranks and blocking sends at once. Those "
             f"alone are {(f['ir'] + f['topology'] + f['matching'] + f['progress']) / mib:.0f} MiB beside the "
-            f"interpreter; the measured peak is {r['peak_rss_bytes'] / mib:.0f} MiB"
-            + (": the rest is the cost model's plan of the whole graph (model/dag.py: its per-transfer "
-               "columns and the C kernel's layout of them)"
-               if r['peak_rss_bytes'] > (f['ir'] + f['topology'] + f['matching'] + f['progress']) + (1 << 30) else "")
-            + f". The stage times: generate {t.get('generate', 0):.1f} s (the FIFO marking pass included), "
-            f"verify {t.get('verify', 0):.1f} s, simulate {t.get('simulate', 0):.1f} s, write "
-            f"{t.get('write', 0):.1f} s. Wall times here are inflated by the load (the *cpu* column is the "
+            f"interpreter; the measured peak is {r['peak_rss_bytes'] / mib:.0f} MiB. Of the stage times, "
+            f"verify ({t.get('verify', 0):.1f} s) and generate ({t.get('generate', 0):.1f} s, the FIFO "
+            f"marking pass included) dominate; simulate ({t.get('simulate', 0):.1f} s) is the class route "
+            f"(below). Wall times here are inflated by the load (the *cpu* column is the "
             f"process's own work, interpreter start-up included).\n")
 
 

@@ -241,7 +241,7 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     for name in names:
         try:
             found[name] = _search(name, algorithm, topo, pattern, segments, tau, lo, hi, model, timings,
-                                  engine)
+                                  engine, default_cluster=topology is None)
         except InputError as e:  # auto: an algorithm that cannot serve this request
             if algorithm != AUTO:
                 raise
@@ -331,7 +331,8 @@ def _forwarded(sched: Schedule) -> int:
     return int(np.count_nonzero((sched.kind == SEND) & (sched.origin != sched.rank_of_op)))
 
 
-def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timings, engine="pat"):
+def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timings, engine="pat",
+            default_cluster=False):
     """One algorithm's candidates (segment counts x serial/dataflow, policy.py), each
     generated, verified and timed; returns ((schedule, metrics) of the fastest,
     {segments: best avg elapsed}, {execution: best avg elapsed})."""
@@ -356,7 +357,8 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
             if fields.get("relays") is False and nranks * nranks * nseg > DIRECT_MAX_PAIRS:
                 continue
             sched, metrics = _compile_one(name, topo, pattern, nseg, tau, lo, hi, digest, model,
-                                          timings, engine=engine, **fields)
+                                          timings, engine=engine, default_cluster=default_cluster,
+                                          **fields)
             t = metrics.avg_elapsed_s
             seg_tried[nseg] = min(seg_tried.get(nseg, t), t)
             key = ("serial" if sched.serial else "dataflow") + ("" if fields.get("relays", True) else ", direct")
@@ -374,7 +376,7 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
 
 
 def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, timings,
-                 serial=None, relays=True, engine="pat"):
+                 serial=None, relays=True, engine="pat", default_cluster=False):
     """One candidate of compile_schedule: (verified schedule, predicted metrics); adds
     its stage times to `timings`."""
     t = time.perf_counter()
@@ -408,10 +410,48 @@ def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, tim
 
         _, _, metrics = fluid_pattern(sched, topo, hi, pattern, matching=matching)
     else:
-        _, _, metrics = simulate_pattern(sched, topo, hi, pattern, matching=matching)
+        metrics = _by_classes(sched, topo, hi, pattern, engine, default_cluster)
+        if metrics is None:
+            _, _, metrics = simulate_pattern(sched, topo, hi, pattern, matching=matching)
     timings["simulate"] += time.perf_counter() - t
     check_finite(metrics, topo, "--bytes", hi)
     return sched, metrics
+
+
+# From this many operations on, a symmetric schedule on the default cluster with flat
+# arrivals is timed by the DAG model over its classes of symmetric transfers
+# (compact/model_sym.py: O(P nseg) instead of the whole P^2 graph; at P = 4096 the whole
+# graph of a ring takes tens of seconds and several GiB). Below it, the whole graph, as
+# always: small compiles report what they reported before to the last bit.
+CLASS_MODEL_OPS = 1 << 22
+# Schedules whose every rank's list is a rotation of rank 0's (model_sym: exact by symmetry).
+CLASS_MODEL_ALGORITHMS = ("ring", "bruck", "spreading", "nex")
+
+
+def _by_classes(sched: Schedule, topo, nbytes: int, pattern: np.ndarray, engine: str,
+                default_cluster: bool) -> Metrics | None:
+    """The DAG model's metrics of `sched` from its symmetry classes, or None where that
+    route does not apply (CLASS_MODEL_OPS, CLASS_MODEL_ALGORITHMS; full duplex, the PAT
+    engine, every iteration flat). With every rank arriving at 0 every rank exits when
+    the call ends, as the whole graph's timing gives for these schedules; the other
+    metrics follow as simulate._metrics derives them (no imbalance, no absorption)."""
+    flat = pattern.size and not np.ptp(pattern, axis=1).any()
+    if not (default_cluster and flat and engine == "pat" and topo.full_duplex and not sched.serial
+            and sched.algorithm in CLASS_MODEL_ALGORITHMS and sched.total_ops >= CLASS_MODEL_OPS):
+        return None
+    from .compact.desc import for_default
+    from .compact.model import predict
+    from .model.simulate import tau
+
+    try:
+        desc = for_default(sched.algorithm, sched.nranks, (sched.bytes_min, sched.bytes_max), sched.nseg)
+        run = predict(desc, None, nbytes)
+    except InputError:  # a case the compact form does not describe: the whole graph
+        return None
+    exits = np.full(sched.nranks, run)
+    t = tau(topo, sched, nbytes)
+    return Metrics(avg_elapsed_s=float(np.mean(exits)), run_time_s=float(exits.max()), absorption_s=0.0,
+                   imbalance_s=0.0, tau_s=t, imbalance_factor=0.0, exit_times_s=exits.tolist())
 
 
 def check_finite(metrics: Metrics, topo, source: str, nbytes: int) -> None:

@@ -287,3 +287,42 @@ def _fifo_deps_as_before(s, serial):
         bar[first_other[ends]] = send_of_recv[first_other[ends] - 1]
     assert np.array_equal(np.full(n, -1) if bar_dep is None else bar_dep, bar)
 
+
+# --- the prediction of large symmetric schedules -------------------------------------------
+
+@pytest.mark.parametrize("alg", pipeline.CLASS_MODEL_ALGORITHMS)
+def test_class_route_predicts_what_the_whole_graph_does(alg, monkeypatch):
+    """Where compile times a schedule by its symmetry classes (pipeline._by_classes, from
+    CLASS_MODEL_OPS operations), its metrics equal the whole DAG's to the last bit."""
+    from collsched.model.simulate import simulate_pattern
+
+    monkeypatch.setattr(pipeline, "CLASS_MODEL_OPS", 0)  # every size takes the class route
+    for p in (2, 5, 8, 13, 32):
+        if alg == "nex" and p % 2:
+            continue
+        for seg, nbytes in ((1, "1000"), (1, "64KiB"), (3, "1KiB:1MiB"), (2, "4MiB")):
+            r = pipeline.compile_schedule(alg, p, nbytes, segments=seg)
+            want = simulate_pattern(r.schedule, pipeline.resolve_topology(p, None, None),
+                                    r.predicted_for_bytes, pipeline.resolve_pattern(p, None))[2]
+            assert r.metrics == want, (p, seg, nbytes)
+
+
+def test_class_route_only_where_it_is_exact(tmp_path, monkeypatch):
+    """Not with an arrival pattern, a topology file, half duplex, another engine, serial
+    schedules or other algorithms: those take the whole graph (simulate_pattern)."""
+    from collsched.model import simulate
+
+    calls = []
+    real = simulate.simulate_pattern
+    monkeypatch.setattr(pipeline, "simulate_pattern", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(pipeline, "CLASS_MODEL_OPS", 0)
+    pap = tmp_path / "pap.yaml"
+    write_pap(pap, arrival_pattern(1, 1, 8, 0.005))
+    pipeline.compile_schedule("ring", 8, 65536)
+    assert calls == []  # the class route
+    for kw in (dict(pap=str(pap)), dict(topology=str(ROOT / "topologies" / "tryton-48.yaml")),
+               dict(duplex="half"), dict(engine="none"), dict(algorithm="bdr"), dict(algorithm="rd")):
+        calls.clear()
+        alg = kw.pop("algorithm", "ring")
+        pipeline.compile_schedule(alg, 8, 65536, **kw)
+        assert calls == [1], kw

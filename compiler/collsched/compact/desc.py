@@ -40,7 +40,8 @@ import numpy as np
 from ..errors import InputError
 from ..ir import MAX_RANKS, MAX_SEGMENTS
 from ..model.policy import fifo_link
-from . import cluster as clusters
+from .cluster import Cluster, NotHomogeneous, default as default_cluster, homogeneous_defaults
+from .cluster import read as read_cluster, resolve as resolve_cluster
 
 VERSION = 1
 VERSION_TAIL = 2
@@ -183,7 +184,7 @@ def decode(data: bytes, source: str = SOURCE) -> CompactDesc:
                        full_duplex=bool(flags & FLAG_FULL_DUPLEX), version=version, tail=tail)
 
 
-_homogeneous_defaults = clusters.homogeneous_defaults  # (the name the tests and tools use)
+_homogeneous_defaults = homogeneous_defaults  # (the name the tests and tools use)
 
 
 def fifo_min_piece(bytes_max: int, latency_s: float, bandwidth_Bps: float,
@@ -234,8 +235,8 @@ def refusal(algorithm: str, *, topology: str | None = None, duplex: str | None =
     if topology is not None:
         p = nranks if nranks is not None else getattr(args, "ranks", None)
         try:
-            clusters.read(topology, p, duplex)
-        except clusters.NotHomogeneous as e:
+            read_cluster(topology, p, duplex)
+        except NotHomogeneous as e:
             return f"the topology {topology}: {e}"
         except (InputError, OSError) as e:  # (beyond 8192 ranks: the reader's placement limit)
             return f"the topology file cannot be used: {e.line() if isinstance(e, InputError) else e}"
@@ -243,7 +244,7 @@ def refusal(algorithm: str, *, topology: str | None = None, duplex: str | None =
 
 
 def for_cluster(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg: int,
-                cluster: "clusters.Cluster") -> CompactDesc:
+                cluster: Cluster) -> CompactDesc:
     """The description of a regular algorithm compiled on `cluster` (cluster.py)."""
     lo, hi = (nbytes, nbytes) if isinstance(nbytes, int) else nbytes
     if not 0 <= lo <= hi:
@@ -257,7 +258,7 @@ def for_default(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg
                 duplex: str | None = None) -> CompactDesc:
     """The description of what `compile_schedule(algorithm, nranks, nbytes, segments=nseg,
     duplex=duplex)` writes with no topology (the default cluster)."""
-    return for_cluster(algorithm, nranks, nbytes, nseg, clusters.default(duplex))
+    return for_cluster(algorithm, nranks, nbytes, nseg, default_cluster(duplex))
 
 
 def for_topology(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nseg: int = 1, *,
@@ -266,7 +267,7 @@ def for_topology(algorithm: str, nranks: int, nbytes: int | tuple[int, int], nse
     topology=topology, duplex=duplex)` writes for a regular algorithm; InputError (one
     line) where the topology is not a homogeneous one-site cluster (refusal's reason)."""
     try:
-        cluster = clusters.resolve(topology, nranks, duplex)
-    except clusters.NotHomogeneous as e:
+        cluster = resolve_cluster(topology, nranks, duplex)
+    except NotHomogeneous as e:
         raise InputError(str(topology), "", f"a homogeneous one-site cluster for the compact form, found {e}") from None
     return for_cluster(algorithm, nranks, nbytes, nseg, cluster)

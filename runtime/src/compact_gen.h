@@ -1,11 +1,12 @@
 /* compact_gen.h - the compact schedule form's generators (docs/compact.md).
  *
- * A compact description names a regular allgather algorithm and its parameters; from it
- * every rank computes its own operation list, op for op and byte for byte what the Python
- * compiler writes in that rank's section of an explicit .sched file compiled with the
- * default options (homogeneous cluster, full duplex, engine pat). Pure C, no MPI: the
- * runtime calls it at communicator setup, the compiler's tests through ctypes
- * (compiler/collsched/compact/native.py).
+ * A compact description names an allgather algorithm and its parameters; from it every
+ * rank computes its own operation list, op for op and byte for byte what the Python
+ * compiler writes in that rank's section of the explicit .sched file of the same compile:
+ * the regular algorithms on a homogeneous cluster in either duplex (version 1, this file),
+ * the hierarchical composition over sites (compact_hier.c) and BDR/BSLB from their arrival
+ * pattern's class (compact_bdr.c) (version 2, a tail). Pure C, no MPI: the runtime calls it
+ * at communicator setup, the compiler's tests through ctypes (compact/native.py).
  */
 #ifndef COLLSCHED_COMPACT_GEN_H
 #define COLLSCHED_COMPACT_GEN_H
@@ -38,7 +39,7 @@ typedef struct cs_compact_desc {
     uint32_t algorithm;       /* CS_COMPACT_* */
     uint32_t nranks;          /* 1 .. CS_COMPACT_MAX_RANKS */
     uint32_t nseg;            /* segments per block, 1 .. CS_COMPACT_MAX_SEGMENTS */
-    uint32_t flags;           /* CS_COMPACT_FULL_DUPLEX (required in version 1) */
+    uint32_t flags;           /* CS_COMPACT_FULL_DUPLEX, or 0: half duplex (regular algorithms only) */
     uint64_t bytes_min, bytes_max;
     /* A send of a piece of at least this many bytes (at bytes_max) carries the FIFO bit:
      * the threshold form of policy.fifo_link on a homogeneous topology. */

@@ -169,12 +169,13 @@ def test_link_check_sees_a_reordered_list(link_tool, tmp_path, algorithm, nranks
 def test_form_choice_and_files(tmp_path):
     assert compact.choose_form("auto", "ring", compact.AUTO_MIN_RANKS) == "compact"
     assert compact.choose_form("auto", "ring", compact.AUTO_MIN_RANKS - 1) == "explicit"
-    assert compact.choose_form("auto", "bdr", 4096) == "explicit"
-    assert compact.choose_form("auto", "ring", 4096, topology="t.yaml") == "explicit"
+    assert compact.choose_form("auto", "min3", 4096) == "explicit"  # no compact form
+    assert compact.choose_form("auto", "ring", 4096, topology="missing.yaml") == "explicit"
     assert compact.choose_form("compact", "bruck", 3) == "compact"
     assert compact.choose_form("explicit", "ring", 4096) == "explicit"
-    with pytest.raises(InputError, match="half duplex"):
-        compact.choose_form("compact", "ring", 8, duplex="half")
+    assert compact.choose_form("compact", "ring", 8, duplex="half") == "compact"
+    with pytest.raises(InputError, match="no compact description"):
+        compact.choose_form("compact", "min3", 8)
     with pytest.raises(InputError, match="--form"):
         compact.choose_form("small", "ring", 8)
     desc = compact.for_default("bruck", 6, (0, 1 << 16), 2)
@@ -186,3 +187,18 @@ def test_form_choice_and_files(tmp_path):
     path.write_bytes(desc.encode() + b"\0")
     with pytest.raises(InputError, match=f"{path}: desc_bytes: expected 56 and a zero reserved word"):
         compact.read_compact(path)
+
+
+@pytest.mark.parametrize("algorithm,nranks,nseg", [
+    ("ring", 3, 1), ("ring", 4, 2), ("bruck", 5, 2), ("bruck", 6, 1), ("rd", 4, 2),
+    ("spreading", 5, 1), ("nex", 4, 2), ("nex", 6, 1), ("lnbc", 5, 1), ("mpichg2", 6, 2), ("magpie", 5, 1),
+])
+def test_half_duplex_records(app, tmp_path, algorithm, nranks, nseg):
+    """Half-duplex records (docs/compact-regular.md: sends before receives where the
+    compiler's sub-steps put them) run with every byte checked against MPI's allgather,
+    strict (no fallback), with imbalance."""
+    path = tmp_path / f"{algorithm}.sched"
+    compact.write_compact(compact.for_default(algorithm, nranks, (0, 1 << 20), nseg, duplex="half"), path)
+    rc, row, lines = run_app(app, nranks, path, "imbalance", strict=True)
+    assert rc == 0 and row["ok"] and row["errors"] == 0, (row, lines)
+    assert row["used"] == 1 and row["schedule"] == str(path), row

@@ -4,7 +4,7 @@
 explicit compiler writes for that rank."""
 from __future__ import annotations
 
-from .desc import ALGORITHMS, NO_FIFO, REGULAR, TAILED, CompactDesc, decode, fifo_min_piece, for_default, refusal  # noqa: F401
+from .desc import ALGORITHMS, NO_FIFO, REGULAR, TAILED, CompactDesc, decode, fifo_min_piece, for_default, for_topology, refusal  # noqa: F401
 from .native import OP_DTYPE, count, generate, schedule  # noqa: F401
 from .files import (AUTO_MIN_RANKS, FORMS, check, choose_form, is_compact_file, read_compact,  # noqa: F401
                     summary, write_compact)

@@ -31,7 +31,6 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir import SEND
-from ..model.policy import fifo_link
 from . import model_closed, model_hier, model_sites, model_sym, model_tree, native
 from .desc import CompactDesc
 
@@ -247,15 +246,3 @@ def summary(desc: CompactDesc, topology_path=None, nbytes=None, site_sizes=None)
     return {"predicted_s": float(b["predicted_s"]), "lower_bound_s": float(lb["lower_bound_s"]),
             "model": "per-level", "method": b.get("method"), "levels": b["levels"],
             "bound_terms": lb["terms"], "compute_s": time.perf_counter() - t}
-
-
-def fifo_of(sites: model_sites.Sites, a: int, b: int):
-    """policy.fifo_link for pieces from site a to site b: the compiler's FIFO mark."""
-    topo = sites.sample
-    s, r = sites.pair(a, b)
-
-    def marked(m: int) -> bool:
-        lf, meff = topo.effective_sizes(np.array([s]), np.array([r]), np.array([float(m)]))
-        return bool(fifo_link(topo.latency[s, r] * lf, meff, topo.flow_bandwidth()[s, r],
-                              topo.bandwidth[s, r])[0])
-    return marked

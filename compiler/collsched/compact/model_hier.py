@@ -79,7 +79,7 @@ def ring_list(n: int, nseg: int, fifo: np.ndarray) -> np.ndarray:
 def _marker(sites, fifo):
     """mark(a, b, m): is a send of m bytes from site a to site b FIFO? From the tail's
     thresholds when given, else policy.fifo_link on the sites' sample pair (the pass)."""
-    from .model import fifo_of
+    from .model_sites import fifo_of
     if fifo is not None:
         return lambda a, b, m: m >= fifo[a][b]
     return lambda a, b, m: fifo_of(sites, a, b)(m)

@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..inputs import topology as topology_file
 from ..inputs.schemas import TOPOLOGY_SCHEMA, Doc, read_yaml
 from ..inputs.topology import Topology, homogeneous, load_topology
+from ..model.policy import fifo_link
 
 SOURCE = "compact model"
 
@@ -244,3 +245,15 @@ def load(topology, nranks: int, site_sizes=None) -> Sites:
         raise InputError(sites.source, "site_sizes", f"expected sizes summing to {nranks}, found "
                          f"{sites.nranks}")
     return sites
+
+
+def fifo_of(sites: Sites, a: int, b: int):
+    """policy.fifo_link for pieces from site a to site b: the compiler's FIFO mark."""
+    topo = sites.sample
+    s, r = sites.pair(a, b)
+
+    def marked(m: int) -> bool:
+        lf, meff = topo.effective_sizes(np.array([s]), np.array([r]), np.array([float(m)]))
+        return bool(fifo_link(topo.latency[s, r] * lf, meff, topo.flow_bandwidth()[s, r],
+                              topo.bandwidth[s, r])[0])
+    return marked

@@ -9,7 +9,18 @@ from pathlib import Path
 
 from collsched import schedfile
 from collsched.algorithms import Request, generate
+from collsched.cli import main as main_cli
 from collsched.compact import for_default
+
+# Two sites of 4 and 2 hosts for the hier seed (docs/inputs.md).
+SITES_YAML = """name: fuzz-sites
+duplex: full
+sites:
+  - {name: A, hosts: 4, lan: {latency: 5us, bandwidth: 10Gbit/s}}
+  - {name: B, hosts: 2, lan: {latency: 5us, bandwidth: 10Gbit/s}}
+wan:
+  - {between: [A, B], latency: 2ms, bandwidth: 1Gbit/s}
+"""
 
 OUT = Path(__file__).parent / "corpus"
 
@@ -33,6 +44,19 @@ def main() -> None:
     for alg, p, nseg in [("ring", 4, 1), ("bruck", 5, 2), ("mpichg2", 9, 1), ("nex", 6, 1)]:
         rec = for_default(alg, p, (0, 1 << 16), nseg).encode()
         (OUT / f"compact-{alg}-p{p}-s{nseg}.bin").write_bytes(rec)
+    # Version-2 records: hier over sites, bdr and bslb from an arrival pattern.
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        topo = Path(tmp) / "sites.yaml"
+        topo.write_text(SITES_YAML)
+        pap = Path(tmp) / "late.yaml"
+        pap.write_text("arrivals: [0.0, 0.002, 0.0, 0.0, 0.001, 0.0]\n")
+        for alg, extra in [("hier", ["--topology", str(topo)]), ("bdr", ["--pap", str(pap)]),
+                           ("bslb", ["--pap", str(pap)])]:
+            out = OUT / f"compact-{alg}-p6.bin"
+            if main_cli(["compile", "--algorithm", alg, "--ranks", "6", "--bytes", "0:65536",
+                         "--form", "compact", "-o", str(out), *extra]) != 0:
+                raise SystemExit(f"make_corpus: compiling the {alg} seed failed")
 
 
 if __name__ == "__main__":

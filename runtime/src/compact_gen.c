@@ -350,9 +350,13 @@ int cs_compact_decode(const void *buf, size_t len, cs_compact_desc *d, char *err
                                    "record's length %zu and a zero reserved word, found %llu",
                                    len, (unsigned long long)size);
         uint32_t want = (uint32_t)cs_compact_le(b + len - 4, 4);
+#ifndef COLLSCHED_FUZZING /* the fuzz build reaches the tail checks behind the CRC (make fuzz) */
         if (cs_crc32(0, b, len - 4) != want)
             return cs_compact_fail(err, errlen, "compact description: crc32: the record is "
                                    "corrupt (its CRC-32 does not match)");
+#else
+        (void)want;
+#endif
         d->tail = b + CS_COMPACT_DESC_BYTES;
         d->tail_len = (uint32_t)(len - CS_COMPACT_DESC_BYTES - 4);
     } else if (d->version == CS_COMPACT_VERSION && !tailed &&

@@ -255,7 +255,10 @@ def _add_bench(sub) -> None:
                           "time and memory (records --doc); recurring: recurring load patterns, trace -> "
                           "cache build -> the runtime's selection, against native, regular, bdr and the "
                           "oracle (docs/lab.md; records --doc); intergroup: the Kang paper's settings "
-                          "1-8 (docs/intergroup.md; records --doc)", "lab", "--suite compiler"))
+                          "1-8 (docs/intergroup.md; records --doc); scale-compact: compact schedules at "
+                          "--ranks (e.g. 1024,4096) x 64 KiB under SMPI against native selectors, sampled "
+                          "data checks, wall time and memory (docs/compact.md; records --doc)", "lab",
+                          "--suite compiler"))
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi",
                    help=h("SimGrid SMPI or real MPI (through --launcher)", "smpi", "--backend mpi"))
     b.add_argument("--launcher", default=None,

@@ -34,7 +34,7 @@ def cmd_compile(a) -> int:
     from .compact import write_compact
     from .compact.desc import for_topology
     from .compact.desc import TAIL_FORMS
-    from .pipeline import parse_bytes_arg
+    from .inputs.units import parse_bytes_range as parse_bytes_arg
 
     out = Path(a.output)
     if not out.parent.is_dir():
@@ -51,16 +51,36 @@ def cmd_compile(a) -> int:
         desc = for_topology(a.algorithm, a.ranks, parse_bytes_arg(a.bytes), 1 if seg == "auto" else int(seg),
                             topology=a.topology, duplex=a.duplex)
     size = write_compact(desc, out)
+    model = _model(desc, a.topology)
     if a.json:
         print(_json({"form": "compact", "output": str(out), "algorithm": desc.algorithm,
                      "nranks": desc.nranks, "nseg": desc.nseg, "bytes_min": desc.bytes_min,
                      "bytes_max": desc.bytes_max, "duplex": "full" if desc.full_duplex else "half",
-                     "topology": a.topology, "fifo_min_piece": desc.fifo_min_piece, "file_bytes": size}))
+                     "topology": a.topology, "fifo_min_piece": desc.fifo_min_piece, "file_bytes": size,
+                     **model}))
     else:
         print(f"{out}: {desc.algorithm}, {desc.nranks} ranks, {desc.nseg} segment"
               f"{'s' * (desc.nseg > 1)}, {'full' if desc.full_duplex else 'half'} duplex, compact description ({size} bytes; every rank generates "
               f"its list at setup, docs/compact.md)")
+        if model["predicted_s"] is not None:
+            print(f"predicted {model['predicted_s'] * 1e3:.3f} ms at {desc.bytes_max} B per rank, lower bound "
+                  f"{model['lower_bound_s'] * 1e3:.3f} ms (per-level model, docs/compact-model.md)")
+        else:
+            print(f"not predicted: {model['model_note']}")
     return EXIT_OK
+
+
+def _model(desc, topology) -> dict:
+    """The per-level model's prediction and bound at bytes_max (compact.model.summary:
+    seconds at any P), or why there is none (bdr and bslb are not modelled per level)."""
+    from .compact.model import summary
+
+    try:
+        m = summary(desc, topology)
+    except InputError as e:
+        return {"predicted_s": None, "lower_bound_s": None, "model": None, "model_note": f"the per-level model: {e.expected or e.line()}"}
+    return {"predicted_s": m["predicted_s"], "lower_bound_s": m["lower_bound_s"], "model": m["model"],
+            "model_method": m["method"], "levels": m["levels"], "model_time_s": m["compute_s"]}
 
 
 def cmd_show(a) -> int:

@@ -109,16 +109,16 @@ def topology_path(case: Case, directory: Path) -> str | None:
 
 
 def compile_compact(case: Case, topo: str | None, out: Path) -> Path:
-    """`collsched compile --form compact` for the case, as a user runs it."""
-    from ..cli import main
+    """The compact record `collsched compile --form compact` writes for the case, through
+    the same library calls (compact.for_topology; hier.for_topology over the sites)."""
+    from ..compact import for_topology, write_compact
+    from ..compact import hier as compact_hier
 
-    argv = ["compile", "--algorithm", case.algorithm, "--ranks", str(case.ranks), "--bytes",
-            str(case.nbytes), "--form", "compact", "-o", str(out)]
-    if topo is not None:
-        argv += ["--topology", topo]
-    rc = main(argv)
-    if rc != 0:
-        raise ScaleRunError(f"collsched compile {' '.join(argv[1:])}: exit {rc}")
+    if case.algorithm == "hier":
+        desc = compact_hier.for_topology(topo, case.ranks, case.nbytes)
+    else:
+        desc = for_topology(case.algorithm, case.ranks, case.nbytes, topology=topo)
+    write_compact(desc, out)
     return out
 
 

@@ -97,3 +97,25 @@ def test_auto_with_a_homogeneous_topology(tmp_path):
     assert choose_form("auto", "ring", AUTO_MIN_RANKS, topology=str(big)) == "compact"
     assert choose_form("auto", "ring", AUTO_MIN_RANKS - 1, topology=str(big)) == "explicit"
     assert choose_form("auto", "ring", AUTO_MIN_RANKS, topology="topologies/grid-8x128.yaml") == "explicit"
+
+
+def test_version_two_records_verify_show_and_predict(tmp_path, capsys):
+    """hier and bdr records: compile --json carries the per-level model's figures (hier) or
+    says why there are none (bdr); verify proves a record alone with its algorithm's own
+    check (no false difference against the default cluster); show prints the tail."""
+    hier, bdr, pap = tmp_path / "h.sched", tmp_path / "b.sched", tmp_path / "late.yaml"
+    pap.write_text("arrivals: [0.0, 0.002, 0.0, 0.0, 0.001]\n")
+    assert main(["compile", "--algorithm", "hier", "--ranks", "48", "--topology", "topologies/wan-3x16.yaml",
+                 "--bytes", "64KiB", "--form", "compact", "-o", str(hier), "--json"]) == 0
+    h = json.loads(capsys.readouterr().out)
+    assert h["model"] == "per-level" and 0 < h["lower_bound_s"] <= h["predicted_s"], h
+    assert main(["compile", "--algorithm", "bdr", "--ranks", "5", "--pap", str(pap), "--bytes", "64KiB",
+                 "--form", "compact", "-o", str(bdr), "--json"]) == 0
+    b = json.loads(capsys.readouterr().out)
+    assert b["predicted_s"] is None and "per-level model" in b["model_note"], b
+    assert main(["verify", str(hier), str(bdr)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": valid (") == 2, out
+    assert main(["show", str(hier)]) == 0
+    out = capsys.readouterr().out
+    assert "sites      3: 16, 16, 16 ranks" in out and "fifo lan" in out and "fifo sends" not in out, out

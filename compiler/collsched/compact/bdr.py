@@ -318,8 +318,14 @@ def _bslb_refusal(args) -> str | None:
     return None if args is None else _common_refusal(args)
 
 
-register_tail("bdr", TailForm(_check_bdr, _bdr_refusal, describe_bdr))
-register_tail("bslb", TailForm(_check_bslb, _bslb_refusal, describe_bslb))
+def _verify(desc: CompactDesc) -> str | None:
+    """verify of a record alone: the lists compared with the explicit compiler's for a
+    pattern that reproduces the tail's class (pattern_of), whose files the verifier proves."""
+    return first_difference(desc)
+
+
+register_tail("bdr", TailForm(_check_bdr, _bdr_refusal, describe_bdr, lambda d: _verify(d)))
+register_tail("bslb", TailForm(_check_bslb, _bslb_refusal, describe_bslb, lambda d: _verify(d)))
 
 
 # --- the explicit side, for the proof (tests, tools/prove_compact_bdr.py, verify) -----

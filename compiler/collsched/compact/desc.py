@@ -65,12 +65,17 @@ class TailForm:
     - check(desc): (field, expected) for a tail its generator does not serve, else None;
     - refusal(args): why `collsched compile` with these options (the argparse namespace:
       ranks, bytes, segments, topology, duplex, pap, ...) has no description, else None;
-    - describe(args): the CompactDesc of what the explicit compile writes for them.
+    - describe(args): the CompactDesc of what the explicit compile writes for them;
+    - verify(desc): what `collsched verify` says of a record alone (no topology or pattern
+      file): None when its lists are proven, else one line;
+    - summary_lines(desc): what `collsched show` adds about the tail, one line each.
     """
 
     check: Callable[["CompactDesc"], "tuple[str, str] | None"]
     refusal: Callable[[object], "str | None"]
     describe: Callable[[object], "CompactDesc"]
+    verify: Callable[["CompactDesc"], "str | None"]
+    summary_lines: Callable[["CompactDesc"], "list[str]"] = lambda desc: []
 
 
 TAIL_FORMS: dict[str, TailForm] = {}

@@ -8,7 +8,7 @@ import os
 from ..errors import InputError
 from ..files import write_atomic
 from .cluster import homogeneous_defaults
-from .desc import MAGIC, MAX_DESC_BYTES, NO_FIFO, REGULAR, TAILED, CompactDesc, decode, fifo_min_piece, refusal
+from .desc import MAGIC, MAX_DESC_BYTES, NO_FIFO, REGULAR, TAIL_FORMS, CompactDesc, decode, fifo_min_piece, refusal
 from .native import count
 
 FORMS = ("compact", "explicit", "auto")
@@ -61,6 +61,9 @@ def summary(desc: CompactDesc) -> str:
     fifo = "none" if desc.fifo_min_piece == NO_FIFO else f">= {desc.fifo_min_piece} bytes per piece"
     ranks = sorted({0, p - 1})
     counts = ", ".join(f"rank {r}: {count(desc, r)}" for r in ranks)
+    extra = TAIL_FORMS[desc.algorithm].summary_lines(desc) if desc.algorithm in TAIL_FORMS else []
+    # a tail with its own FIFO thresholds (hier: per site pair) says them in its lines
+    fifo_line = [] if any(line.startswith("fifo") for line in extra) else [f"fifo sends {fifo}"]
     return "\n".join([
         f"compact description v{desc.version} ({desc.size} bytes)",
         f"algorithm  {desc.algorithm}",
@@ -69,8 +72,9 @@ def summary(desc: CompactDesc) -> str:
         f"bytes      {desc.bytes_min}..{desc.bytes_max}",
         f"duplex     {'full' if desc.full_duplex else 'half'}",
         f"topology   {_topology_line(desc)}",
-        f"fifo sends {fifo}",
+        *fifo_line,
         f"ops        {counts} (generated per rank at communicator setup)",
+        *extra,
     ])
 
 
@@ -96,8 +100,8 @@ def check(desc: CompactDesc, *, explicit_max_ranks: int = 256) -> str | None:
     and every rank's count is checked for the format's u32 limit."""
     from .identity import first_difference, stand_in
     if desc.nranks <= explicit_max_ranks:
-        if desc.algorithm in TAILED:
-            return first_difference(desc)
+        if desc.algorithm in TAIL_FORMS:  # the algorithm's own proof of a record alone
+            return TAIL_FORMS[desc.algorithm].verify(desc)
         # Compiled on a topology file (not recorded): compare on a homogeneous cluster with
         # the same FIFO marks, which gives the file's lists (cluster.py).
         latency, bandwidth = homogeneous_defaults()

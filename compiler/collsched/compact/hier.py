@@ -431,4 +431,4 @@ def record_bytes(nsites: int) -> int:
     return 56 + _HEAD.size + 4 * nsites + 8 * nsites * nsites + 16 * nsites * (nsites - 1) + 4
 
 
-register_tail("hier", TailForm(tail_refusal, refusal, describe))
+register_tail("hier", TailForm(tail_refusal, refusal, describe, check_record, summary_lines))

@@ -117,8 +117,29 @@ def write(sched, path: str | os.PathLike) -> int:
         return write_atomic(path, encode(sched))
     if sched.collective not in COLLECTIVES:  # before a temporary file is made
         raise ValueError(f"unknown collective {sched.collective!r}")
-    with replacing(path) as tmp, open(tmp, "r+b") as f:
-        return _stream(sched, f)
+    with replacing(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY)
+        try:
+            return _stream(sched, _FdOut(fd))
+        finally:
+            os.close(fd)
+
+
+class _FdOut:
+    """The seekable output _stream needs, written with os.write as files.write_atomic
+    writes (no buffer whose flush could fail after the fact; a full disk raises at the
+    write that hit it, and `replacing` turns it into one OutputError line)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def write(self, data) -> None:
+        view, done = memoryview(data).cast("B"), 0
+        while done < len(view):
+            done += os.write(self.fd, view[done:done + (1 << 24)])
+
+    def seek(self, pos: int) -> None:
+        os.lseek(self.fd, pos, os.SEEK_SET)
 
 
 # Largest schedule file read whole (about 89 million operations; decoding takes about

@@ -106,3 +106,16 @@ def build_c_tool(out: Path, runtime_sources: list[str], main: str, *flags: str) 
                     str(Path(__file__).parent / "apps" / main), "-o", str(out), "-lm"],
                    check=True, timeout=120)
     return out
+
+
+def run_compact_app(app: Path, nranks: int, source: Path, *args: str, strict: bool = False,
+                    nbytes: int = 1000):
+    """apps/compact_app.c on `source` (COLLSCHED_SCHEDULES): (exit code, its one JSON row,
+    the runtime's `collsched:` lines)."""
+    env = {"COLLSCHED_SCHEDULES": str(source), "COLLSCHED_STRICT": "1" if strict else "0"}
+    proc = subprocess.run(mpirun_cmd(nranks) + [str(app), str(nbytes), "3", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT, env={**os.environ, **env})
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 1, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("collsched:")]
+    return proc.returncode, rows[0], lines

@@ -6,10 +6,7 @@ imbalance; collsched-run takes the records with its data checks; a record whose 
 corrupted falls back with the C check's line."""
 from __future__ import annotations
 
-import json
-import os
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -17,7 +14,7 @@ import pytest
 
 from collsched import compact
 from collsched.compact import hier
-from rt_helpers import TIMEOUT, build_mpi_app, mpirun_cmd, run_driver
+from rt_helpers import build_mpi_app, run_compact_app, run_driver
 
 BYTES = 1000
 
@@ -41,14 +38,8 @@ def hier_record(tmp_path: Path, sizes, nbytes=(0, 1 << 20), nseg=1, kind=None) -
     return path
 
 
-def run_app(app: Path, nranks: int, source: Path, *args: str):
-    env = {"COLLSCHED_SCHEDULES": str(source), "COLLSCHED_STRICT": "0"}
-    proc = subprocess.run(mpirun_cmd(nranks) + [str(app), str(BYTES), "3", *args], capture_output=True,
-                          text=True, timeout=TIMEOUT, env={**os.environ, **env})
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 1, proc.stdout + proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("collsched:")]
-    return proc.returncode, rows[0], lines
+def run_app(app: Path, nranks: int, source: Path, *args: str, strict: bool = False):
+    return run_compact_app(app, nranks, source, *args, strict=strict, nbytes=BYTES)
 
 
 @pytest.mark.mpi

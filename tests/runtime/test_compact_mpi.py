@@ -9,8 +9,6 @@ sees a reordered list; the Python side (write, read, the --form choice, show/ver
 functions)."""
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +17,7 @@ import pytest
 
 from collsched import compact
 from collsched.errors import InputError
-from rt_helpers import BUILD, DATA, TIMEOUT, build_c_tool, build_mpi_app, mpirun_cmd, run_driver
+from rt_helpers import BUILD, DATA, TIMEOUT, build_c_tool, build_mpi_app, mpirun_cmd, run_compact_app, run_driver
 from test_preload_mpi import preload_env
 
 # Bytes per rank of the calls. The records serve up to 1 MiB by default, where every piece
@@ -38,13 +36,7 @@ def record(path: Path, algorithm: str, nranks: int, nbytes=(0, 1 << 20), nseg: i
 
 
 def run_app(app: Path, nranks: int, source: Path, *args: str, strict: bool = False):
-    env = {"COLLSCHED_SCHEDULES": str(source), "COLLSCHED_STRICT": "1" if strict else "0"}
-    proc = subprocess.run(mpirun_cmd(nranks) + [str(app), str(BYTES), "3", *args], capture_output=True,
-                          text=True, timeout=TIMEOUT, env={**os.environ, **env})
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 1, proc.stdout + proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("collsched:")]
-    return proc.returncode, rows[0], lines
+    return run_compact_app(app, nranks, source, *args, strict=strict, nbytes=BYTES)
 
 
 @pytest.mark.mpi

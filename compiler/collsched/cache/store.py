@@ -73,14 +73,19 @@ def _check_compact_entry(path: Path, e: Entry):
         why = check(d)
     except InputError as err:
         return None, err.expected
-    if e.collective != "allgather":
-        return None, f"a compact description is an allgather, the index says {e.collective}"
-    if d.nranks != e.ranks:
-        return None, f"the file is for {d.nranks} ranks, the index says {e.ranks}"
-    if not d.bytes_min <= e.bytes_min <= e.bytes_max <= d.bytes_max:
-        return None, (f"the file serves {d.bytes_min}..{d.bytes_max} bytes, the index "
-                      f"{e.bytes_min}..{e.bytes_max}")
+    why = _disagreement(e, "allgather", d.nranks, d.bytes_min, d.bytes_max) or why
     return (None, why) if why else (d, None)
+
+
+def _disagreement(e: Entry, collective: str, nranks: int, bytes_min: int, bytes_max: int) -> str | None:
+    """Why a file's header (either form) does not serve what the index entry says, or None."""
+    if collective != e.collective:
+        return f"the file is for {collective}, the index says {e.collective}"
+    if nranks != e.ranks:
+        return f"the file is for {nranks} ranks, the index says {e.ranks}"
+    if not bytes_min <= e.bytes_min <= e.bytes_max <= bytes_max:
+        return f"the file serves {bytes_min}..{bytes_max} bytes, the index {e.bytes_min}..{e.bytes_max}"
+    return None
 
 
 def check_entry(directory, e: Entry) -> tuple[Schedule | None, str | None]:
@@ -99,13 +104,9 @@ def check_entry(directory, e: Entry) -> tuple[Schedule | None, str | None]:
         s = schedfile.read(path)
     except InputError as err:
         return None, err.expected
-    if s.collective != e.collective:
-        return None, f"the file is for {s.collective}, the index says {e.collective}"
-    if s.nranks != e.ranks:
-        return None, f"the file is for {s.nranks} ranks, the index says {e.ranks}"
-    if not s.bytes_min <= e.bytes_min <= e.bytes_max <= s.bytes_max:
-        return None, (f"the file serves {s.bytes_min}..{s.bytes_max} bytes, the index "
-                      f"{e.bytes_min}..{e.bytes_max}")
+    why = _disagreement(e, s.collective, s.nranks, s.bytes_min, s.bytes_max)
+    if why:
+        return None, why
     violations = verify(s)
     if violations:
         return None, f"fails the verifier: {violations[0]}"

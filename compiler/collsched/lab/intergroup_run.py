@@ -42,6 +42,7 @@ from ..intergroup.bounds import bounds
 from . import launch
 from .netmodel import check_model, network_setup
 from .platform import DEFAULT_TCP_GAMMA, build_platform
+from .launch import require_map_count
 
 PROGRAM = "collsched-inter-bench"
 RUN_TIMEOUT_S = 1800
@@ -145,14 +146,7 @@ def _check_map_count(cfg: InterConfig) -> None:
     g = cfg.groups
     need = 2 * (g.p * g.total(1) + g.q * g.total(0) + 2 * g.total(0) + 2 * g.total(1)) // SHARED_STRIDE \
         + 64 * g.nranks + 4096
-    try:
-        have = int(Path("/proc/sys/vm/max_map_count").read_text())
-    except (OSError, ValueError):
-        return
-    if have < need:
-        raise InputError("vm.max_map_count", str(have),
-                         f"expected at least {need} for these groups with shared data "
-                         f"(as root: sysctl -w vm.max_map_count={need})")
+    require_map_count(need, "these groups with shared data")
 
 
 def driver_command(cfg: InterConfig, impls: list[str], schedule: Path | None) -> list[str]:

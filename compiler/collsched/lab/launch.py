@@ -69,6 +69,31 @@ class HostFile:
         return sum(n if n is not None else (local_cores() if h in local else 1) for h, n in self.hosts)
 
 
+def require_map_count(need: int, what: str, make_target: str | None = None) -> None:
+    """InputError (one line) when vm.max_map_count is below `need`, the memory maps an SMPI
+    run with shared-malloc buffers will ask for (`what`: for what, in the message);
+    nothing where the limit cannot be read (not Linux)."""
+    try:
+        have = int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return
+    if have < need:
+        does = f"; `make {make_target}` does it" if make_target else ""
+        raise InputError("vm.max_map_count", str(have), f"expected at least {need} for {what} "
+                         f"(as root: sysctl -w vm.max_map_count={need}{does})")
+
+
+def used_mib() -> float:
+    """Memory in use on the machine (MemTotal - MemAvailable, /proc/meminfo), MiB: what the
+    scale suites sample (getrusage counts SMPI's shared pages once per mapping)."""
+    info = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, value = line.split(":", 1)
+            info[key] = int(value.split()[0])
+    return (info["MemTotal"] - info["MemAvailable"]) / 1024
+
+
 def local_cores() -> int:
     """Physical cores of this machine (what Open MPI counts as slots without a host file)."""
     try:

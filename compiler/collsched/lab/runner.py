@@ -45,6 +45,7 @@ from . import launch, native
 from .arrivals import BASE_COMPUTE_S, arrival_pattern
 from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_prediction_topology
 from .platform import DEFAULT_TCP_GAMMA, build_platform
+from .launch import require_map_count
 
 
 RUN_TIMEOUT_S = 1800
@@ -186,15 +187,7 @@ def _check_map_count(cfg: LabConfig) -> None:
     shared rest): about 2 P^2 memory maps in all. Measured peaks: 649 maps at P = 16, 8936
     at P = 64; the 64 P + 4096 margin covers SimGrid's stacks and the libraries."""
     need = 2 * cfg.ranks * cfg.ranks + 64 * cfg.ranks + 4096
-    path = Path("/proc/sys/vm/max_map_count")
-    try:
-        have = int(path.read_text())
-    except (OSError, ValueError):
-        return
-    if have < need:
-        raise InputError("vm.max_map_count", str(have),
-                         f"expected at least {need} for {cfg.ranks} ranks with shared data "
-                         f"(as root: sysctl -w vm.max_map_count={need}; `make bench` does it)")
+    require_map_count(need, f"{cfg.ranks} ranks with shared data", "bench")
 
 
 def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, env: _RunEnv,

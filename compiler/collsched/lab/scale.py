@@ -11,26 +11,18 @@ import threading
 import time
 
 from .runner import LabConfig, run_lab
-
-
-def _used_mib() -> float:
-    info = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, value = line.split(":", 1)
-            info[key] = int(value.split()[0])
-    return (info["MemTotal"] - info["MemAvailable"]) / 1024
+from .launch import used_mib
 
 
 def run_scale(ranks: int = 256, nbytes: int = 1 << 20, algorithms=("ring", "native"),
               network_model: str = "CM02") -> dict:
-    base = _used_mib()
+    base = used_mib()
     peak = [base]
     done = threading.Event()
 
     def sample():
         while not done.wait(0.2):
-            peak[0] = max(peak[0], _used_mib())
+            peak[0] = max(peak[0], used_mib())
     t = threading.Thread(target=sample, daemon=True)
     t.start()
     start = time.perf_counter()

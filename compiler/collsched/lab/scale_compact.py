@@ -39,7 +39,6 @@ import json
 import os
 import platform as pyplatform
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -52,6 +51,7 @@ from pathlib import Path
 from .. import runtime_build
 from ..errors import InputError
 from ..files import write_atomic
+from .launch import require_map_count, used_mib
 
 SECTION = "lab-scale-compact"
 GRID_FILE = Path(__file__).resolve().parents[3] / "topologies" / "grid-8x512.yaml"
@@ -191,16 +191,6 @@ def _maps(pid: int) -> int:
         return 0
 
 
-def used_mib() -> float:
-    """Memory in use on the machine (MemTotal - MemAvailable), MiB (as lab/scale.py)."""
-    info = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, value = line.split(":", 1)
-            info[key] = int(value.split()[0])
-    return (info["MemTotal"] - info["MemAvailable"]) / 1024
-
-
 def _stop(pid: int) -> None:
     """SIGTERM to the launch's process group, SIGKILL if anything of it is left 5 s later."""
     for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
@@ -306,14 +296,7 @@ def check_map_count(ranks: int, sample: int) -> None:
     """Each rank maps about 2 K + 4 regions for its receive buffer (K sampled origins) and
     a few for its stack; SimGrid and the libraries a few thousand."""
     need = ranks * (3 * sample + 16) + 8192
-    try:
-        have = int(Path("/proc/sys/vm/max_map_count").read_text())
-    except (OSError, ValueError):
-        return
-    if have < need:
-        raise InputError("vm.max_map_count", str(have),
-                         f"expected at least {need} for {ranks} ranks with {sample} sampled origins "
-                         f"(as root: sysctl -w vm.max_map_count={need}; `make bench-scale-compact` does it)")
+    require_map_count(need, f"{ranks} ranks with {sample} sampled origins", "bench-scale-compact")
 
 
 def run_case(case: Case, workdir: Path, network_model: str = "CM02", sample: int = SAMPLE_ORIGINS,

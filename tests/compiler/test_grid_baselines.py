@@ -17,7 +17,7 @@ from collsched.ir import SEND
 from collsched.pipeline import compile_schedule
 from collsched.model.policy import mark_fifo_links
 from collsched.model.simulate import simulate
-from collsched.inputs.topology import _from_hosts, homogeneous, load_topology
+from collsched.inputs.topology import _from_hosts, homogeneous, load_topology, with_wan_network
 from collsched.verify import verify
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
@@ -36,7 +36,7 @@ def random_sites_topology(site_of_rank, rng, full_duplex=True, window=None):
     p = len(site)
     topo = _from_hosts("random-grid", "<test>", [f"h{i}" for i in range(p)],
                        [f"site{s}" for s in site], np.arange(p), lat, bw, full_duplex)
-    return dataclasses.replace(topo, tcp_window=window)
+    return dataclasses.replace(with_wan_network(topo), tcp_window=window)
 
 
 def site_index(topo):

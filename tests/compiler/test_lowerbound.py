@@ -18,7 +18,7 @@ from collsched.model.lowerbound import lower_bound, pattern_lower_bound, serial_
 from collsched.pipeline import compile_schedule
 from collsched import passes
 from collsched.model.simulate import simulate_pattern
-from collsched.inputs.topology import _from_hosts, homogeneous, load_topology
+from collsched.inputs.topology import _from_hosts, homogeneous, load_topology, with_wan_network
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 SLACK = 1e-9  # float noise of the simulator's sums
@@ -62,7 +62,7 @@ def class_shaped_topology(p, nsites, rng, full_duplex, window, overheads, ranks_
     topo = _from_hosts("classes", "<test>", [f"h{i}" for i in range(nhosts)],
                        [f"s{s}" for s in host_site], np.arange(p) // ranks_per_host, lat, bw,
                        full_duplex, os_h, g_h)
-    return dataclasses.replace(topo, tcp_window=window)
+    return dataclasses.replace(with_wan_network(topo), tcp_window=window)
 
 
 def predicted(alg, topo, nbytes, nseg, pattern):
@@ -220,6 +220,7 @@ def test_fast_at_48_ranks_and_degrades_for_large_p():
     bw = np.where(site[:, None] == site[None, :], 1.25e9, 1.25e8)
     big = _from_hosts("big", "<test>", [f"h{i}" for i in range(p)], [f"s{s}" for s in site],
                       np.arange(p), lat, bw, True)
+    big = with_wan_network(big)
     t = time.perf_counter()
     b = lower_bound(big, 1 << 20)
     assert time.perf_counter() - t < 5.0 and b.method == "lp: sites x sites"

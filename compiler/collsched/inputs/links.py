@@ -1,16 +1,19 @@
 """Shared network links: which rank pairs send through the same WAN link.
 
-A topology given by classes (one LAN per site, one WAN class per pair of sites) describes a
-network in which every flow from site A to site B crosses one physical A -> B link: ten
-ranks at A sending to B at once share its bandwidth. The lab builds exactly that SimGrid
-platform (lab/platform.py, the *sites* shape), and the cost model (simulate.py), the Min3
-planner (algorithms/min3/) and the lower bound (lowerbound.py) take it into account
+A topology given by classes has a wide-area network (network.py, Topology.network): the
+`wan:` form (one class per pair of sites) is one link per ordered site pair, which every
+flow from site A to site B crosses: ten ranks at A sending to B at once share its
+bandwidth; the `links:` form names links shared by several site pairs, by both directions,
+and routes through several of them. The lab builds exactly that SimGrid platform
+(lab/platform.py, the *sites* shape), and the cost models (simulate.py, fluid.py), the
+Min3 planner (algorithms/min3/) and the lower bound (lowerbound.py) take it into account
 through `shared_links`.
 
-A topology given as a measured matrix without that structure has no shared links: every
-host pair is its own path (the *pairs* shape), limited only by the hosts' ports.
+A topology given as a measured matrix has no network: every host pair is its own path
+(the *pairs* shape), limited only by the hosts' ports. The file says which; nothing
+switches from one to the other on a value (docs/inputs.md).
 
-The rule that decides between the two lives here, once, for all of them (`site_classes`).
+`site_classes` says whether host matrices are uniform per site and site pair.
 A Topology keeps what these functions derive from it as cached properties
 (`Topology.site_classes`, `.shared_links`, `.port_bandwidth`): the `compute_*` functions
 compute, the others return the topology's cached answer.
@@ -104,48 +107,83 @@ def compute_site_classes(topo, lat, bw):
 
 @dataclass
 class SharedLinks:
-    """link_of[s, r]: index of the shared link the flow s -> r crosses, or -1 (none).
+    """The shared resources (wide-area links, or one direction of a split one) flows cross.
 
-    bandwidth[k] is link k's capacity in bytes/s; names[k] says which sites it joins."""
+    route_of[s, r]: index into `routes` of the flow s -> r's route, or -1 (none);
+    routes[k]: the resource indices that route crosses, in path order. link_of[s, r]: the
+    route's bottleneck resource (smallest capacity, the first on a tie), or -1: what a
+    model that charges one link per flow uses (exact for the `wan:` form, where every route
+    is one link). bandwidth[k] is resource k's capacity in bytes/s; names[k] names it."""
 
     link_of: np.ndarray  # (P, P) int64
     bandwidth: np.ndarray  # (L,) float64
     names: list[str]
+    route_of: np.ndarray | None = None  # (P, P) int64; None: the same as link_of
+    routes: list = None  # list[tuple[int, ...]]; None: one resource each, routes[k] = (k,)
+
+    def __post_init__(self):
+        if self.route_of is None:
+            self.route_of = self.link_of
+        if self.routes is None:
+            self.routes = [(k,) for k in range(len(self.bandwidth))]
 
     @property
     def any(self) -> bool:
         return len(self.bandwidth) > 0
 
+    @property
+    def multi(self) -> bool:
+        """Whether some route crosses more than one shared resource (then link_of alone
+        is an approximation: the bottleneck only)."""
+        return any(len(r) > 1 for r in self.routes)
+
 
 def shared_links(topo) -> SharedLinks:
-    """The WAN links that flows between two sites share (none unless class-shaped).
-
-    A site pair counts only if more than one host pair crosses it: a link used by a single
-    host pair is no more shared than that pair's own path. The topology's cached answer
-    (Topology.shared_links)."""
+    """The wide-area resources that flows share: Topology.network's (none without one,
+    e.g. a measured matrix: every host pair its own path). A resource counts only if more
+    than one host pair crosses it: a link used by a single host pair is no more shared
+    than that pair's own path. The topology's cached answer (Topology.shared_links)."""
     return topo.shared_links
 
 
 def compute_shared_links(topo) -> SharedLinks:
     p = topo.nranks
     link_of = np.full((p, p), -1, np.int64)
-    bws, names = [], []
-    classes = site_classes(topo) if p > 1 else None
-    if classes is not None:
-        sites, members, _, wan = classes
-        site_of_host = np.empty(len(topo.hosts), np.int64)
-        for k, s in enumerate(sites):
-            site_of_host[members[s]] = k
-        rank_site = site_of_host[np.asarray(topo.rank_host)]
-        for (a, b), (_, B) in wan.items():
-            if len(members[a]) * len(members[b]) < 2:
-                continue
-            ka, kb = sites.index(a), sites.index(b)
-            sel = np.ix_(rank_site == ka, rank_site == kb)
-            link_of[sel] = len(bws)
-            bws.append(float(B))
-            names.append(f"{a}->{b}")
-    return SharedLinks(link_of, np.asarray(bws, np.float64), names)
+    net = getattr(topo, "network", None)
+    if net is None or p < 2:
+        return SharedLinks(link_of, np.zeros(0), [])
+    sites = list(dict.fromkeys(topo.host_site))
+    size = {s: topo.host_site.count(s) for s in sites}
+    # host pairs crossing each resource, to keep only the shared ones
+    crossing = np.zeros(len(net.resources), np.int64)
+    for (a, b), route in net.routes.items():
+        if a in size and b in size:
+            for k in set(route.resources):
+                crossing[k] += size[a] * size[b]
+    keep = np.nonzero(crossing >= 2)[0]
+    new_id = np.full(len(net.resources), -1, np.int64)
+    new_id[keep] = np.arange(len(keep))
+    bws = np.array([net.resources[k].capacity for k in keep], np.float64)
+    names = [net.resources[k].name for k in keep]
+    site_of_host = np.array([sites.index(s) for s in topo.host_site], np.int64)
+    rank_site = site_of_host[np.asarray(topo.rank_host)]
+    route_of = np.full((p, p), -1, np.int64)
+    routes: list = []
+    route_id: dict = {}
+    for (a, b), route in net.routes.items():
+        if a not in size or b not in size:
+            continue
+        res = tuple(int(new_id[k]) for k in route.resources if new_id[k] >= 0)
+        if not res:
+            continue
+        ka, kb = sites.index(a), sites.index(b)
+        sel = np.ix_(rank_site == ka, rank_site == kb)
+        rid = route_id.setdefault(res, len(routes))
+        if rid == len(routes):
+            routes.append(res)
+        route_of[sel] = rid
+        link_of[sel] = min(res, key=lambda k: (bws[k], res.index(k)))
+    return SharedLinks(link_of, bws, names, route_of, routes)
 
 
 def port_bandwidth(topo) -> tuple[np.ndarray, np.ndarray]:

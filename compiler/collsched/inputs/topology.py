@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 
 from . import links, msgcosts, units
+from . import network as network_mod
 from .. import resources
 from ..errors import InputError
 from ..files import write_atomic
@@ -83,6 +84,10 @@ class Topology:
     # Message-size-dependent latency and bandwidth factors per link class (msgcosts.py),
     # or None: every message costs L + m / b.
     message_costs: "msgcosts.MessageCosts | None" = None
+    # The wide-area network (network.py): links that flows between sites share and the
+    # route of every site pair; None for a measured matrix (every host pair its own path)
+    # and a single site.
+    network: "network_mod.Network | None" = None
 
     @property
     def nranks(self) -> int:
@@ -278,6 +283,17 @@ def homogeneous(nranks, latency_s=50e-6, bandwidth_Bps=125e6, full_duplex=True) 
                        np.arange(p), hlat, hbw, full_duplex)
 
 
+def with_wan_network(topo: Topology) -> Topology:
+    """The topology with the wide-area network its site classes imply (the `wan:` form: one
+    link per ordered site pair, network.from_wan_classes), as the reader gives a class-form
+    file; unchanged when it is not class-shaped or has a single site."""
+    classes = topo.site_classes
+    if classes is None or len(classes[0]) < 2:
+        return topo
+    _, _, lan, wan = classes
+    return dataclasses.replace(topo, network=network_mod.from_wan_classes(wan, lan))
+
+
 # --- loading a YAML file --------------------------------------------------------------
 
 def load_topology(path, nranks: int | None = None) -> Topology:
@@ -364,6 +380,8 @@ class _Reader:
         rank_host = self.read_placement(hosts, nranks)
         topo = _from_hosts(name, self.doc.source, hosts, host_site, rank_host, hlat, hbw, full,
                            os_h, g_h)
+        if "matrix" not in d:
+            topo = with_wan_network(topo)
         if "eager_limit" in d:
             topo = dataclasses.replace(topo, eager_limit=int(self.size("eager_limit")))
         if "tcp_window" in d:

@@ -1,23 +1,37 @@
 """SimGrid platform XML and host file from a collsched topology.
 
-Two shapes, chosen automatically:
+Three shapes, chosen by what the topology says (never by its values):
 
-* **sites** (the usual case: topologies given by classes). Each site becomes a SimGrid
-  cluster whose hosts hang off a crossbar through their own split-duplex NIC link
-  (bandwidth = the site's LAN bandwidth, latency = half the LAN latency, so host to host
-  costs exactly the LAN class). Each ordered pair of sites gets one WAN link, shared by
-  every flow between the two sites, with the WAN class's bandwidth and the latency that
-  makes the end-to-end latency equal the class's. This is what lets the lab show the
-  effect the Min3 paper relies on: with a TCP window (network/TCP-gamma) a single flow
-  cannot fill a long fat WAN link, several flows can.
+* **links** (a topology whose `links:` section describes its wide-area network,
+  Topology.network with origin "links"; inputs/network.py). Each site is a cluster as
+  below; each wide-area link is one SimGrid `<link>` with its own capacity and latency,
+  `sharing_policy` SHARED (one capacity for both directions) or SPLITDUPLEX (one per
+  direction; a split link whose capacity back differs becomes two SHARED links named
+  `ID_UP` and `ID_DOWN`, the names SimGrid gives a split link's directions). Every ordered
+  pair of sites gets a `zoneRoute` (symmetrical="NO") listing its route's links in order,
+  `direction="UP"` where a split link is crossed forward and `"DOWN"` back, plus a
+  FATPIPE link carrying the route's own latency when it has one (a latency only: a
+  fat pipe shares nothing). So a flow from site a to site b costs
+  lan_a / 2 + route latency + lan_b / 2 and shares every link of its route with the other
+  flows crossing it, as the cost models charge it (docs/inputs.md).
+* **sites** (the `wan:` form, and topologies built from class-shaped matrices). Each site
+  becomes a SimGrid cluster whose hosts hang off a crossbar through their own split-duplex
+  NIC link (bandwidth = the site's LAN bandwidth, latency = half the LAN latency, so host
+  to host costs exactly the LAN class). Each ordered pair of sites gets one WAN link,
+  shared by every flow between the two sites, with the WAN class's bandwidth and the
+  latency that makes the end-to-end latency equal the class's. This is what lets the lab
+  show the effect the Min3 paper relies on: with a TCP window (network/TCP-gamma) a single
+  flow cannot fill a long fat WAN link, several flows can.
 * **pairs** (measured matrices without that structure). Every ordered host pair gets a
   private link with its measured latency and bandwidth; each host keeps a split-duplex
   NIC as fast as its fastest pair, so a host's own flows still share its port.
 
-Both shapes reproduce every host pair's latency and bottleneck bandwidth exactly: the
+Every shape reproduces every host pair's latency and bottleneck bandwidth exactly: the
 sites shape is chosen only when the classes allow it (the WAN link is the bottleneck and
 carries the latency beyond the two LAN halves; links.site_classes, the rule the cost model
-uses for its shared links too); tests/lab checks it through SimGrid.
+uses for its shared links too); tests/lab checks it through SimGrid
+(test_lab_smpi.py, test_platform_xml.py). A user's own platform instead of a generated
+one: simgrid_platform.py.
 """
 from __future__ import annotations
 
@@ -31,6 +45,7 @@ import numpy as np
 from ..errors import InputError
 from ..files import write_atomic
 from ..inputs.links import host_matrices, site_classes
+from ..inputs.network import FROM_LINKS, SPLIT
 
 # Linux's default maximum TCP send buffer (net.ipv4.tcp_wmem) is 4 MiB, and so is
 # SimGrid's default window: one flow then gets at most 4 MiB / RTT, e.g. 105 MB/s over a
@@ -43,7 +58,7 @@ HOST_SPEED = "1Gf"  # irrelevant: the lab runs with smpi/simulate-computation:no
 class Platform:
     xml: str
     hostfile: str  # one SimGrid host name per rank
-    shape: str  # "sites" or "pairs"
+    shape: str  # "links", "sites" or "pairs"
     host_names: list[str]  # SimGrid name of each topology host
 
     def write(self, directory: str | os.PathLike, stem: str = "platform") -> tuple[Path, Path]:
@@ -70,6 +85,9 @@ def build_platform(topo, name: str | None = None) -> Platform:
     intra_bw = float(np.diag(bw).min()) if len(bw) else 1e10
     if not np.isfinite(intra_bw):
         intra_bw = 1e10
+    net = getattr(topo, "network", None)
+    if net is not None and net.origin == FROM_LINKS:
+        return _links_platform(topo, net, lat, bw, intra_lat, intra_bw, name)
     classes = site_classes(topo, lat, bw)
     if classes is not None:
         plat = _sites_platform(topo, classes, intra_lat, intra_bw, name)
@@ -144,3 +162,92 @@ def _pairs_platform(topo, lat, bw, intra_lat, intra_bw, name) -> Platform:
     xml += ["</zone>", "</platform>", ""]
     hostfile = "".join(host_names[int(x)] + "\n" for x in topo.rank_host)
     return Platform("\n".join(xml), hostfile, "pairs", host_names)
+
+
+# The bandwidth of a route's latency-only link: a fat pipe limits each flow to it alone,
+# so any rate far above every NIC and link leaves the flows' rates alone.
+LATENCY_ONLY_BANDWIDTH = 1e15
+
+
+def _site_nics(topo, sites, members, lat, bw):
+    """{site: (latency, bandwidth)} of every site's NIC class. A site with two hosts or
+    more: its LAN class (the host matrices' pairs inside it). A single host: no LAN pair
+    says its NIC, so latency 0 (its routes' latency-only links carry the rest) and the
+    fastest rate any of its pairs gets (then no pair is slower than the topology says)."""
+    nic = {}
+    for s in sites:
+        hs = members[s]
+        if len(hs) > 1:
+            nic[s] = (float(lat[hs[0], hs[1]]), float(bw[hs[0], hs[1]]))
+        else:
+            h = hs[0]
+            rates = [x for j in range(len(topo.hosts)) if j != h for x in (bw[h, j], bw[j, h])
+                     if np.isfinite(x)]
+            nic[s] = (0.0, max(rates) if rates else float(bw[h, h]))
+    return nic
+
+
+def _links_platform(topo, net, lat, bw, intra_lat, intra_bw, name) -> Platform:
+    sites = topo.sites()
+    members = {s: [i for i, x in enumerate(topo.host_site) if x == s] for s in sites}
+    nic = _site_nics(topo, sites, members, lat, bw)
+    xml = _header(name)
+    host_names = [""] * len(topo.hosts)
+    for k, s in enumerate(sites):
+        hs = members[s]
+        for j, h in enumerate(hs):
+            host_names[h] = f"s{k}-{j}"
+        L, B = nic[s]
+        xml.append(
+            f'  <!-- site {quoteattr(str(s))[1:-1]}: {len(hs)} hosts, NIC {B:.6g} B/s, LAN {L:.6g} s -->\n'
+            f'  <cluster id="site{k}" prefix="s{k}-" suffix="" radical="0-{len(hs) - 1}" '
+            f'speed="{HOST_SPEED}" bw="{_bps(B)}" lat="{_sec(L / 2)}" sharing_policy="SPLITDUPLEX" '
+            f'loopback_bw="{_bps(intra_bw)}" loopback_lat="{_sec(intra_lat)}" router_id="s{k}-router"/>')
+    ids = []
+    for k, lk in enumerate(net.links):
+        lid = f"wan-{k}"
+        ids.append(lid)
+        what = f"{lk.name}: {lk.ends[0]} - {lk.ends[1]}, {lk.sharing}"
+        xml.append(f"  <!-- {quoteattr(what)[1:-1]} -->")
+        back = lk.capacity(False)
+        if lk.sharing == SPLIT and back != lk.bandwidth:
+            # SimGrid's split links have one bandwidth: the two directions as two links,
+            # named as SimGrid names a split link's directions.
+            for suffix, cap in (("_UP", lk.bandwidth), ("_DOWN", back)):
+                xml.append(f'  <link id="{lid}{suffix}" bandwidth="{_bps(cap)}" '
+                           f'latency="{_sec(lk.latency)}" sharing_policy="SHARED"/>')
+        else:
+            policy = "SPLITDUPLEX" if lk.sharing == SPLIT else "SHARED"
+            xml.append(f'  <link id="{lid}" bandwidth="{_bps(lk.bandwidth)}" latency="{_sec(lk.latency)}" '
+                       f'sharing_policy="{policy}"/>')
+    routes = []
+    for ka, a in enumerate(sites):
+        for kb, b in enumerate(sites):
+            if a == b or (a, b) not in net.routes:
+                continue
+            route = net.route(a, b)
+            ctn = []
+            for k, forward in route.hops:
+                lk = net.links[k]
+                if lk.sharing != SPLIT:
+                    ctn.append(f'<link_ctn id="{ids[k]}"/>')
+                elif lk.capacity(False) != lk.bandwidth:
+                    ctn.append(f'<link_ctn id="{ids[k]}{"_UP" if forward else "_DOWN"}"/>')
+                else:
+                    ctn.append(f'<link_ctn id="{ids[k]}" direction="{"UP" if forward else "DOWN"}"/>')
+            # The route's own latency: what the topology's latency between the two sites
+            # has beyond the NIC halves and the links' (the matrices say it, whatever form
+            # the file gave it in).
+            ha, hb = members[a][0], members[b][0]
+            links_lat = sum(net.links[k].latency for k, _ in route.hops)
+            own = float(lat[ha, hb]) - (nic[a][0] + nic[b][0]) / 2 - links_lat
+            if own > 1e-12 * max(1.0, float(lat[ha, hb])):
+                xml.append(f'  <link id="lat-{ka}-{kb}" bandwidth="{_bps(LATENCY_ONLY_BANDWIDTH)}" '
+                           f'latency="{_sec(own)}" sharing_policy="FATPIPE"/>')
+                ctn.append(f'<link_ctn id="lat-{ka}-{kb}"/>')
+            routes.append(f'  <zoneRoute src="site{ka}" dst="site{kb}" gw_src="s{ka}-router" '
+                          f'gw_dst="s{kb}-router" symmetrical="NO">{"".join(ctn)}</zoneRoute>')
+    xml += routes  # SimGrid's DTD wants every link declared before the first route
+    xml += ["</zone>", "</platform>", ""]
+    hostfile = "".join(host_names[int(h)] + "\n" for h in topo.rank_host)
+    return Platform("\n".join(xml), hostfile, "links", host_names)

@@ -328,7 +328,8 @@ def cmd_bench(a) -> int:
     if a.suite == "intergroup" or a.collective.startswith("inter-"):  # two groups: lab/intergroup.py
         from .lab import intergroup
         return intergroup.cmd_bench(a)
-    check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to)  # real MPI's, before anything
+    # real MPI's, and SMPI's --platform with --hostfile, before anything
+    check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to, a.platform)
     if a.suite == "compile-grid":
         from .lab.bench_compiler import run_grid_compile_bench
 
@@ -416,7 +417,7 @@ def cmd_bench(a) -> int:
                     network_model=a.network_model, tcp_gamma=a.tcp_gamma,
                     shared_data=a.shared_data, workdir=a.keep, delays=delays,
                     delays_source=None if a.pap is None else f"replayed from {a.pap}",
-                    launcher=a.launcher, hostfile=a.hostfile, bind_to=a.bind_to)
+                    launcher=a.launcher, hostfile=a.hostfile, bind_to=a.bind_to, platform=a.platform)
     from rich.progress import Progress
 
     with Progress(transient=True, disable=a.json) as prog:

@@ -101,7 +101,12 @@ LAUNCHER_HELP = ("--backend mpi: how ranks start: mpirun, mpiexec (Open MPI's) o
                  "--map-by node {program}'; Open MPI's get --oversubscribe only when P exceeds the "
                  "slots (the host file's, else this machine's cores) (docs/lab.md)")
 HOSTFILE_HELP = ("--backend mpi: host file, lines `host [slots=N]`; a preset passes it in its own "
-                 "syntax, a template names {hostfile} (refused for srun: SLURM places ranks)")
+                 "syntax, a template names {hostfile} (refused for srun: SLURM places ranks); "
+                 "--backend smpi with --platform: SMPI's host file, lines `host` or `host:count` "
+                 "naming the platform's hosts, rank r on the r-th slot")
+PLATFORM_HELP = ("--backend smpi: a SimGrid platform XML of your own to run instead of the one generated "
+                 "from --topology (which the compiler and the models still use: required), ranks "
+                 "placed by --hostfile (docs/lab.md, \"Your own SimGrid platform\")")
 BIND_HELP = ("--backend mpi: bind ranks (Open MPI's --bind-to; srun's --cpu-bind: none, hwthread, core, "
              "socket, numa); refused for a launcher without such an option")
 _TOPOLOGY = h("topology YAML", "a homogeneous cluster: 1 Gbit/s, 50 us, full duplex",
@@ -268,6 +273,9 @@ def _add_bench(sub) -> None:
                                                       "--hostfile hosts.txt"))
     b.add_argument("--bind-to", choices=BIND_TO, default=None,
                    help=h(BIND_HELP, "none added: the launcher's own", "--bind-to core"))
+    b.add_argument("--platform", default=None,
+                   help=h(PLATFORM_HELP, "none: the platform generated from --topology",
+                          "--platform four-site.xml --hostfile four-site.hosts"))
     b.add_argument("--topology", help=_TOPOLOGY)
     b.add_argument("--collective", default="allgather", help=h("collective", "allgather", "--collective allgather"))
     b.add_argument("--ranks", help=h("lab: P; compiler: comma-separated list", "lab 8; compiler 64,256,1024",

@@ -50,6 +50,9 @@ PLACEHOLDERS = ("ranks", "program", "hostfile")
 BIND_TO = ("none", "hwthread", "core", "l1cache", "l2cache", "l3cache", "socket", "numa", "board")
 SRUN_BIND = {"none": "none", "hwthread": "threads", "core": "cores", "socket": "sockets", "numa": "ldoms"}
 MAX_HOSTFILE_BYTES = 1 << 20
+# The suites that run a user's SimGrid platform (--platform FILE.xml --hostfile FILE; the
+# intergroup cases and suite check theirs in intergroup_run.py).
+PLATFORM_SUITES = ("lab", "model", "recurring", "intergroup")
 _HOST = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,255}", re.ASCII)
 _SLOTS = re.compile(r"(slots|max_slots|max-slots)=([0-9]{1,9})", re.ASCII)
 
@@ -306,10 +309,21 @@ def make_launcher(template: str | None = None, hostfile: str | None = None,
 
 
 def check_options(suite: str, backend: str, launcher: str | None, hostfile: str | None,
-                  bind_to: str | None) -> None:
-    """The command line's --launcher, --hostfile, --bind-to: real MPI's, for the suites that
-    launch it (lab, recurring); checked whole (template, host file, binding) before anything
-    runs. One InputError naming the first option given else."""
+                  bind_to: str | None, platform: str | None = None) -> None:
+    """The command line's --launcher, --hostfile, --bind-to (real MPI's, for the suites that
+    launch it: lab, recurring) and --platform with --hostfile (SMPI's: a user's SimGrid
+    platform, for the suites that run SMPI on one: lab, model, recurring); checked whole
+    (template, host file, binding; the platform and its host file) before anything runs.
+    One InputError naming the first option at fault else."""
+    from .simgrid_platform import check_options as check_platform, load_platform
+
+    if check_platform(backend, platform, hostfile):
+        if suite not in PLATFORM_SUITES:
+            runs = "no SimGrid" if suite in ("compiler", "compile-grid") else "its own platforms"
+            raise InputError("--platform", platform, f"expected only with --suite "
+                                                     f"{', '.join(PLATFORM_SUITES)}: {suite} runs {runs}")
+        load_platform(platform, hostfile)
+        hostfile = None  # the platform's; what is left is real MPI's
     given = [(f, v) for f, v in (("--launcher", launcher), ("--hostfile", hostfile), ("--bind-to", bind_to))
              if v is not None]
     if not given:

@@ -22,6 +22,13 @@ minibench's --schedule DIR); `oracle` compiles, for every iteration, --algorithm
 engine none for that iteration's true pattern (the candidates a cache build considers) and
 runs each on a fresh communicator (--schedules). Every row lists, per iteration, the
 schedule file rank 0 ran ("used", file names; "" where the MPI library's collective ran).
+
+A user's own SimGrid platform (LabConfig.platform and hostfile under SMPI; docs/lab.md,
+"Your own SimGrid platform"): SimGrid runs that platform with the ranks placed by the host
+file (simgrid_platform.py) instead of the one generated from the topology; the compiler and
+the cost models still use `topology` (required then), SimGrid keeps the lab's settings
+(network model, TCP-gamma from the topology's window, no cross traffic). The report's
+"platform" says which platform ran.
 """
 from __future__ import annotations
 
@@ -110,16 +117,18 @@ class LabConfig:
     # MPI library's collective, seen by the runtime (the arrival trace records it).
     library_native: bool = False
     # Real MPI only (launch.py): a preset (mpirun, mpiexec, srun) or a template (None: mpirun),
-    # a host file, a binding (None: the launcher's own).
+    # a host file, a binding (None: the launcher's own). Under SMPI, hostfile goes with
+    # platform: a SimGrid platform XML of the user's, run instead of the generated one.
     launcher: str | None = None
     hostfile: str | None = None
     bind_to: str | None = None
+    platform: str | None = None
 
     def inputs(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()
              if k not in ("workdir", "extra", "fluid", "bounds", "segments", "predict_topology",
                           "delays", "delays_source", "environ", "library_native", "launcher",
-                          "hostfile", "bind_to")}
+                          "hostfile", "bind_to", "platform")}
         if self.segments != "auto":
             d["segments"] = self.segments
         if self.predict_topology is not None:
@@ -350,14 +359,13 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
         check_algorithm(name, cfg.backend)
     if cfg.backend == "smpi" and shutil.which("smpirun") is None:
         raise InputError("smpirun", "", "not found: install libsimgrid-dev (make deps)")
-    launcher = None
+    launcher, user = None, user_platform(cfg.backend, cfg.platform, cfg.hostfile, cfg.ranks, cfg.topology)
     if cfg.backend == "mpi":
         if cfg.launcher in (None, launch.DEFAULT) and shutil.which("mpirun") is None:
             raise InputError("mpirun", "", "not found: install openmpi-bin (make deps)")
         launcher = launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to)
     else:
-        for flag, value in (("--launcher", cfg.launcher), ("--hostfile", cfg.hostfile),
-                            ("--bind-to", cfg.bind_to)):
+        for flag, value in (("--launcher", cfg.launcher), ("--bind-to", cfg.bind_to)):
             if value is not None:
                 raise InputError(flag, str(value), "only with --backend mpi (SMPI places ranks "
                                                    "from the platform)")
@@ -381,7 +389,9 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
         env = _RunEnv(tmp, None, (), cfg.topology, launcher=launcher)
         if net is not None:
             window = None if loaded.tcp_window == cfg.tcp_gamma else cfg.tcp_gamma
-            env = _RunEnv(tmp, build_platform(topo).write(tmp), net.simgrid_cfg,
+            files = (build_platform(topo).write(tmp) if user is None else
+                     (user.xml, user.write_hostfile(tmp / "platform.hosts", cfg.ranks)))
+            env = _RunEnv(tmp, files, net.simgrid_cfg,
                           write_prediction_topology(net, cfg.topology, tmp / "network-topology.yaml",
                                                     window))
         if cfg.predict_topology is not None:
@@ -409,6 +419,11 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     if net is not None:
         report["network"] = net.record()
         report["network_notes"] = list(net.notes)
+        report["platform"] = platform_record(user, cfg.ranks, cfg.topology)
+        if user is not None:
+            report["network_notes"].append(
+                f"SimGrid ran the platform {user.xml} (host file {user.hostfile}); the compiler and "
+                f"the cost models used {cfg.topology}.")
     if cfg.predict_topology is not None:
         report.setdefault("network_notes", []).append(
             f"The compiler and the cost models used {cfg.predict_topology} (its own message costs, "
@@ -416,6 +431,30 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     if cfg.bounds and np.ptp(pattern, axis=1).max() > 0:
         report["bounds"] = pattern_bounds(topo, cfg.nbytes, pattern)
     return report
+
+
+def user_platform(backend: str, platform: str | None, hostfile: str | None, ranks: int,
+                  topology: str | None):
+    """The user's SimGrid platform (simgrid_platform.UserPlatform) when `platform` is given,
+    checked with its host file for `ranks` ranks, else None; one InputError when --platform
+    and --hostfile do not go together under SMPI or the topology is missing."""
+    from .simgrid_platform import check_options, load_platform
+
+    if not check_options(backend, platform, hostfile):
+        return None
+    if topology is None:
+        raise InputError("--platform", str(platform), "expected --topology with it: the compiler and "
+                                                      "the cost models predict from a topology (e.g. "
+                                                      "one `collsched measure` wrote for the platform)")
+    return load_platform(platform, hostfile, ranks)
+
+
+def platform_record(user, ranks: int, topology: str | None) -> dict:
+    """What a report says of the platform SimGrid ran: the user's (paths), or the one the
+    lab generated from the topology."""
+    if user is None:
+        return {"generated_from": topology or "the homogeneous default"}
+    return user.describe(ranks)
 
 
 def _predict_with(cfg: LabConfig, env: _RunEnv):

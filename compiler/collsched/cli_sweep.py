@@ -29,8 +29,18 @@ def add_parsers(sub) -> None:
     floats = ",".join(sw.floats_label(n) for n in sw.PAPER_FLOATS)
     delays = ",".join(f"{d:g}" for d in sw.PAPER_DELAYS_MS)
     algs = ",".join(sw.PAPER_ALGORITHMS)
-    s.add_argument("--topology", default="topologies/tryton-48.yaml",
-                   help=h("topology YAML", "topologies/tryton-48.yaml", "--topology topologies/wan-3x16.yaml"))
+    s.add_argument("--topology", default=None,
+                   help=h("topology YAML (with --platform: the one the compiler and the models use; required)",
+                          "topologies/tryton-48.yaml", "--topology topologies/wan-3x16.yaml"))
+    s.add_argument("--platform", default=None,
+                   help=h("a SimGrid platform XML of your own to run every cell on instead of the one "
+                          "generated from --topology, ranks placed by --hostfile (docs/sweep.md)",
+                          "none: the platform generated from --topology",
+                          "--platform four-site.xml --hostfile four-site.hosts"))
+    s.add_argument("--hostfile", default=None,
+                   help=h("with --platform: SMPI's host file, lines `host` or `host:count` naming the "
+                          "platform's hosts; rank r on the r-th slot", "none",
+                          "--hostfile four-site.hosts"))
     s.add_argument("--ranks", default=ranks, help=h("comma-separated P values", f"the paper's, {ranks}", "--ranks 4,8"))
     s.add_argument("--floats", default=floats,
                    help=h("floats gathered in total, comma-separated (128K = 131072); each rank "
@@ -73,14 +83,20 @@ def cmd_sweep(a) -> int:
         parse = _float_opt("--max-delays-ms", 0, 3.6e6)
         return tuple(parse(x) for x in text.split(","))  # an empty item is refused too
 
+    if a.platform is not None and a.topology is None:
+        raise InputError("--platform", a.platform, "expected --topology with it: the compiler and the "
+                                                   "cost models predict from a topology (e.g. one "
+                                                   "`collsched measure` wrote for the platform)")
     for out in (a.json, a.plot):
         if out and not Path(out).resolve().parent.is_dir():
             raise InputError(out, "", "expected a file in an existing directory")
     cfg = sw.SweepConfig(ranks=tuple(_int_list(a.ranks, "--ranks", lo=2)), floats=sw.parse_floats(a.floats),
                          delays_ms=delays(a.max_delays_ms),
                          algorithms=tuple(_algorithm_list(a.algorithms)),
-                         iterations=a.iterations, seed=a.seed, topology=a.topology,
-                         network_model=a.network_model, cache=a.cache)
+                         iterations=a.iterations, seed=a.seed,
+                         topology=a.topology or "topologies/tryton-48.yaml",
+                         network_model=a.network_model, cache=a.cache, platform=a.platform,
+                         hostfile=a.hostfile)
     root = resources.source_root() or Path.cwd()  # out/sweep/ (the cache) lives under it
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
                TimeElapsedColumn(), TimeRemainingColumn())

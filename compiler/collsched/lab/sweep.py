@@ -9,7 +9,9 @@ within a cell all algorithms see the same iterations (a paired comparison); SMPI
 deterministic, so the only noise left is which patterns the reduced iteration count draws.
 
 Every rank contributes floor(4 N / P) bytes (N floats in total, 4 bytes each, rounded
-down to whole bytes per rank). Results are cached per (cell, algorithm) in a JSON file
+down to whole bytes per rank). With a user's SimGrid platform (SweepConfig.platform and
+hostfile; `collsched sweep --platform FILE.xml --hostfile FILE`) every run is on that
+platform, ranks on the host file's first P slots; the topology still predicts and compiles. Results are cached per (cell, algorithm) in a JSON file
 written after every run, so an interrupted sweep continues where it stopped.
 """
 from __future__ import annotations
@@ -62,6 +64,8 @@ class SweepConfig:
     topology: str = "topologies/tryton-48.yaml"
     network_model: str = "CM02"
     cache: str | None = None  # default: out/sweep/<topology>-cache.json
+    platform: str | None = None  # a user's SimGrid platform XML (with hostfile; simgrid_platform.py)
+    hostfile: str | None = None
 
     def settings(self) -> dict:
         """What a cached result depends on besides its cell and algorithm."""
@@ -71,13 +75,18 @@ class SweepConfig:
             # Since lab/netmodel.py, predictions under SMPI and LV08 use the model's factors:
             # older runs under those models do not count (CM02 ones do: nothing changed there).
             out["predictions"] = NETMODEL_VERSION
+        if self.platform is not None:  # the runs belong to that platform and placement
+            out["platform"] = str(Path(self.platform).resolve())
+            out["hostfile"] = str(Path(self.hostfile).resolve()) if self.hostfile else None
+            out["platform_digest"] = _digest(self.platform, self.hostfile)
         return out
 
     def cache_path(self, root: Path) -> Path:
         if self.cache:
             return Path(self.cache)
         model = "" if self.network_model == "CM02" else f"-{self.network_model}"
-        return root / "out" / "sweep" / f"{Path(self.topology).stem}{model}-cache.json"
+        on = "" if self.platform is None else f"-on-{Path(self.platform).stem}"
+        return root / "out" / "sweep" / f"{Path(self.topology).stem}{on}{model}-cache.json"
 
     def check(self) -> None:
         check_model(self.network_model)
@@ -93,10 +102,26 @@ class SweepConfig:
             raise InputError("--algorithms", "", "expected at least one algorithm")
         for name in self.algorithms:
             check_algorithm(name, "smpi")
+        from .simgrid_platform import check_options, load_platform
+
+        if check_options("smpi", self.platform, self.hostfile):
+            load_platform(self.platform, self.hostfile, max(self.ranks))
         for p in self.ranks:
             for n in self.floats:
                 if bytes_per_rank(n, p) < 1:
                     raise InputError("--floats", str(n), f"expected at least one byte per rank at P = {p}")
+
+
+def _digest(*paths) -> str:
+    """SHA-256 of the files' contents (bounded reads: simgrid_platform checked them)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in paths:
+        if path is not None:
+            with open(path, "rb") as f:
+                h.update(f.read(64 << 20))
+    return h.hexdigest()[:16]
 
 
 def bytes_per_rank(floats: int, ranks: int) -> int:
@@ -196,7 +221,8 @@ def run_sweep(cfg: SweepConfig, *, root: Path, fresh: bool = False, redo: tuple 
             progress(i, len(todo), f"P={p} N={floats_label(n)} maxDelay={d:g}ms {alg}")
         lab = LabConfig(backend="smpi", topology=topology, ranks=p, nbytes=bytes_per_rank(n, p),
                         iterations=cfg.iterations, max_delay_ms=d, seed=cfg.seed, flat_iterations=0,
-                        network_model=cfg.network_model, bounds=False)  # one run per cell: no report
+                        network_model=cfg.network_model, bounds=False,  # one run per cell: no report
+                        platform=cfg.platform, hostfile=cfg.hostfile)
         for attempt in range(RUN_ATTEMPTS):
             try:
                 row = run_lab(lab, [alg])["results"][0]
@@ -321,7 +347,8 @@ def layout(sweep: dict, text_of) -> list[tuple[str, list[tuple[int, list[list[st
 
 def header_text(sweep: dict) -> str:
     s = sweep["settings"]
-    return (f"SMPI, network model {s['network_model']}, on {s['topology']}, {s['iterations']} iterations per cell "
+    on = s["topology"] if "platform" not in s else f"{Path(s['platform']).name} (predicted from {s['topology']})"
+    return (f"SMPI, network model {s['network_model']}, on {on}, {s['iterations']} iterations per cell "
             f"(the paper: {PAPER_ITERATIONS}; reduced so that the full grid finishes within 2 hours "
             f"on a 2-core machine), seed {s['seed']}, no flat iterations. N = floats gathered in total "
             f"(K = 1024); each rank contributes floor(4 N / P) bytes. Algorithms: {', '.join(s['algorithms'])}; "

@@ -20,15 +20,31 @@ def add_parsers(sub) -> None:
                                    "pairs; fit, group hosts into sites, write a topology YAML "
                                    "(docs/measure.md). A dense size sweep on one pair per link class "
                                    "gives size-dependent costs: a piecewise fit by size, written as the "
-                                   "topology's message_costs tables. Example: collsched measure --backend mpi --ranks 8 "
-                                   "-o measured.yaml")
+                                   "topology's message_costs tables. Then concurrent flows between sites "
+                                   "(collsched-flows) find each wide-area path's capacity, which site pairs "
+                                   "share a bottleneck and the TCP window: the file is written in the links "
+                                   "form. Examples: collsched measure --backend mpi --ranks 8 -o measured.yaml; "
+                                   "collsched measure --backend smpi --ranks 48 --platform four-site.xml "
+                                   "--hostfile four-site.hosts -o measured.yaml")
     m.add_argument("--backend", choices=("mpi", "smpi"), required=True,
                    help=h("real MPI (mpirun) or SimGrid SMPI", "none, required", "--backend smpi"))
     m.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS), required=True,
                    help=h("number of ranks P (at least 2)", "none, required", "--ranks 8"))
-    m.add_argument("--platform-from", help=h("smpi: topology YAML whose SimGrid platform is measured",
-                                             "none, required with smpi",
+    m.add_argument("--platform-from", help=h("smpi: topology YAML whose generated SimGrid platform is measured",
+                                             "none; with smpi this or --platform is required",
                                              "--platform-from topologies/wan-3x16.yaml"))
+    m.add_argument("--platform", help=h("smpi: a SimGrid platform XML to measure (any zones, clusters, routes, "
+                                        "sharing policies); ranks placed by --hostfile",
+                                        "none: the platform generated from --platform-from",
+                                        "--platform four-site.xml --hostfile four-site.hosts"))
+    m.add_argument("--form", choices=("links", "matrix"), default=None,
+                   help=h("the written topology: links = sites with their LAN, wide-area links (capacities and "
+                          "shared bottlenecks from the capacity probes), routes, tcp_window; matrix = per host "
+                          "pair latency and one-flow bandwidth", "links (matrix with --capacity off)",
+                          "--form matrix"))
+    m.add_argument("--capacity", choices=("on", "off"), default="on",
+                   help=h("concurrent-flow probes between sites: capacity of each ordered site pair, shared "
+                          "bottlenecks, TCP window (docs/measure.md, Capacity)", "on", "--capacity off"))
     m.add_argument("--sizes", default=DEFAULT_SIZES,
                    help=h("message sizes of the latency/bandwidth fit (every swept pair)", DEFAULT_SIZES,
                           "--sizes 1,64KiB"))
@@ -65,8 +81,9 @@ def add_parsers(sub) -> None:
                    help=h("smpi: TCP window in bytes", "the topology's, else 4 MiB", "--tcp-gamma 131072"))
     m.add_argument("--launcher", default=None,
                    help=h(LAUNCHER_HELP, "mpirun", "--launcher 'mpiexec -n {ranks} {program}'"))
-    m.add_argument("--hostfile", help=h(HOSTFILE_HELP, "none: the launcher's own placement",
-                                        "--hostfile hosts.txt"))
+    m.add_argument("--hostfile", help=h(HOSTFILE_HELP + "; with --backend smpi --platform: the SimGrid host of "
+                                        "each rank, one per line (host:count allowed)",
+                                        "none: the launcher's own placement", "--hostfile hosts.txt"))
     m.add_argument("--bind-to", choices=BIND_TO, default=None,
                    help=h(BIND_HELP, "none added: the launcher's own", "--bind-to core"))
     m.add_argument("--overheads", action="store_true",
@@ -90,17 +107,19 @@ def cmd_measure(a) -> int:
 
     cfg = MeasureConfig(backend=a.backend, ranks=a.ranks, sizes=parse_sizes(a.sizes), repeats=a.repeats,
                         gap_burst=a.gap_burst, site_factor=a.site_factor, all_pairs=a.all_pairs,
-                        platform_from=a.platform_from, network_model=a.network_model,
+                        platform_from=a.platform_from, platform=a.platform, network_model=a.network_model,
                         tcp_gamma=a.tcp_gamma, hostfile=a.hostfile, launcher=a.launcher, bind_to=a.bind_to,
                         fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=(a.sweep_budget if a.sweep_budget is not None
                                       else default_sweep_budget(a.backend)),
-                        refine=a.refine)
+                        refine=a.refine, capacity=a.capacity == "on",
+                        form=a.form or ("links" if a.capacity == "on" else "matrix"))
     check_config(cfg)  # every option (launcher, host file, ...) before anything runs
     with Progress(transient=True, disable=a.json, console=Console(stderr=True)) as prog:
         task = prog.add_task(f"measure ({a.backend})", total=None)
 
         def progress(phase, done, total):
-            prog.update(task, description=f"{a.backend}: {phase} round", completed=done, total=total)
+            prog.update(task, description=f"{a.backend}: {phase} " + ("test" if phase.startswith("capacity") else "round"),
+                        completed=done, total=total)
 
         report = measure(cfg, a.output, progress=progress, raw_output=a.raw, overheads=a.overheads)
     print(_json(report) if a.json else text_report(report))

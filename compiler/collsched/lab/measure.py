@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,10 +36,13 @@ from .. import runtime_build
 from ..inputs import units
 from ..errors import InputError
 from ..files import write_atomic
-from . import launch, sizecosts
+from . import capacity, launch, sizecosts
+from .measured_links import write_links_form
 from .sizefit import log_sizes
 
 FORMAT = "collsched-measure/1"
+FLOWS_FORMAT = "collsched-flows/1"
+FORMS = ("links", "matrix")
 DEFAULT_SIZES = "1,1KiB,16KiB,128KiB,1MiB"
 DEFAULT_REPEATS = 5
 DEFAULT_GAP_BURST = 4
@@ -77,6 +81,7 @@ class MeasureConfig:
     site_factor: float = DEFAULT_SITE_FACTOR
     all_pairs: bool = False
     platform_from: str | None = None  # smpi: the topology the platform is built from
+    platform: str | None = None  # smpi: a SimGrid platform XML (with hostfile: its host file)
     network_model: str = "CM02"
     tcp_gamma: int | None = None  # smpi: None = the topology's tcp_window, else 4 MiB
     hostfile: str | None = None  # mpi: the launcher's host file (launch.py)
@@ -89,6 +94,8 @@ class MeasureConfig:
     fit_budget_s: float = DEFAULT_SWEEP_BUDGET_S  # a direction stops past this round trip
     refine: int = DEFAULT_REFINE  # bisection runs that narrow every breakpoint's gap
     fit_only: bool = False  # the program skips the latency/bandwidth sweep (refinement runs)
+    capacity: bool = True  # concurrent probes between sites (lab/capacity.py)
+    form: str = "links"  # the written topology: links (class form, shared links) or matrix
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -148,38 +155,90 @@ def check_config(cfg: MeasureConfig) -> None:
     if not 0 < cfg.fit_budget_s <= RUN_TIMEOUT_S:
         raise InputError("--sweep-budget", str(cfg.fit_budget_s),
                          f"expected seconds, more than 0 and at most {RUN_TIMEOUT_S}")
+    if cfg.form not in FORMS:
+        raise InputError("--form", cfg.form, f"expected one of {', '.join(FORMS)}")
     if cfg.backend == "smpi":
-        if not cfg.platform_from:
-            raise InputError("--platform-from", "", "required with --backend smpi: the topology "
-                             "whose SimGrid platform is measured")
+        _check_smpi_platform(cfg)
         if cfg.network_model not in NETWORK_MODELS:
             raise InputError("--network-model", cfg.network_model, f"expected one of {', '.join(NETWORK_MODELS)}")
-        for flag, value in (("--hostfile", cfg.hostfile), ("--launcher", cfg.launcher),
-                            ("--bind-to", cfg.bind_to)):
+        for flag, value in (("--launcher", cfg.launcher), ("--bind-to", cfg.bind_to)):
             if value is not None:
                 raise InputError(flag, str(value), "only with --backend mpi (SMPI places ranks "
                                                    "from the platform)")
         if shutil.which("smpirun") is None:
             raise InputError("smpirun", "", "not found: install libsimgrid-dev (make deps)")
     else:
-        if cfg.platform_from:
-            raise InputError("--platform-from", cfg.platform_from, "only with --backend smpi")
+        for flag, value in (("--platform-from", cfg.platform_from), ("--platform", cfg.platform)):
+            if value:
+                raise InputError(flag, value, "only with --backend smpi")
         if cfg.launcher in (None, launch.DEFAULT) and shutil.which("mpirun") is None:
             raise InputError("mpirun", "", "not found: install openmpi-bin (make deps)")
         launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to)
-    binary = program_path(cfg.backend)
-    if not binary.exists():
-        raise InputError(str(binary), "", "not built: run `make` (or `make measure`) first")
+    if cfg.form == "links" and not cfg.capacity:
+        raise InputError("--form", "links", "needs the capacity probes (drop --capacity off, or write "
+                                            "--form matrix)")
+    for name in ("collsched-measure", "collsched-flows") if cfg.capacity else ("collsched-measure",):
+        binary = program_path(cfg.backend, name)
+        if not binary.exists():
+            raise InputError(str(binary), "", "not built: run `make` (or `make measure`) first")
 
 
-def program_path(backend: str) -> Path:
-    return runtime_build.program(backend, "collsched-measure")
+def program_path(backend: str, name: str = "collsched-measure") -> Path:
+    return runtime_build.program(backend, name)
+
+
+def _looks_like_xml(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"<")
+
+
+def _check_smpi_platform(cfg: MeasureConfig) -> None:
+    """--platform-from TOPOLOGY.yaml, or --platform FILE.xml --hostfile FILE: one of them."""
+    if cfg.platform_from and cfg.platform:
+        raise InputError("--platform", cfg.platform, "expected either --platform (with --hostfile) or "
+                         "--platform-from, not both")
+    if cfg.platform:
+        if not cfg.hostfile:
+            raise InputError("--hostfile", "", "required with --platform: the SimGrid hosts of the "
+                             "ranks, one per line (host:count allowed)")
+        if Path(cfg.platform).suffix.lower() in (".yaml", ".yml") or (
+                Path(cfg.platform).is_file() and not _looks_like_xml(cfg.platform)):
+            raise InputError("--platform", cfg.platform, "expected a SimGrid platform XML; a topology "
+                             "YAML goes to --platform-from")
+        _user_platform(cfg)
+        return
+    if cfg.hostfile is not None:
+        raise InputError("--hostfile", cfg.hostfile, "with --backend smpi only together with --platform "
+                                                     "FILE.xml (the generated platform places ranks itself)")
+    if not cfg.platform_from:
+        raise InputError("--platform-from", "", "required with --backend smpi: the topology "
+                         "whose SimGrid platform is measured (or --platform FILE.xml --hostfile FILE)")
+    if _looks_like_xml(cfg.platform_from):
+        raise InputError("--platform-from", cfg.platform_from, "expected a topology YAML, got XML: "
+                         "measure a SimGrid platform with --platform FILE.xml --hostfile FILE")
+
+
+def _user_platform(cfg: MeasureConfig):
+    """The user's platform (lab/simgrid_platform.py): XML and host file checked, absolute."""
+    try:
+        from .simgrid_platform import load_platform
+    except ImportError:  # not there yet: the files as given
+        for flag, path in (("--platform", cfg.platform), ("--hostfile", cfg.hostfile)):
+            if not Path(path).is_file():
+                raise InputError(flag, path, "expected a readable file") from None
+        return type("UserPlatform", (), {"xml": Path(cfg.platform).resolve(),
+                                         "hostfile": Path(cfg.hostfile).resolve()})
+    return load_platform(cfg.platform, cfg.hostfile, cfg.ranks)
 
 
 # --- running the MPI program ------------------------------------------------------------
 
-def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> tuple[list[str], dict]:
-    """(argv, environment variables to add): smpirun's, or the launcher's (launch.py)."""
+def _program(cfg: MeasureConfig, result: Path) -> list[str]:
+    """collsched-measure's argv."""
     program = [str(program_path(cfg.backend)), "--sizes", ",".join(map(str, cfg.sizes)),
                "--repeats", str(cfg.repeats), "--gap-burst", str(cfg.gap_burst),
                "--group-factor", repr(float(cfg.site_factor)), "--output", str(result), "--progress"]
@@ -190,13 +249,24 @@ def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> tuple[list[str]
                     "--fit-budget", repr(float(cfg.fit_budget_s))]
     if cfg.fit_only:
         program.append("--fit-only")
+    return program
+
+
+def launch_command(cfg: MeasureConfig, workdir: Path, program: list[str]) -> tuple[list[str], dict]:
+    """(argv, environment variables to add): smpirun's on the platform (generated from
+    --platform-from, or the user's --platform), or the launcher's (launch.py)."""
     if cfg.backend == "smpi":
         from .platform import DEFAULT_TCP_GAMMA, build_platform
-        from ..pipeline import resolve_topology
 
-        topo = resolve_topology(cfg.ranks, cfg.platform_from, None)
-        gamma = cfg.tcp_gamma or int(topo.tcp_window or DEFAULT_TCP_GAMMA)
-        xml, hosts = build_platform(topo).write(workdir)
+        if cfg.platform:
+            user = _user_platform(cfg)
+            xml, hosts, gamma = user.xml, user.hostfile, cfg.tcp_gamma or DEFAULT_TCP_GAMMA
+        else:
+            from ..pipeline import resolve_topology
+
+            topo = resolve_topology(cfg.ranks, cfg.platform_from, None)
+            gamma = cfg.tcp_gamma or int(topo.tcp_window or DEFAULT_TCP_GAMMA)
+            xml, hosts = build_platform(topo).write(workdir)
         # The lab's settings (lab/runner.py): CM02 makes times closed-form L + m / b.
         return ["smpirun", "-np", str(cfg.ranks), "-platform", str(xml), "-hostfile", str(hosts),
                 f"--cfg=network/model:{cfg.network_model}", f"--cfg=network/TCP-gamma:{gamma}",
@@ -205,13 +275,13 @@ def _command(cfg: MeasureConfig, workdir: Path, result: Path) -> tuple[list[str]
     return launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to).command(cfg.ranks, program)
 
 
-def run_program(cfg: MeasureConfig, progress=None) -> dict:
-    """Run collsched-measure and return its JSON. progress(phase, done, total) per round."""
-    check_config(cfg)
+def _launch(cfg: MeasureConfig, make_program, progress, what: str) -> dict:
+    """Run one of the programs (make_program(workdir, result) -> argv) and return its JSON
+    with "wall_s". progress(phase, done, total) per progress line of the program."""
     with tempfile.TemporaryDirectory(prefix="collsched-measure-") as tmp:
         workdir = Path(tmp)
-        result = workdir / "measure.json"
-        cmd, extra_env = _command(cfg, workdir, result)
+        result = workdir / "result.json"
+        cmd, extra_env = launch_command(cfg, workdir, make_program(workdir, result))
         env = dict(os.environ)
         env.update(extra_env)
         other = []
@@ -230,21 +300,54 @@ def run_program(cfg: MeasureConfig, progress=None) -> dict:
             proc = launch.run(cmd, env, workdir, cfg.timeout_s, on_stderr=line, capture_stdout=False)
         except launch.LaunchTimeout:
             raise MeasureRunError(f"measure: {cmd[0]} did not finish within {cfg.timeout_s:g} s") from None
-        wall = proc.wall_s
         if proc.returncode != 0 or not result.exists():
             # SimGrid ends with "Aborted"/"Execution failed": its first ERROR line says why.
-            errors = [ln for ln in other if "ERROR]" in ln or "error:" in ln.lower()]
+            errors = [ln for ln in other if "ERROR]" in ln or "error:" in ln.lower()
+                      or ln.startswith("collsched-")]
             tail = (errors or other or ["(no output)"])[0 if errors else -1]
-            raise MeasureRunError(f"measure: {cmd[0]} failed (exit {proc.returncode}): {tail}")
+            raise MeasureRunError(f"measure: {cmd[0]} ({what}) failed (exit {proc.returncode}): {tail}")
         try:
             raw = json.loads(result.read_text())
         except (OSError, ValueError) as e:
-            raise MeasureRunError(f"measure: unreadable result from collsched-measure: {e}") from None
+            raise MeasureRunError(f"measure: unreadable result from {what}: {e}") from None
+    if not isinstance(raw, dict):
+        raise MeasureRunError(f"measure: unreadable result from {what}: not a JSON object")
+    raw["wall_s"] = proc.wall_s
+    return raw
+
+
+def run_program(cfg: MeasureConfig, progress=None) -> dict:
+    """Run collsched-measure and return its JSON. progress(phase, done, total) per round."""
+    check_config(cfg)
+    raw = _launch(cfg, lambda _workdir, result: _program(cfg, result), progress, "collsched-measure")
     if raw.get("format") != FORMAT or raw.get("ranks") != cfg.ranks:
         raise MeasureRunError(f"measure: unexpected result (format {raw.get('format')!r}, "
                               f"{raw.get('ranks')} ranks; expected {FORMAT}, {cfg.ranks})")
-    raw["wall_s"] = wall
     return raw
+
+
+def run_flows(cfg: MeasureConfig, tests, progress=None, phase: str = "flows"):
+    """Run collsched-flows on `tests` (lists of (src, dst, bytes, in flight)); returns
+    (per test the flows' durations in seconds, the program's JSON less "tests")."""
+    body = [FLOWS_FORMAT, str(len(tests))]
+    for flows in tests:
+        body.append(str(len(flows)))
+        body += [f"{int(s)} {int(d)} {int(b)} {int(c)}" for s, d, b, c in flows]
+
+    def program(workdir, result):
+        spec = workdir / "tests.txt"
+        spec.write_text("\n".join(body) + "\n")
+        return [str(program_path(cfg.backend, "collsched-flows")), "--tests", str(spec),
+                "--output", str(result), "--progress"]
+
+    raw = _launch(cfg, program, progress and (lambda _p, done, total: progress(phase, done, total)),
+                  "collsched-flows")
+    times = raw.pop("tests", None)
+    if (raw.get("format") != FLOWS_FORMAT or not isinstance(times, list) or len(times) != len(tests)
+            or any(not isinstance(t, list) or len(t) != len(f) for t, f in zip(times, tests))):
+        raise MeasureRunError(f"measure: unexpected result from collsched-flows (format "
+                              f"{raw.get('format')!r}, expected {FLOWS_FORMAT} with {len(tests)} tests)")
+    return [[float(x) for x in t] for t in times], raw
 
 
 # --- fitting ------------------------------------------------------------------------------
@@ -452,7 +555,8 @@ def summary(meas: Measurement, cfg: MeasureConfig, output: Path) -> dict:
     pair = (lambda v: None if v is None else {"a_s": v[0], "per_byte_s": v[1]})
     return {
         "output": str(output), "backend": cfg.backend, "ranks": cfg.ranks,
-        "platform_from": cfg.platform_from,
+        "platform_from": cfg.platform_from, "platform": cfg.platform,
+        "hostfile": cfg.hostfile,
         "network_model": cfg.network_model if cfg.backend == "smpi" else None,
         "launch": None if cfg.backend == "smpi" else
         launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to).describe(),
@@ -482,7 +586,8 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
     raw = run_program(cfg, progress)
     meas = analyse(raw, cfg.site_factor)
     raw["refine_runs"] = refine(cfg, meas, progress)
-    how = (f"smpirun on a platform from {cfg.platform_from}, network/model:{cfg.network_model}"
+    how = (f"smpirun on {'the platform ' + cfg.platform if cfg.platform else 'a platform from ' + str(cfg.platform_from)}, "
+           f"network/model:{cfg.network_model}"
            if cfg.backend == "smpi" else f"launcher {cfg.launcher or launch.DEFAULT}" +
            (f", host file {cfg.hostfile}" if cfg.hostfile else "") +
            (f", bound to {cfg.bind_to}" if cfg.bind_to else ""))
@@ -505,10 +610,37 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
                     f"{meas.send_overhead[1]:.4g} s/B" +
                     (f", g(m) = {meas.gap[0]:.4g} s + m x {meas.gap[1]:.4g} s/B" if meas.gap else "") +
                     ("" if overheads else " (not applied; --overheads writes them)"))
-    write_measurement(meas, output, comment=comment, overheads=overheads)
+    cap = probe_capacity(cfg, meas, progress) if cfg.capacity else None
+    if cap is not None:
+        raw["capacity"] = capacity.summary(cap)
+    if cfg.form == "links":
+        if cap is not None and len(cap.sites) > 1:
+            comment += ("\nlinks: capacity probes (docs/measure.md, Capacity): k concurrent flows per "
+                        "ordered site pair until the aggregate stops growing; pairs whose flows slow "
+                        f"each other down share a link; {cap.runs} run(s), {cap.tests} tests, "
+                        f"{cap.wall_s:.1f} s.")
+        write_links_form(meas, cap or capacity.Capacity(list(dict.fromkeys(meas.host_site)),
+                                                        capacity.site_lans(meas), {}),
+                         output, comment=comment, overheads=overheads)
+    else:
+        write_measurement(meas, output, comment=comment, overheads=overheads)
     if raw_output is not None:
         write_atomic(raw_output, json.dumps(raw))
-    return summary(meas, cfg, output)
+    report = summary(meas, cfg, output)
+    report["form"] = cfg.form
+    report["capacity"] = raw.get("capacity")
+    return report
+
+
+def probe_capacity(cfg: MeasureConfig, meas: Measurement, progress=None):
+    """The capacity probes (lab/capacity.py) between the measured sites, run through
+    collsched-flows; None with fewer than two sites (nothing to probe)."""
+    if len(set(meas.host_site)) < 2:
+        return None
+    start = time.monotonic()
+    cap = capacity.Prober(meas, lambda tests, phase: run_flows(cfg, tests, progress, phase)).probe()
+    cap.wall_s = time.monotonic() - start
+    return cap
 
 
 def _time(s: float) -> str:
@@ -553,6 +685,7 @@ def text_report(report: dict) -> str:
     if report["intra_host"]:
         lines.append(f"  intra-host: latency {_time(report['intra_host']['latency_s'])}, "
                      f"bandwidth {_rate(report['intra_host']['bandwidth_Bps'])}")
+    lines += capacity.report_lines(report.get("capacity"))
     for cls, f in report.get("size_costs", {}).items():
         brk = ", ".join(map(str, f["breakpoints"])) or "none"
         lines.append(f"  size-dependent {cls}: {len(f['segments'])} segment(s), breakpoints {brk} B, "

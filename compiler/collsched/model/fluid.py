@@ -23,8 +23,10 @@ This model replays the execution instead (docs/semantics.md):
 A transfer then waits its latency and moves its bytes as a flow. The flows in progress
 share every resource they cross max-min fairly (progressive filling): the sender's and
 the receiver's NIC, each a split-duplex port at the site's LAN rate (in half duplex one
-capacity for both directions), the shared WAN link
-between two sites, and on matrix topologies the pair's own link; a flow also never
+capacity for both directions), every shared resource
+of the route between two sites (a wide-area link shared by both directions, or the
+direction of a split one: network.py; several site pairs may cross the same one), and on
+matrix topologies the pair's own link; a flow also never
 exceeds what one TCP window allows (Topology.flow_bandwidth). These are the platform
 and the network model the lab gives SimGrid (lab/platform.py, CM02): the model check
 compares the two (docs/lab.md). With message-size-dependent costs (Topology.message_costs,
@@ -64,14 +66,16 @@ class _Network:
             nic = np.empty(nh)
             for s in sites:
                 nic[members[s]] = lan[s][1]
-            wan = topo.shared_links.link_of[src, dst]
-            wan_bw = topo.shared_links.bandwidth
+            shared = topo.shared_links
+            routes = [tuple(r) for r in shared.routes]
+            wan = shared.route_of[src, dst]  # index into routes, -1: no shared resource
+            wan_bw = shared.bandwidth
             pair = None
         else:  # pairs: NICs as fast as the host's fastest pair, one link per host pair
             off = np.where(np.eye(nh, dtype=bool), -np.inf, np.maximum(bw, bw.T))
             off = np.where(np.isfinite(off), off, -np.inf)
             nic = off.max(1)
-            wan, wan_bw = np.full(len(src), -1), np.zeros(0)
+            wan, wan_bw, routes = np.full(len(src), -1), np.zeros(0), []
             pair = hs * nh + hd
         self.capacity = [float(x) for x in np.r_[nic, nic, wan_bw]]
         self.resources = []
@@ -89,13 +93,15 @@ class _Network:
             if hs[t] == hd[t]:
                 self.resources.append(())  # the host's loopback: the flow's own rate only
                 continue
-            # The route: sender's NIC up, WAN link or pair link, receiver's NIC down. (No
+            # The route: sender's NIC up, every shared resource of the site pair's route
+            # (each link, or the direction of a split one) or the pair link, receiver's
+            # NIC down. (No
             # cross traffic: SMPI's runs show none - ring on tryton-48 moves at the full NIC
             # rate, where SimGrid's 5% for the ACKs would slow it by 5%.)
             # Half duplex: one port per host, its up and down flows share one capacity.
             res = [(int(hs[t]), 1.0), (down + int(hd[t]), 1.0)]
             if wan[t] >= 0:
-                res.append((2 * nh + int(wan[t]), 1.0))
+                res.extend((2 * nh + k, 1.0) for k in routes[wan[t]])
             if pair is not None:
                 res.append((pair_link(hs[t], hd[t]), 1.0))
             self.resources.append(tuple(res))

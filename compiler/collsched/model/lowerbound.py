@@ -36,15 +36,33 @@ Facts of the model the bound rests on (dag.py; each is one line of its recurrenc
 (F6) The verifier's delivery pass: every rank receives every byte of every other origin;
      so each byte of o enters every rank set S not containing o at least once, over an
      edge from outside S, and o itself sends each of its own bytes at least once.
-(F7) Shared WAN links (links.shared_links; class-shaped topologies): every rank pair from
-     site A to site B != A crosses one link k of bandwidth beta_k. The transfers on k are
-     served one after the other (Start >= previous Start on k + previous m / beta_k), so
-     their *link intervals* [start, start + m/beta_k] are pairwise disjoint, and each
-     transfer ends at start + L + m/bflow >= start + L_k + m c_k, where L_k = min L and
-     c_k = min(1/beta_k, 1/bflow) over k's pairs (s/byte; c_k = 1/beta_k up to float noise,
-     since bflow <= b = beta_k). Hence if the transfers on k that start at or after t
-     carry X > 0 bytes in all, the last of them (in link order) ends at or after
-     t + L_k + X c_k: all the others' link intervals lie between t and its start.
+(F7) Shared resources (links.shared_links; topologies with a network): the flows from
+     site A to site B != A cross the resources of one route (network.py: wide-area links
+     shared by both directions, or one direction of a split link; several site pairs may
+     cross the same one). Resource k of capacity beta_k moves at most beta_k bytes per
+     second, all its flows together: the fluid model shares it so (fluid.py), as SimGrid
+     does; the DAG model serves the transfers on the route's bottleneck k one after the
+     other (Start >= previous Start on k + previous m / beta_k). Either way a transfer's
+     bytes move on k only after its start plus its latency, L >= L_k = min L over the
+     rank pairs whose route crosses k, at c_k = min(1/beta_k, 1/bflow) s/byte or more
+     (c_k = 1/beta_k up to float noise, since bflow <= b <= beta_k). Hence if the
+     transfers over k that start at or after t carry X > 0 bytes in all, the last of them
+     ends at or after t + L_k + X c_k.
+(F8) Bytes that must cross a resource: let G_k be the site graph with an edge x -> y when
+     route(x, y) avoids k. A block of origin o (site A) reaches the sites of A's closure
+     in G_k without crossing k; every transfer over k adds one site (and its closure), so
+     at least n_k(A) transfers over k carry each byte of o, n_k(A) = the fewest sites
+     whose addition makes the closure every site (breadth-first over site sets;
+     _crossings). Such a transfer starts at or after relk[o] = min hold[o, s] over the
+     ranks s of the sites with a route across k (F4). So, by F7,
+         T >= max_t ( t + L_k + B c_k * sum_{o : relk[o] >= t} n_k(site of o) )
+     for every resource k (_resource_bound): both directions of a shared link and every
+     site pair behind it count on it. This bounds the run time only.
+     The DAG model charges each transfer only its route's bottleneck (dag.py): on a
+     route of several resources it may beat F8 and the LP's constraints on a resource
+     that is not the bottleneck of every route crossing it (the random links networks of
+     tests/compiler/test_network_models.py: DAG times down to 0.87 of the bound, the
+     fluid model never below it). On the `wan:` form, one resource per route, both hold.
 
 Closed form, per rank r (O(P^2 log P)). By (F1, F4, F5) the receive intervals of origins o
 with rel[o, r] >= t all lie in [t, E_r] and together last at least B * min_s 1/br(s, r) per
@@ -55,7 +73,8 @@ later:  E_r >= a_r + min_s L(r, s) + B * min_s min(pb(r, s), 1/bflow(r, s)).  In
 the send job joins the receive jobs on one machine (F3). Call the largest of these cf_r.
 
 Shared links, closed form (F7, per union S of sites, O(P^2)). Let every site pair entering
-S (A outside, B inside) have a link (else skip S), K_S those links. Let M_S be the latest
+S (A outside, B inside) have a shared resource (else skip S), K_S their routes'
+bottlenecks (links.SharedLinks.link_of: each pair crosses its own). Let M_S be the latest
 time at which some byte of an origin outside S first enters S (the end of the first
 transfer into S carrying it). Every r in S needs each such byte, and any chain of transfers
 bringing it to r enters S no earlier (F4), so E_r >= M_S. A first entry carrying a byte of
@@ -80,11 +99,12 @@ schedule, setting F to its actual traffic, W and T to its actual exits satisfies
                   Each member's intervals counted there start at or after t and end by E_r
                   (and if a member has none, E_r >= cf_r >= min(t, cf_r) anyway);
   exits:          W_v >= sum_{r in v} cf_r;  T >= W_v / |v|;  T >= max_r cf_r;
-  links (F7):     for every link k and threshold t among when[g] = min hold time of g at
-                  k's sending nodes:  T >= min(t + L_k, max_r cf_r) + sum_{g: when[g] >= t}
+  links (F7):     for every resource k and threshold t among when[g] = min hold time of g
+                  at k's sending nodes:  T >= min(t + L_k, T0) + sum_{g: when[g] >= t}
                   y[g, k] * B * c_k,  with y[g, k] = sum of F[g, u, v] over the node pairs
-                  (u, v) whose members all lie in k's site pair (a node mixing sites takes
-                  no part). The blocks counted start at or after t on k; if there are
+                  (u, v) whose members all lie in one site pair whose route crosses k (a
+                  node mixing sites takes no part); T0 = max(max_r cf_r, F8's bound),
+                  also T's own lower bound. The blocks counted start at or after t on k; if there are
                   none, T >= max cf anyway; else the last ends by T. (This bounds T only;
                   the average elapsed time gets F7 through the cf_r of the closed form.)
 So min T (resp. min sum W_v / P - mean a) over the LP is at most the schedule's run time
@@ -188,15 +208,18 @@ def _block_reduce(mat: np.ndarray, site: np.ndarray, ufunc) -> np.ndarray:
 
 @dataclass
 class _Links:
-    """The shared WAN links of F7 between the sites of `_site_index` (compact indices)."""
+    """The shared resources of F7 and F8 between the sites of `_site_index` (compact
+    indices): wide-area links, or one direction of a split one (links.SharedLinks)."""
 
-    site_link: np.ndarray  # (S, S): link from site A to site B, or -1 (none: own paths)
-    cost: np.ndarray  # (K,) c_k = min over its pairs of min(1/bandwidth[k], 1/bflow), s/byte
-    latency: np.ndarray  # (K,) min latency over its pairs
+    site_link: np.ndarray  # (S, S): the route's bottleneck resource from site A to B, or -1
+    site_res: dict  # (A, B) -> every shared resource of the route from A to B, A != B
+    cost: np.ndarray  # (K,) c_k = min over its pairs of min(1/capacity[k], 1/bflow), s/byte
+    latency: np.ndarray  # (K,) min latency over the rank pairs whose route crosses k
 
 
 def _shared_link_data(topo, model: "_Model", site: np.ndarray) -> _Links | None:
-    """F7's links, or None when the topology has none (or they do not follow the sites)."""
+    """F7's and F8's resources, or None when the topology has none (or they do not follow
+    the sites)."""
     if model.p < 2:
         return None
     links = topo.shared_links
@@ -205,23 +228,98 @@ def _shared_link_data(topo, model: "_Model", site: np.ndarray) -> _Links | None:
     nsites = int(site.max()) + 1
     rep = np.array([np.argmax(site == s) for s in range(nsites)])
     raw = links.link_of[np.ix_(rep, rep)]
-    # links.py gives a whole site pair one link; the bound relies on it, so check it.
-    if not np.array_equal(links.link_of, raw[site[:, None], site[None, :]]):
+    raw_route = links.route_of[np.ix_(rep, rep)]
+    # links.py gives a whole site pair one route; the bound relies on it, so check it.
+    if not (np.array_equal(links.link_of, raw[site[:, None], site[None, :]])
+            and np.array_equal(links.route_of, raw_route[site[:, None], site[None, :]])):
         return None
-    used = np.unique(raw[raw >= 0])
+    site_res = {(a, b): tuple(links.routes[raw_route[a, b]])
+                for a in range(nsites) for b in range(nsites) if a != b and raw_route[a, b] >= 0}
+    used = np.unique([k for res in site_res.values() for k in res]).astype(np.int64)
     if len(used) == 0:
         return None
-    site_link = np.searchsorted(used, raw)
-    site_link[raw < 0] = -1
+    renum = {int(k): i for i, k in enumerate(used)}
+    site_res = {ab: tuple(renum[k] for k in res) for ab, res in site_res.items()}
+    site_link = np.full((nsites, nsites), -1, np.int64)
+    site_link[raw >= 0] = [renum[int(k)] for k in raw[raw >= 0]]
     flow_max = _block_reduce(np.where(model.off, model.flow, -np.inf), site, np.maximum)
     lat_min = _block_reduce(np.where(model.off, model.latency, np.inf), site, np.minimum)
     cost = 1.0 / (links.bandwidth[used] * model.bw_factor_max)  # model.flow has its factor
     latency = np.full(len(used), np.inf)
-    for a, b in zip(*np.nonzero(site_link >= 0)):
-        k = site_link[a, b]
-        cost[k] = min(cost[k], 1.0 / flow_max[a, b])
-        latency[k] = min(latency[k], lat_min[a, b])
-    return _Links(site_link, cost, latency)
+    for (a, b), res in site_res.items():
+        for k in res:
+            cost[k] = min(cost[k], 1.0 / flow_max[a, b])
+            latency[k] = min(latency[k], lat_min[a, b])
+    return _Links(site_link, site_res, cost, latency)
+
+
+MAX_CROSSING_SITES = 12  # F8's crossing counts by search over site sets up to here
+
+
+def _crossings(nsites: int, crosses) -> np.ndarray:
+    """F8: per origin site A, the fewest transfers over resource k that bring a block of
+    A to every site, when transfers x -> y cross k iff crosses(x, y). The sites a block
+    reaches without crossing k from a set X are X's closure over the other pairs; each
+    transfer over k adds one site (and its closure). Breadth-first over site sets; beyond
+    MAX_CROSSING_SITES sites, 1 if some site is out of A's closure (also a lower bound)."""
+    free = [[y for y in range(nsites) if y != x and not crosses(x, y)] for x in range(nsites)]
+
+    def closure(xs):
+        seen, todo = set(xs), list(xs)
+        while todo:
+            for y in free[todo.pop()]:
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        return frozenset(seen)
+
+    everything = frozenset(range(nsites))
+    out = np.zeros(nsites, np.int64)
+    for a in range(nsites):
+        start = closure([a])
+        if start == everything:
+            continue
+        if nsites > MAX_CROSSING_SITES:
+            out[a] = 1
+            continue
+        level, seen, steps = {start}, {start}, 0
+        while everything not in level:
+            steps += 1
+            nxt = set()
+            for xs in level:
+                for y in everything - xs:
+                    c = closure(xs | {y})
+                    if c not in seen:
+                        seen.add(c)
+                        nxt.add(c)
+            level = nxt
+        out[a] = steps
+    return out
+
+
+def _resource_bound(model: "_Model", links: _Links, site: np.ndarray) -> float:
+    """F8: a lower bound on the run time from each shared resource's bytes (docstring)."""
+    nb = model.nbytes
+    if nb == 0:
+        return -np.inf
+    nsites = int(site.max()) + 1
+    order = np.argsort(site, kind="stable")
+    counts = np.bincount(site)
+    hold_site = np.minimum.reduceat(model.hold[:, order], np.cumsum(counts) - counts, 1)  # [o, A]
+    best = -np.inf
+    for k in range(len(links.cost)):
+        on = {ab for ab, res in links.site_res.items() if k in res}
+        need = _crossings(nsites, lambda x, y: (x, y) in on)[site]  # per origin rank
+        if not need.any():
+            continue
+        senders = np.zeros(nsites, bool)
+        senders[[a for a, _ in on]] = True
+        rel = hold_site[:, senders].min(1)  # [o]: earliest a byte of o may start over k
+        idx = np.argsort(-rel, kind="stable")
+        work = np.cumsum(need[idx] * nb * links.cost[k])
+        m = rel[idx] + links.latency[k] + work
+        best = max(best, float(np.max(m[need[idx] > 0])))
+    return best
 
 
 def _link_closed_form(model: "_Model", links: _Links, site: np.ndarray) -> np.ndarray:
@@ -321,9 +419,10 @@ def _cut_sets(site: np.ndarray) -> list[np.ndarray]:
 
 
 def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: list[np.ndarray],
-              site: np.ndarray, links: _Links | None = None) -> tuple[float, float]:
+              site: np.ndarray, links: _Links | None = None,
+              floor: float = -np.inf) -> tuple[float, float]:
     """(min T, min sum E_r) of the LP relaxation, in seconds; cf: any per-rank lower
-    bounds on E_r (the closed forms)."""
+    bounds on E_r (the closed forms); floor: a lower bound on T (F8)."""
     import pulp
 
     p, full = model.p, model.full
@@ -374,7 +473,7 @@ def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: li
                     continue
                 flow[g, u, v] = variable(f"f_{g}_{u}_{v}", 0.0)
     W = [variable(f"w_{v}", float(cf_t[nodes[v]].sum())) for v in range(nn)]
-    T = variable("T", float(cf_t.max()))
+    T = variable("T", max(float(cf_t.max()), floor / scale))
     for v in range(nn):
         lp += size[v] * T >= W[v]
     def at_least(terms, rhs):  # sum(coef * var) >= rhs, built without operator overloading
@@ -415,10 +514,10 @@ def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: li
             for t in thresholds:
                 base = float(np.minimum(t / scale, cf_t[members]).sum())
                 at_least([(W[v], 1.0)] + [(var, -c) for when, (var, c) in terms if when >= t], base)
-    # Shared links (F7), on node pairs that lie within one link's site pair.
+    # Shared resources (F7), on node pairs within one site pair whose route crosses one.
     if links is not None:
-        _link_constraints(links, flow, nodes, site, ghold, float(cf_t.max()), T, blk, scale,
-                          variable, at_least)
+        _link_constraints(links, flow, nodes, site, ghold, max(float(cf_t.max()), floor / scale),
+                          T, blk, scale, variable, at_least)
     with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled-CBC class we rely on
         warnings.simplefilter("ignore", DeprecationWarning)
         solver = pulp.PULP_CBC_CMD(msg=False)
@@ -435,8 +534,9 @@ def _solve_lp(model: _Model, cf: np.ndarray, nodes: list[np.ndarray], groups: li
 def _link_constraints(links: _Links, flow: dict, nodes: list[np.ndarray], site: np.ndarray,
                       ghold: np.ndarray, t_low: float, T, blk: float, scale: float,
                       variable, at_least) -> None:
-    """_solve_lp's constraints of the shared links (F7), on the flows between node pairs
-    that lie within one link's site pair; t_low: a lower bound on T (in LP units)."""
+    """_solve_lp's constraints of the shared resources (F7), on the flows between node
+    pairs that lie within one site pair whose route crosses the resource; t_low: a lower
+    bound on T (in LP units)."""
     nn = len(nodes)
     node_site = np.full(nn, -1)
     for v, members in enumerate(nodes):
@@ -445,8 +545,7 @@ def _link_constraints(links: _Links, flow: dict, nodes: list[np.ndarray], site: 
     on_link = {}  # k -> [(g, sending node, F var)]
     for (g, u, v), var in flow.items():
         if node_site[u] >= 0 and node_site[v] >= 0 and node_site[u] != node_site[v]:
-            k = int(links.site_link[node_site[u], node_site[v]])
-            if k >= 0:
+            for k in links.site_res.get((int(node_site[u]), int(node_site[v])), ()):
                 on_link.setdefault(k, []).append((g, u, var))
     for k, terms in on_link.items():
         # Blocks of g cross k no earlier than g's hold time at the link's senders.
@@ -489,15 +588,17 @@ def lower_bound(topo, nbytes: int, arrivals=None, *, use_lp: bool = True) -> Low
     run, avg, method = cf_run, cf_avg, "closed form"
     site = _site_index(topo)
     links = _shared_link_data(topo, model, site)
+    floor = -np.inf  # F8: bounds the run time only
     if links is not None:  # F7's closed form joins the per-rank one
         cf = np.maximum(cf, _link_closed_form(model, links, site))
-        if float(cf.max()) > cf_run:
+        floor = _resource_bound(model, links, site)
+        if max(float(cf.max()), floor) > cf_run:
             method = "closed form + links"
-        run, avg = float(cf.max()), float(np.mean(cf - a))
+        run, avg = max(float(cf.max()), floor), float(np.mean(cf - a))
     shape = _lp_shape(p, site) if use_lp and nbytes > 0 and cf_run > 0 else None
     if shape is not None:
         nodes, groups, label = shape
-        lp_run, lp_sum = _solve_lp(model, cf, nodes, groups, site, links)
+        lp_run, lp_sum = _solve_lp(model, cf, nodes, groups, site, links, floor)
         run = max(run, lp_run)
         avg = max(avg, lp_sum / p - float(a.mean()))
         method = f"lp: {label}"

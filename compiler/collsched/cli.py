@@ -359,8 +359,10 @@ def cmd_bench(a) -> int:
             raise InputError("--network-model", _show(a.network_model), "expected CM02, SMPI or LV08")
         with Progress(transient=True) as prog:
             task = prog.add_task("model check", total=None)
+            user = None if a.platform is None else {"topology": a.topology, "platform": a.platform,
+                                                    "hostfile": a.hostfile}
             rows = run_and_record(a.doc, a.plot, progress=lambda t: prog.update(task, description=t),
-                                  network_models=models, measured=a.measured, section=a.section)
+                                  network_models=models, measured=a.measured, section=a.section, user=user)
         return EXIT_OK if all(r["data_ok"] for r in rows) else EXIT_INVALID
     if a.measured is not None:
         raise InputError("--measured", _show(a.measured), "expected only with --suite model")

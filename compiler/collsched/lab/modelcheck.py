@@ -9,6 +9,10 @@ tryton-48 and wan-3x16, under both models.
 With `measured` (a directory; `--measured DIR`) the same runs are predicted with the
 topologies `collsched measure` wrote for them, DIR/<topology>-<MODEL>.yaml (measured first
 when missing): SimGrid still runs the bundled topology (LabConfig.predict_topology).
+
+With `user` (bench --suite model --platform FILE.xml --hostfile FILE --topology T.yaml) the
+check runs on the user's SimGrid platform instead of the bundled topologies: every baseline
+on as many ranks as T has (fewer where an algorithm needs it), predicted from T.
 """
 from __future__ import annotations
 
@@ -49,16 +53,40 @@ def _ranks_for(alg: str, hosts: int) -> int:
     return p
 
 
+def user_cases(user: dict) -> dict:
+    """{topology path: ranks} of a user's platform run (user: topology, platform, hostfile),
+    checked before anything runs: the topology's ranks, as many slots in the host file."""
+    from ..errors import InputError
+    from ..inputs.topology import load_topology
+    from .runner import user_platform
+
+    if user.get("topology") is None:
+        raise InputError("--platform", str(user.get("platform")), "expected --topology with it")
+    ranks = load_topology(user["topology"]).nranks
+    if ranks < 2:
+        raise InputError(user["topology"], "placement", "expected at least 2 ranks")
+    user_platform("smpi", user.get("platform"), user.get("hostfile"), ranks, user["topology"])
+    return {str(user["topology"]): ranks}
+
+
 def run_model_check(progress=None, sizes=SIZES, topologies=TOPOLOGIES,
-                    network_models=NETWORK_MODELS, measured=None) -> list[dict]:
+                    network_models=NETWORK_MODELS, measured=None, user=None) -> list[dict]:
     """measured: a directory; then every case is predicted with DIR/<topology>-<MODEL>.yaml
-    (measured first when missing) instead of the bundled topology (rows: topology_source)."""
+    (measured first when missing) instead of the bundled topology (rows: topology_source).
+    user: {topology, platform, hostfile}: the user's platform instead (module docstring)."""
+    if user is not None:
+        if measured is not None:
+            from ..errors import InputError
+
+            raise InputError("--measured", str(measured), "expected no --measured with --platform "
+                                                          "(--topology is the prediction topology)")
+        topologies = user_cases(user)
     given = {(t, m): None for m in network_models for t in topologies}
     predict = given if measured is None else measured_topologies(measured, topologies,
                                                                  network_models, progress)
     rows = []
     for model in network_models:
-        rows += _run_one_model(model, progress, sizes, topologies, predict)
+        rows += _run_one_model(model, progress, sizes, topologies, predict, user)
     return rows
 
 
@@ -123,8 +151,9 @@ def single_message_ratios(cfg: LabConfig) -> dict:
     return {"single_ratio_min": float(ratio.min()), "single_ratio_max": float(ratio.max())}
 
 
-def _run_one_model(model: str, progress, sizes, topologies, predict) -> list[dict]:
+def _run_one_model(model: str, progress, sizes, topologies, predict, user=None) -> list[dict]:
     rows = []
+    on = {} if user is None else {"platform": user["platform"], "hostfile": user["hostfile"]}
     for topo, hosts in topologies.items():
         source = "given" if predict[(topo, model)] is None else "measured"
         for nbytes in sizes:
@@ -134,15 +163,17 @@ def _run_one_model(model: str, progress, sizes, topologies, predict) -> list[dic
             for p, algs in sorted(by_ranks.items()):
                 if progress:
                     progress(f"{model} ({source}): {topo} {nbytes} B P={p}")
-                cfg = LabConfig("smpi", str(resources.topologies_dir() / f"{topo}.yaml"), p, nbytes,
+                path = topo if user is not None else str(resources.topologies_dir() / f"{topo}.yaml")
+                cfg = LabConfig("smpi", path, p, nbytes,
                                 iterations=1, flat_iterations=0, fluid=True, network_model=model,
                                 bounds=False, segments=SEGMENTS,
-                                predict_topology=predict[(topo, model)])
+                                predict_topology=predict[(topo, model)], **on)
                 rep = run_lab(cfg, algs)
                 single = {} if source == "given" else single_message_ratios(cfg)
+                name = topo if user is None else f"{Path(user['platform']).name} ({Path(topo).stem})"
                 for r in rep["results"]:
-                    rows.append({"network_model": model, "topology": topo, "topology_source": source,
-                                 "ranks": p, "bytes": nbytes, **single, **r})
+                    rows.append({"network_model": model, "topology": name, "topology_source": source,
+                                 "ranks": p, "bytes": nbytes, **single, **r, "platform": rep["platform"]})
     return rows
 
 
@@ -415,10 +446,11 @@ def main(argv=None) -> int:
 
 
 def run_and_record(doc=None, plot_path=None, progress=None,
-                   network_models=NETWORK_MODELS, measured=None, section=None) -> list[dict]:
+                   network_models=NETWORK_MODELS, measured=None, section=None, user=None) -> list[dict]:
     """Runs the check, writes its Markdown into `doc`'s section (default lab-model-check, or
-    lab-model-check-measured with `measured`) or prints it; plot_path: the scatter plot."""
-    rows = run_model_check(progress=progress, network_models=network_models, measured=measured)
+    lab-model-check-measured with `measured`) or prints it; plot_path: the scatter plot.
+    user: {topology, platform, hostfile} (run_model_check)."""
+    rows = run_model_check(progress=progress, network_models=network_models, measured=measured, user=user)
     rel = None
     if plot_path:
         plot(rows, plot_path)

@@ -327,11 +327,31 @@ def _inputs(backend, ranks, nbytes, iterations, topology, sc, seed, n_unseen, wa
             else None}
 
 
+def _check_launch(backend: str, launch: dict, ranks: int, topology: str | None) -> None:
+    """Real MPI's launcher options, or SMPI's user platform (--platform with --hostfile);
+    one InputError naming the option at fault."""
+    from . import launch as launching
+    from .runner import user_platform
+
+    if backend == "smpi" or "platform" in launch:
+        user_platform(backend, launch.get("platform"), launch.get("hostfile"), ranks, topology)
+        launch = {k: v for k, v in launch.items() if k not in ("platform", "hostfile")}
+        if launch:
+            flag, value = next(iter(launch.items()))
+            raise InputError(f"--{flag.replace('_', '-')}", str(value), "only with --backend mpi (SMPI "
+                                                                        "places ranks from the platform)")
+        return
+    if launch:
+        launching.make_launcher(launch.get("launcher"), launch.get("hostfile"), launch.get("bind_to"))
+
+
 def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int | None = None,
                   iterations: int | None = None, network_model: str = "CM02", topology: str | None = None,
                   workdir: str | None = None, seed: int = SEED, progress=None, launch: dict | None = None) -> dict:
     """The whole suite (module docstring); returns the report. launch: real MPI's launcher,
-    hostfile and bind_to (LabConfig's, lab/launch.py), checked before anything runs."""
+    hostfile and bind_to (LabConfig's, lab/launch.py), or under SMPI platform and hostfile
+    (a user's SimGrid platform, simgrid_platform.py; `topology` required then), checked
+    before anything runs."""
     import tempfile
 
     from ..model.simulate import piece_time
@@ -339,16 +359,9 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
     from .runner import pattern_bounds
 
     launch = {k: v for k, v in (launch or {}).items() if v is not None}
-    if launch:
-        from . import launch as launching
-
-        if backend != "mpi":
-            flag, value = next(iter(launch.items()))
-            raise InputError(f"--{flag.replace('_', '-')}", str(value), "only with --backend mpi (SMPI "
-                                                                        "places ranks from the platform)")
-        launching.make_launcher(launch.get("launcher"), launch.get("hostfile"), launch.get("bind_to"))
     d = DEFAULTS[backend]
     ranks, iterations = ranks or d["ranks"], iterations or d["iterations"]
+    _check_launch(backend, launch, ranks, topology)
     nbytes = nbytes or default_bytes(backend, ranks)
     if topology is None and backend == "smpi":
         topology = str(resources.topologies_dir() / "tryton-48.yaml")
@@ -406,7 +419,8 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
         "evaluation": rows, "unseen": unseen_rows,
     }
     if launch:
-        report["inputs"]["launch"] = launch  # real MPI's launcher options as given
+        # real MPI's launcher options as given, or the user's SimGrid platform and host file
+        report["inputs"]["launch"] = launch
     report["prediction"] = _prediction_error(evald, t_msg)
     # The same classes under Gaussian noise of the same sigma: a figure, not a target.
     report["prediction_gaussian"] = _prediction_error(sc.draw(labels, 2, gaussian=True), t_msg)
@@ -443,7 +457,8 @@ def bench_command(a, ranks: int | None, nbytes: int | None) -> tuple[dict, str]:
 
     report = run_and_record(a.backend, ranks, nbytes, a.iterations, a.network_model, a.topology, a.doc,
                             a.plot, a.section, a.keep, progress=progress,
-                            launch={"launcher": a.launcher, "hostfile": a.hostfile, "bind_to": a.bind_to})
+                            launch={"launcher": a.launcher, "hostfile": a.hostfile, "bind_to": a.bind_to,
+                                    "platform": a.platform})
     return report, markdown(report)
 
 

@@ -43,6 +43,7 @@ from . import launch
 from .netmodel import check_model, network_setup
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 from .launch import require_map_count
+from .simgrid_platform import platform_record, user_platform
 
 PROGRAM = "collsched-inter-bench"
 RUN_TIMEOUT_S = 1800
@@ -73,7 +74,8 @@ class InterConfig:
     shared_data: str = "auto"  # auto | yes | no (SMPI)
     models: tuple[str, ...] = ("dag", "fluid")  # predictions (intergroup/timing.py)
     launcher: str | None = None  # real MPI: launch.py's preset or template
-    hostfile: str | None = None
+    hostfile: str | None = None  # real MPI: the launcher's; SMPI: with platform, the ranks' hosts
+    platform: str | None = None  # SMPI: a user's SimGrid platform XML (simgrid_platform.py)
     bind_to: str | None = None
     workdir: str | None = None
     inject_error: bool = False  # the driver flips a checked byte (tests)
@@ -124,6 +126,7 @@ class _Env:
     network: tuple[str, ...]  # SMPI: the network model's --cfg options
     tcp_gamma: int
     launcher: launch.Launcher | None
+    user: object = None  # SMPI: the user's platform (simgrid_platform.UserPlatform), or None
 
 
 def _binary(backend: str) -> Path:
@@ -235,6 +238,7 @@ def _environment(cfg: InterConfig, tmp: Path):
     from ..pipeline import resolve_topology
 
     check_model(cfg.network_model)
+    user = user_platform(cfg.backend, cfg.platform, cfg.hostfile, cfg.groups.nranks, cfg.topology)
     loaded = resolve_topology(cfg.groups.nranks, cfg.topology, None)
     gamma = int(loaded.tcp_window or DEFAULT_TCP_GAMMA)
     if cfg.backend == "mpi":
@@ -243,12 +247,16 @@ def _environment(cfg: InterConfig, tmp: Path):
         return _Env(tmp, None, (), gamma, launch.make_launcher(cfg.launcher, cfg.hostfile, cfg.bind_to)), loaded, None
     if shutil.which("smpirun") is None:
         raise InputError("smpirun", "", "not found: install libsimgrid-dev (make deps)")
-    for flag, value in (("--launcher", cfg.launcher), ("--hostfile", cfg.hostfile), ("--bind-to", cfg.bind_to)):
+    for flag, value in (("--launcher", cfg.launcher), ("--bind-to", cfg.bind_to)):
         if value is not None:
             raise InputError(flag, str(value), "only with --backend mpi (SMPI places ranks from the platform)")
     topo = dataclasses.replace(loaded, tcp_window=float(gamma))
     net = network_setup(cfg.network_model, topo)
-    env = _Env(tmp, build_platform(net.topology).write(tmp), net.simgrid_cfg, gamma, None)
+    if user is None:
+        files = build_platform(net.topology).write(tmp)
+    else:  # the user's platform: SimGrid runs it, the topology predicts (simgrid_platform.py)
+        files = (user.xml, user.write_hostfile(tmp / "platform.hosts", cfg.groups.nranks))
+    env = _Env(tmp, files, net.simgrid_cfg, gamma, None, user)
     return env, net.topology, net
 
 
@@ -291,6 +299,7 @@ def run_intergroup(cfg: InterConfig, algorithms: list[str], progress=None) -> di
     if net is not None:
         report["network"] = net.record()
         report["network_notes"] = list(net.notes)
+        report["platform"] = platform_record(env.user, cfg.groups.nranks, cfg.topology)
     if env.launcher is not None:
         report["inputs"]["launch"] = env.launcher.describe()
     _speedups(report)

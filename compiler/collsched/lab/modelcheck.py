@@ -58,7 +58,7 @@ def user_cases(user: dict) -> dict:
     checked before anything runs: the topology's ranks, as many slots in the host file."""
     from ..errors import InputError
     from ..inputs.topology import load_topology
-    from .runner import user_platform
+    from .simgrid_platform import user_platform
 
     if user.get("topology") is None:
         raise InputError("--platform", str(user.get("platform")), "expected --topology with it")

@@ -331,7 +331,7 @@ def _check_launch(backend: str, launch: dict, ranks: int, topology: str | None) 
     """Real MPI's launcher options, or SMPI's user platform (--platform with --hostfile);
     one InputError naming the option at fault."""
     from . import launch as launching
-    from .runner import user_platform
+    from .simgrid_platform import user_platform
 
     if backend == "smpi" or "platform" in launch:
         user_platform(backend, launch.get("platform"), launch.get("hostfile"), ranks, topology)

@@ -53,6 +53,7 @@ from .arrivals import BASE_COMPUTE_S, arrival_pattern
 from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_prediction_topology
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 from .launch import require_map_count
+from .simgrid_platform import platform_record, user_platform
 
 
 RUN_TIMEOUT_S = 1800
@@ -431,30 +432,6 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
     if cfg.bounds and np.ptp(pattern, axis=1).max() > 0:
         report["bounds"] = pattern_bounds(topo, cfg.nbytes, pattern)
     return report
-
-
-def user_platform(backend: str, platform: str | None, hostfile: str | None, ranks: int,
-                  topology: str | None):
-    """The user's SimGrid platform (simgrid_platform.UserPlatform) when `platform` is given,
-    checked with its host file for `ranks` ranks, else None; one InputError when --platform
-    and --hostfile do not go together under SMPI or the topology is missing."""
-    from .simgrid_platform import check_options, load_platform
-
-    if not check_options(backend, platform, hostfile):
-        return None
-    if topology is None:
-        raise InputError("--platform", str(platform), "expected --topology with it: the compiler and "
-                                                      "the cost models predict from a topology (e.g. "
-                                                      "one `collsched measure` wrote for the platform)")
-    return load_platform(platform, hostfile, ranks)
-
-
-def platform_record(user, ranks: int, topology: str | None) -> dict:
-    """What a report says of the platform SimGrid ran: the user's (paths), or the one the
-    lab generated from the topology."""
-    if user is None:
-        return {"generated_from": topology or "the homogeneous default"}
-    return user.describe(ranks)
 
 
 def _predict_with(cfg: LabConfig, env: _RunEnv):

@@ -210,8 +210,9 @@ def check_options(backend: str, platform: str | None, hostfile: str | None) -> b
     together under smpi (--hostfile alone is real MPI's: launch.check_options)."""
     if platform is None:
         if backend == "smpi" and hostfile is not None:
-            raise InputError("--hostfile", hostfile, "expected --platform FILE.xml with it under "
-                                                     "--backend smpi (SimGrid places ranks on a platform's hosts)")
+            raise InputError("--hostfile", hostfile, "only with --backend mpi, or with --platform "
+                                                     "FILE.xml under --backend smpi (the platform's "
+                                                     "hosts the ranks run on)")
         return False
     if backend != "smpi":
         raise InputError("--platform", platform, "expected only with --backend smpi (a SimGrid platform)")
@@ -219,3 +220,25 @@ def check_options(backend: str, platform: str | None, hostfile: str | None) -> b
         raise InputError("--platform", platform, "expected --hostfile FILE with it (the platform's "
                                                  "hosts the ranks run on, one a line or host:count)")
     return True
+
+
+def user_platform(backend: str, platform: str | None, hostfile: str | None, ranks: int,
+                  topology: str | None) -> UserPlatform | None:
+    """The user's platform when `platform` is given, checked with its host file for `ranks`
+    ranks, else None; one InputError when --platform and --hostfile do not go together under
+    SMPI or the topology (what the compiler and the models use) is missing."""
+    if not check_options(backend, platform, hostfile):
+        return None
+    if topology is None:
+        raise InputError("--platform", str(platform), "expected --topology with it: the compiler and "
+                                                      "the cost models predict from a topology (e.g. "
+                                                      "one `collsched measure` wrote for the platform)")
+    return load_platform(platform, hostfile, ranks)
+
+
+def platform_record(user: UserPlatform | None, ranks: int, topology: str | None) -> dict:
+    """What a report says of the platform SimGrid ran: the user's (paths), or the one the
+    lab generated from the topology."""
+    if user is None:
+        return {"generated_from": topology or "the homogeneous default"}
+    return user.describe(ranks)

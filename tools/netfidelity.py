@@ -32,6 +32,7 @@ from collsched.lab import runner  # noqa: E402
 from collsched.lab.netmodel import network_setup  # noqa: E402
 from collsched.lab.platform import build_platform  # noqa: E402
 from collsched.model.fluid import fluid_pattern  # noqa: E402
+from collsched.model.lowerbound import pattern_lower_bound  # noqa: E402
 from collsched.model.simulate import simulate_pattern  # noqa: E402
 
 import netcases  # noqa: E402
@@ -63,12 +64,16 @@ def run_case(case: str, alg: str, nbytes: int, tmp: Path, iterations: int) -> di
     a = np.array(run["arrivals"])[:iterations]
     f = np.array(run["exits"])[:iterations]
     measured = float(np.mean(f - a))
+    run_time = float(np.mean(f.max(1) - a.min(1)))
+    bound = pattern_lower_bound(topo, nbytes, a).run_time_s
     dag = simulate_pattern(res.schedule, topo, nbytes, a)[2].avg_elapsed_s
     fl = fluid_pattern(res.schedule, topo, nbytes, a, simgrid_eager=True)[2].avg_elapsed_s
     return {"case": case, "algorithm": alg, "nbytes": nbytes, "ranks": p,
             "segments": int(res.schedule.nseg) if hasattr(res.schedule, "nseg") else None,
             "smpi_avg_elapsed_s": measured, "dag_s": dag, "fluid_s": fl,
             "dag_ratio": dag / measured, "fluid_ratio": fl / measured,
+            "smpi_run_time_s": run_time, "lower_bound_run_time_s": bound,
+            "bound_below_run": bound <= run_time,
             "data_ok": bool(run["data_ok"]), "wall_s": wall}
 
 
@@ -95,13 +100,14 @@ def main(argv=None) -> int:
                 if args.out:
                     with open(args.out, "a") as fh:
                         fh.write(json.dumps(row) + "\n")
-    print(f"{'case':18} {'alg':10} {'bytes':>8} {'smpi s':>9} {'fluid':>6} {'dag':>6}")
+    print(f"{'case':18} {'alg':10} {'bytes':>8} {'smpi s':>9} {'fluid':>6} {'dag':>6} {'bound/run':>9}")
     for r in rows:
         if "error" in r:
             print(f"{r['case']:18} {r['algorithm']:10} {r['nbytes']:>8} error: {r['error'][:60]}")
         else:
             print(f"{r['case']:18} {r['algorithm']:10} {r['nbytes']:>8} {r['smpi_avg_elapsed_s']:9.4f} "
-                  f"{r['fluid_ratio']:6.3f} {r['dag_ratio']:6.3f}")
+                  f"{r['fluid_ratio']:6.3f} {r['dag_ratio']:6.3f} "
+                  f"{r['lower_bound_run_time_s'] / r['smpi_run_time_s']:9.3f}")
     return 0
 
 

@@ -150,3 +150,38 @@ def test_no_algorithm_timed_by_the_fluid_model_beats_the_bound(
         assert m.avg_elapsed_s >= bound.avg_elapsed_s * (1 - SLACK), (alg, m.avg_elapsed_s, bound)
         checked += 1
     assert checked >= 4
+
+
+@pytest.mark.parametrize("case", ["behind-one-link", "two-hop"])
+def test_intergroup_models_and_bounds_on_links_networks(case):
+    """Intergroup plans between the first site and the others: the fluid model (fluid.py's
+    network: every resource of the route) never below the bounds (cut: the routes'
+    bottlenecks); the DAG model (bottleneck only) times every plan."""
+    from collsched.intergroup import PLANS, Groups
+    from collsched.intergroup.bounds import bounds
+    from collsched.intergroup.schedule import from_plan
+    from collsched.intergroup.timing import predict
+    topo = CASES[case]()
+    g = Groups.equal(6, topo.nranks - 6, 1 << 18, 1 << 17)
+    b = bounds(g, topo)
+    for name in sorted(PLANS):
+        sched = from_plan(PLANS[name](g))
+        fl = predict(sched, topo, "fluid").run_time_s
+        assert fl >= b["lower_bound"] * (1 - SLACK), (name, fl, b)
+        assert predict(sched, topo, "dag").run_time_s > 0
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compact_site_model_runs_on_links_networks(case):
+    """The compact package's per-site costs (model_sites) take a links network: each site
+    pair's route charged at its bottleneck, as the DAG model does."""
+    from collsched.compact import model_sites
+    topo = CASES[case]()
+    sites = model_sites.from_topology(topo)
+    assert sites.nranks == topo.nranks
+    names = topo.sites()
+    for a in range(len(names)):
+        for b in range(len(names)):
+            if a != b:
+                c = model_sites._costs(sites, a, b, 1 << 20)
+                assert c.duration > 0 and (c.wan_time > 0) == (c.link >= 0)

@@ -247,38 +247,37 @@ class Prober:
             pd, qd = split(pd, True), split(qd, False)
         return (ps, pd), (qs, qd)
 
-    def _saturating(self, p, hosts):
-        """p's flows on these hosts: twice its saturating flow count, over its host pairs."""
+    def _saturating(self, p, hosts, seconds):
+        """p's flows on these hosts: twice its saturating flow count over its host pairs,
+        messages sized so that alone they last about `seconds` at p's capacity."""
         src, dst = hosts
         n = min(len(src), len(dst))
         want = 2 * p.saturating_flows()
-        c = min(max(1, math.ceil(want / n)), 4 * MAX_IN_FLIGHT)
-        return _flows(self._ranks(src), self._ranks(dst), n, c, p.bytes)
+        total = p.capacity * seconds
+        c = max(1, math.ceil(want / n), math.ceil(total / (n * MAX_BYTES)))  # more messages, not larger
+        nbytes = int(max(total / (n * c), MIN_BYTES / 16))
+        return _flows(self._ranks(src), self._ranks(dst), n, c, nbytes)
 
     def share(self, probes) -> dict:
+        """Every two limited ordered pairs, each alone and both at once, on the same hosts.
+        Both are sized to last as long alone, so that together they move their two
+        capacities' sum unless they share a bottleneck: then at most its capacity."""
         limited = [p for p in probes.values() if not p.nic_limited]
         combos = [(p, q) for i, p in enumerate(limited) for q in limited[i + 1:]]
         if not combos:
             return {}
-        tests, index, plan = [], {}, []
-
-        def add(flows):
-            key = tuple(flows)
-            if key not in index:
-                index[key] = len(tests)
-                tests.append(flows)
-            return index[key]
-
+        tests, plan = [], []
         for p, q in combos:
             hp, hq = self._halves(p, q)
-            fp, fq = self._saturating(p, hp), self._saturating(q, hq)
-            plan.append((p, q, fp, fq, add(fp), add(fq), add(fp + fq)))
+            seconds = RTTS_PER_MESSAGE * max(p.latency, q.latency, 1e-4)
+            fp, fq = self._saturating(p, hp, seconds), self._saturating(q, hq, seconds)
+            plan.append((p, q, fp, fq, len(tests)))
+            tests += [fp, fq, fp + fq]
         times = self._run(tests, "sharing")
         out = {}
-        for p, q, fp, fq, ip, iq, ipq in plan:
-            alone = aggregate(fp, times[ip], p.latency) + aggregate(fq, times[iq], q.latency)
-            both = times[ipq]
-            together = aggregate(fp, both[:len(fp)], p.latency) + aggregate(fq, both[len(fp):], q.latency)
+        for p, q, fp, fq, i in plan:
+            alone = aggregate(fp, times[i], p.latency) + aggregate(fq, times[i + 1], q.latency)
+            together = aggregate(fp + fq, times[i + 2], max(p.latency, q.latency))
             out[frozenset((p.key, q.key))] = (together, alone, together < (1 - SHARE_DROP) * alone)
         return out
 
@@ -303,87 +302,128 @@ class Prober:
 
 # --- from the probes to a network ----------------------------------------------------------
 
+def _shares(cap: Capacity, p, q) -> bool:
+    return cap.shares.get(frozenset((p, q)), (0.0, 0.0, False))[2]
+
+
+def class_bandwidth(cap: Capacity, cls) -> float:
+    """The largest aggregate a class's pairs reached: alone, or two sharing ones together."""
+    return max(max(cap.probes[k].capacity for k in cls),
+               max((cap.shares[frozenset((k, m))][0] for k in cls for m in cls
+                    if k < m and _shares(cap, k, m)), default=0.0))
+
+
 def bottleneck_classes(cap: Capacity) -> list[list[tuple[str, str]]]:
-    """Sets of ordered site pairs that pairwise share a bottleneck (greedy, the fastest
-    pairs first, so that a set is seeded by a pair whose own bottleneck is the shared one);
-    a pair the probes found NIC-limited is a set of its own."""
+    """Sets of ordered site pairs that share a bottleneck: one wide-area link each.
+
+    Seeds, greedily, the fastest pairs first (so that a set is seeded by a pair whose own
+    bottleneck is the shared one): a pair joins the first set whose members all share with
+    it, else starts one. Then every pair joins every other set it shares with, where each
+    member either slowed it down or could not have (their two capacities fit in the set's
+    together; e.g. Paris -> Tokyo and Tokyo -> Paris both cross the Atlantic but are
+    limited by the Pacific's two directions), so a route may cross several shared links:
+    Paris -> Tokyo shares the Atlantic with Paris -> Chicago and the Pacific with Chicago ->
+    Tokyo. A pair the probes found NIC-limited is a set of its own.
+    """
     order = sorted(cap.probes, key=lambda k: (-cap.probes[k].capacity, k))
+    limited = [k for k in order if not cap.probes[k].nic_limited]
     classes: list[list] = []
-    for key in order:
-        if not cap.probes[key].nic_limited:
-            for cls in classes:
-                if all(not cap.probes[m].nic_limited and cap.shares.get(frozenset((key, m)), (0, 0, False))[2]
-                       for m in cls):
-                    cls.append(key)
-                    break
-            else:
-                classes.append([key])
+    for key in limited:
+        for cls in classes:
+            if all(_shares(cap, key, m) for m in cls):
+                cls.append(key)
+                break
         else:
             classes.append([key])
-    return classes
+    bws = [class_bandwidth(cap, cls) for cls in classes]
+    for key in limited:
+        for cls, bw in zip(classes, bws):
+            if key in cls or not any(_shares(cap, key, m) for m in cls):
+                continue
+            if all(_shares(cap, key, m) or cap.probes[key].capacity + cap.probes[m].capacity
+                   <= (1 + GAIN) * bw for m in cls):
+                cls.append(key)
+    return classes + [[k] for k in order if cap.probes[k].nic_limited]
 
 
 def _link_name(cls) -> str:
-    pairs = sorted({tuple(sorted(k)) for k in cls})
-    if len(pairs) == 1:
-        return f"wan-{pairs[0][0]}-{pairs[0][1]}"
-    return "shared-" + "-".join(sorted({s for k in cls for s in k}))
+    """wan-A-B for one ordered pair (or a split link's two), bottleneck-A-B for a set seeded
+    by A -> B (a pair seeds one set at most: names are unique)."""
+    a, b = cls[0]
+    return f"wan-{a}-{b}" if len(cls) == 1 else f"bottleneck-{a}-{b}"
 
 
 def network_description(cap: Capacity) -> dict:
-    """links, routes and tcp_window of the links form (plain values: seconds, bytes/s)."""
+    """links, routes and tcp_window of the links form (plain values: seconds, bytes/s).
+
+    One link per bottleneck class (a shared link; the two directions of a site pair that
+    do not share, each a class of its own, become one split link), with the largest
+    aggregate its pairs reached; a pair whose own plateau is clearly below every class it
+    is in gets a link of its own too. Link latencies are given greedily (each at most what
+    its pairs' routes have left), the rest is the route's own latency: every pair's
+    latency is the measured one."""
     classes = bottleneck_classes(cap)
     extra = {}
     for key, p in cap.probes.items():
         a, b = key
         extra[key] = max(p.latency - cap.lan[a][0] / 2 - cap.lan[b][0] / 2, 0.0)
-    links, hops, used = [], {key: [] for key in cap.probes}, set()
-    singles = {cls[0]: cls for cls in classes if len(cls) == 1}
+    links, hops = [], {key: [] for key in cap.probes}
+    members = {}  # link name -> pairs crossing it
+    count = {}
     for cls in classes:
-        if id(cls) in used:
-            continue
-        used.add(id(cls))
+        for k in cls:
+            count[k] = count.get(k, 0) + 1
+    single = {cls[0]: cls for cls in classes if len(cls) == 1 and count[cls[0]] == 1}
+    done = set()
+    for cls in classes:
         key = cls[0]
+        if id(cls) in done:
+            continue
+        done.add(id(cls))
         rev = (key[1], key[0])
         name = _link_name(cls)
-        if len(cls) == 1 and rev in singles and id(singles[rev]) not in used:
-            # the two directions of one site pair, not sharing: one split link
-            used.add(id(singles[rev]))
+        if key in single and rev in single and id(single[rev]) not in done:
+            # the two directions of one site pair, each alone: one split link
+            done.add(id(single[rev]))
             if rev < key:
                 key, rev = rev, key
+            name = f"wan-{key[0]}-{key[1]}"
             p, q = cap.probes[key], cap.probes[rev]
-            lat = min(extra[key], extra[rev])
-            links.append({"name": name, "between": list(key), "latency": lat, "bandwidth": p.capacity,
-                          "sharing": "split", "bandwidth_back": q.capacity,
-                          "_note": _note([p, q])})
+            links.append({"name": name, "between": list(key), "bandwidth": p.capacity, "sharing": "split",
+                          "bandwidth_back": q.capacity, "_note": _note([p, q])})
             hops[key].append((name, False))
             hops[rev].append((name, True))
+            members[name] = [key, rev]
             continue
         ps = [cap.probes[k] for k in cls]
-        bw = max(max(p.capacity for p in ps),
-                 max((cap.shares[frozenset((k, m))][0] for k in cls for m in cls if k < m), default=0.0))
-        lat = min(extra[k] for k in cls)
+        bw = class_bandwidth(cap, cls)
         sites = sorted({s for k in cls for s in k})
-        link = {"name": name, "latency": lat, "bandwidth": bw, "sharing": "shared", "_note": _note(ps)}
+        link = {"name": name, "bandwidth": bw, "sharing": "shared", "_note": _note(ps)}
         if len(sites) == 2:
             link["between"] = sites
         links.append(link)
+        members[name] = list(cls)
         for k in cls:
             hops[k].append((name, False))
-            p = cap.probes[k]
-            if p.capacity < (1 - SHARE_DROP) * bw:  # its own, smaller limit behind the shared one
-                own = f"wan-{k[0]}-{k[1]}-own"
-                links.append({"name": own, "between": list(k), "latency": 0.0, "bandwidth": p.capacity,
-                              "sharing": "shared", "_note": _note([p])})
-                hops[k].append((own, False))
-    lat_of = {lk["name"]: lk["latency"] for lk in links}
+    cap_of = {lk["name"]: lk["bandwidth"] for lk in links}
+    for key, p in cap.probes.items():
+        if hops[key] and p.capacity < (1 - SHARE_DROP) * min(cap_of[n] for n, _ in hops[key]):
+            own = f"wan-{key[0]}-{key[1]}-own"  # its own, smaller limit behind the shared ones
+            links.append({"name": own, "between": list(key), "bandwidth": p.capacity, "sharing": "shared",
+                          "_note": _note([p])})
+            hops[key].append((own, False))
+            members[own] = [key]
+    used = {key: 0.0 for key in cap.probes}
+    for lk in links:
+        lk["latency"] = max(min(extra[k] - used[k] for k in members[lk["name"]]), 0.0)
+        for k in members[lk["name"]]:
+            used[k] += lk["latency"]
     routes = []
     for key in cap.probes:
-        own = extra[key] - sum(lat_of[n] for n, _ in hops[key])
         r = {"from": key[0], "to": key[1],
              "links": [({"link": n, "back": True} if back else n) for n, back in hops[key]]}
-        if own > 1e-12:
-            r["latency"] = own
+        if extra[key] - used[key] > 1e-12:
+            r["latency"] = extra[key] - used[key]
         routes.append(r)
     return {"links": links, "routes": routes, "tcp_window": cap.tcp_window}
 

@@ -224,14 +224,8 @@ def _check_smpi_platform(cfg: MeasureConfig) -> None:
 
 def _user_platform(cfg: MeasureConfig):
     """The user's platform (lab/simgrid_platform.py): XML and host file checked, absolute."""
-    try:
-        from .simgrid_platform import load_platform
-    except ImportError:  # not there yet: the files as given
-        for flag, path in (("--platform", cfg.platform), ("--hostfile", cfg.hostfile)):
-            if not Path(path).is_file():
-                raise InputError(flag, path, "expected a readable file") from None
-        return type("UserPlatform", (), {"xml": Path(cfg.platform).resolve(),
-                                         "hostfile": Path(cfg.hostfile).resolve()})
+    from .simgrid_platform import load_platform
+
     return load_platform(cfg.platform, cfg.hostfile, cfg.ranks)
 
 
@@ -260,7 +254,8 @@ def launch_command(cfg: MeasureConfig, workdir: Path, program: list[str]) -> tup
 
         if cfg.platform:
             user = _user_platform(cfg)
-            xml, hosts, gamma = user.xml, user.hostfile, cfg.tcp_gamma or DEFAULT_TCP_GAMMA
+            xml, gamma = user.xml, cfg.tcp_gamma or DEFAULT_TCP_GAMMA
+            hosts = user.write_hostfile(workdir / "ranks.hosts", cfg.ranks)  # one slot a line
         else:
             from ..pipeline import resolve_topology
 

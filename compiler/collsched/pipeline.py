@@ -6,6 +6,8 @@ it is reported as one (VerificationFailed, exit status 1).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import json
 import time
@@ -46,6 +48,8 @@ class CompileResult:
     predicted_for_bytes: int
     timings_s: dict = field(default_factory=dict)
     model: str = "dag"  # the cost model of the prediction (dag or fluid)
+    # model="auto": which model timed the pick and why (_retime), else None
+    model_choice: dict | None = None
     engine: str = "pat"  # who runs the background operations (ENGINES)
     file_bytes: int | None = None
     # lowerbound.LowerBound at predicted_for_bytes for the same pattern, or None;
@@ -98,6 +102,7 @@ class CompileResult:
             # "c" (the C kernels ran), or why the compiler ran Python instead (kernels/)
             "kernels": kernels.status(),
             "model": self.model,  # the cost model of the predicted_* figures
+            "model_choice": self.model_choice,  # --model auto: which model picked, and why
             "engine": self.engine,  # pat: background ops before arrival; none: all in the call
             "predicted_for_bytes": self.predicted_for_bytes,
             "predicted_avg_elapsed_s": self.metrics.avg_elapsed_s,
@@ -197,7 +202,12 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     tie). Arrival-aware min3 is also planned both serial and dataflow where
     policy.execution_candidates says so, and the faster kept (serial on a tie).
     Every candidate is generated, verified and timed; compile_time_s counts them all.
-    model: the cost model of the prediction, "dag" (simulate.py) or "fluid" (fluid.py).
+    model: the cost model of the prediction, "dag" (simulate.py), "fluid" (fluid.py) or
+    "auto" (`collsched compile`'s default): the DAG model searches, and where it is known to
+    be off (fluid_matters: shared wide-area links, size-dependent costs) the fluid model
+    re-times the finalists, picks and gives the prediction (_retime; summary()["model_choice"]
+    says which and why). The library's default stays "dag": every prediction of the DAG
+    model alone, as callers (the lab, caches, tests) have always had them, at its speed.
     engine: "pat" (the PAT engine runs the background operations, before the rank
     arrives: docs/semantics.md, "Phases") or "none" (every operation runs inside the call,
     as the preload library and collsched_allgather run a schedule): every candidate's
@@ -212,8 +222,8 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
     """
     if collective != "allgather":
         raise InputError("--collective", collective, "expected allgather (the only collective so far)")
-    if model not in ("dag", "fluid"):
-        raise InputError("--model", model, "expected dag or fluid")
+    if model not in MODELS:
+        raise InputError("--model", model, "expected " + ", ".join(MODELS))
     if engine not in ENGINES:
         raise InputError("--engine", str(engine), "expected " + " or ".join(ENGINES))
     if not isinstance(nranks, int) or not 2 <= nranks <= schedfile.MAX_RANKS:
@@ -250,12 +260,15 @@ def compile_schedule(algorithm: str, nranks: int, nbytes: int | str | tuple[int,
         raise InputError("--algorithm", algorithm, "no candidate algorithm serves this request: "
                          + "; ".join(f"{n}: {w}" for n, w in why.items()))
     checked = _fluid_check(found, topo, pattern, hi, timings) if algorithm == AUTO and model == "dag" else None
+    if model == AUTO:
+        checked = _auto_compare(found)
     pick = _pick(found, checked)
-    (best, seg_tried, exe_tried, exe_fluid) = found[pick]
-    result = CompileResult(best[0], best[1], hi, timings, model=model, engine=engine,
+    (best, seg_tried, exe_tried, exe_fluid, choice) = found[pick]
+    used = model if model != AUTO else choice["by"]
+    result = CompileResult(best[0], best[1], hi, timings, model=used, engine=engine,
                            segments_tried=seg_tried if len(seg_tried) > 1 else None,
                            execution_tried=exe_tried if len(exe_tried) > 1 else None,
-                           execution_fluid=exe_fluid)
+                           execution_fluid=exe_fluid, model_choice=choice)
     if algorithm == AUTO:
         result.algorithms_tried = {n: (found[n][0][1].avg_elapsed_s if n in found else why[n])
                                    for n in names}
@@ -279,6 +292,108 @@ AUTO = "auto"
 # imbalanced arrivals (they wait for the pattern's order). Refused ones are skipped.
 AUTO_REGULAR = ("ring", "nex", "bruck", "rd", "spreading", "lnbc", "magpie", "mpichg2", "min3")
 AUTO_ARRIVAL_AWARE = ("bslb", "bdr")
+
+
+MODELS = ("auto", "dag", "fluid")
+# --model auto: schedules of more than this many operations stay with the DAG model (the
+# fluid model is an event simulation: about 5 s for 36,000 transfers at P = 48, min3 in
+# 8 segments on wan-3x16).
+FLUID_AUTO_OPS = 40_000
+
+
+def fluid_matters(topo) -> str | None:
+    """Why the DAG model is not to be trusted on this topology (so --model auto re-times with
+    the fluid model), or None. Under CM02 the fluid model matched SimGrid within 1% in every
+    case of docs/benchmarks.md's model check, the DAG model was off by up to 44% (bruck on
+    wan-3x16) where flows share wide-area links, and by 30% for min3 at 4 MiB on a four-site
+    platform with shared links (issue 21): it queues a link's flows one after another where
+    SimGrid and TCP share the link. With size-dependent costs the fluid model picks between
+    serial and dataflow plans too (execution_fluid)."""
+    if topo.nranks > 1 and topo.shared_links.any:
+        return "the topology has shared wide-area links (the DAG model queues their flows; SimGrid shares them)"
+    if topo.message_costs is not None:
+        return "the topology has size-dependent message costs"
+    return None
+
+
+def _retime(pool: dict, topo, pattern, nbytes: int, timings: dict):
+    """--model auto within one algorithm: pool = {candidate: (schedule, DAG metrics)}.
+    Returns ((schedule, metrics) picked, model_choice).
+
+    Where fluid_matters, the finalists (within FLUID_CHECK of the DAG model's best, at most
+    FLUID_FINALISTS) are re-timed with the fluid model, which picks and predicts. A finalist
+    of more than FLUID_AUTO_OPS operations gets the DAG model's figure calibrated against
+    the fluid model: times the ratio fluid / DAG of the largest candidate of its execution
+    the fluid model can time (the error of the DAG model grows with the flows in flight,
+    which grow with the segments; the nearest candidate is the best estimate of it).
+    Elsewhere, the DAG model's best."""
+    order = sorted(pool, key=lambda k: pool[k][1].avg_elapsed_s)
+    first = order[0]
+    choice = {"requested": AUTO, "by": "dag", "why": None, "dag_avg_elapsed_s": pool[first][1].avg_elapsed_s,
+              "fluid_avg_elapsed_s": None, "calibration": None}
+    why = fluid_matters(topo)
+    if why is None:
+        choice["why"] = "the DAG model: no shared wide-area links and constant message costs"
+        return pool[first], choice
+    best = pool[first][1].avg_elapsed_s
+    near = [k for k in order if pool[k][1].avg_elapsed_s <= best * (1 + FLUID_CHECK)][:FLUID_FINALISTS]
+    small = [k for k in pool if pool[k][0].total_ops <= FLUID_AUTO_OPS]
+    refs = {}  # execution -> the largest candidate the fluid model times
+    for k in small:
+        ex = k.rsplit(",", 1)[0]
+        if ex not in refs or pool[k][0].total_ops > pool[refs[ex]][0].total_ops:
+            refs[ex] = k
+    timed = [k for k in near if k in small]
+    timed += [refs[k.rsplit(",", 1)[0]] for k in near if k not in small and k.rsplit(",", 1)[0] in refs]
+    timed = list(dict.fromkeys(timed))
+    if not timed:
+        choice["why"] = (f"the DAG model: {why}, but every candidate has more than the fluid model's "
+                         f"{FLUID_AUTO_OPS} operations")
+        return pool[first], choice
+    fluid = _fluid_metrics({k: pool[k][0] for k in timed}, topo, nbytes, pattern, timings)
+    est, calibration = {}, {}
+    for k in near:
+        if k in fluid:
+            est[k] = fluid[k]
+        elif k.rsplit(",", 1)[0] in refs:
+            ref = refs[k.rsplit(",", 1)[0]]
+            ratio = fluid[ref].avg_elapsed_s / pool[ref][1].avg_elapsed_s
+            est[k] = _scaled(pool[k][1], ratio)
+            calibration[k] = {"ratio": ratio, "from": ref}
+    if not est:
+        choice["why"] = f"the DAG model: {why}, but no finalist could be timed or calibrated"
+        return pool[first], choice
+    pick = min(est, key=lambda k: (est[k].avg_elapsed_s, near.index(k)))
+    by = "fluid" if pick in fluid else "dag calibrated by fluid"
+    choice.update(by=by, why=f"{'the fluid model' if pick in fluid else 'the DAG model calibrated against the fluid model (FLUID_AUTO_OPS)'}: {why}",
+                  dag_avg_elapsed_s=pool[pick][1].avg_elapsed_s,
+                  fluid_avg_elapsed_s={k: m.avg_elapsed_s for k, m in fluid.items()},
+                  calibration=calibration.get(pick))
+    return (pool[pick][0], est[pick]), choice
+
+
+def _fluid_metrics(scheds: dict, topo, nbytes, pattern, timings) -> dict:
+    from .model.fluid import fluid_pattern
+
+    start = time.perf_counter()
+    out = {k: fluid_pattern(s, topo, nbytes, pattern)[2] for k, s in scheds.items()}
+    timings["simulate"] += time.perf_counter() - start
+    return out
+
+
+def _scaled(m, ratio: float):
+    """Metrics with every time from the call's start scaled by ratio (a calibration)."""
+    return dataclasses.replace(m, avg_elapsed_s=m.avg_elapsed_s * ratio, run_time_s=m.run_time_s * ratio,
+                               absorption_s=m.absorption_s * ratio,
+                               exit_times_s=[t * ratio for t in m.exit_times_s])
+
+
+def _auto_compare(found: dict) -> dict:
+    """--model auto across algorithms: each one's pick by the model that timed it when one
+    model timed them all (the fluid model where it could), else by the DAG model's figures."""
+    if all(found[n][4]["by"] != "dag" for n in found):
+        return {n: found[n][0][1].avg_elapsed_s for n in found}
+    return {n: found[n][4]["dag_avg_elapsed_s"] for n in found}
 
 
 def auto_candidates(topo, pattern: np.ndarray) -> list[str]:
@@ -335,7 +450,11 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
             default_cluster=False):
     """One algorithm's candidates (segment counts x serial/dataflow, policy.py), each
     generated, verified and timed; returns ((schedule, metrics) of the fastest,
-    {segments: best avg elapsed}, {execution: best avg elapsed})."""
+    {segments: best avg elapsed}, {execution: best avg elapsed}, {execution: fluid avg
+    elapsed} or None, model_choice or None). model "auto": the DAG model times every
+    candidate, then _retime picks (the figures of the two dicts are the DAG model's)."""
+    search_model = "dag" if model == AUTO else model
+    pool = {}
     nranks = topo.nranks
     counts = segment_candidates(name, topo, nranks, hi) if segments == "auto" else [segments]
     executions = execution_candidates(name, topo, pattern[0] - pattern[0].min())
@@ -356,7 +475,7 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
         for nseg in counts:
             if fields.get("relays") is False and nranks * nranks * nseg > DIRECT_MAX_PAIRS:
                 continue
-            sched, metrics = _compile_one(name, topo, pattern, nseg, tau, lo, hi, digest, model,
+            sched, metrics = _compile_one(name, topo, pattern, nseg, tau, lo, hi, digest, search_model,
                                           timings, engine=engine, default_cluster=default_cluster,
                                           **fields)
             t = metrics.avg_elapsed_s
@@ -367,12 +486,17 @@ def _search(name, requested, topo, pattern, segments, tau, lo, hi, model, timing
                 variants[key] = sched, metrics
             if best is None or t < best[1].avg_elapsed_s:
                 best = sched, metrics
+            if model == AUTO:
+                pool[f"{key}, {nseg} segment{'s' if nseg > 1 else ''}"] = sched, metrics
+    if model == AUTO:
+        best, choice = _retime(pool, topo, pattern, hi, timings)
+        return best, seg_tried, exe_tried, None, choice
     exe_fluid = None
     if len(variants) > 1 and model == "dag" and topo.message_costs is not None:
         exe_fluid = _fluid_check({k: (v,) for k, v in variants.items()}, topo, pattern, hi, timings)
         if exe_fluid:
             best = variants[min(exe_fluid, key=exe_fluid.get)]
-    return best, seg_tried, exe_tried, exe_fluid
+    return best, seg_tried, exe_tried, exe_fluid, None
 
 
 def _compile_one(algorithm, topo, pattern, nseg, tau, lo, hi, digest, model, timings,

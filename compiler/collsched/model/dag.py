@@ -12,13 +12,13 @@ times the same DAG transfer by transfer on Python lists, with the same float ope
 and so the same results: it is the kernel's one reference, which the C mirrors statement
 for statement and the tests compare the kernel and the waves with.
 
-Shared WAN links: every flow from site A to site B crosses one A -> B link, and the lab's
-SimGrid platform shares its bandwidth among them. The model serves a link's transfers one
-after the other in the order they start (FIFO), each holding the link for its bytes at the
-link's bandwidth: the next may start once they have passed (the latency overlaps). That
-order depends on the timing, so it is found by iteration: time without the link order,
-sort each link's transfers by start, time again with that order, until the order no longer
-changes (at most LINK_PASSES times). Fair sharing ends a batch of flows at the same moment
+Shared WAN links: a flow from site A to B is charged its route's bottleneck only (link_of:
+exact for `wan:`, one link per route; fluid.py charges all: docs/semantics.md), served
+FIFO in start order, each transfer holding the link for its bytes at the link's bandwidth:
+the next may start once they have passed (the latency overlaps). That order depends on
+the timing, so it is found by iteration: time without the link order, sort each link's
+transfers by start, time again with that order, until the order no longer changes (at
+most LINK_PASSES times). Fair sharing ends a batch of flows at the same moment
 as FIFO service does; single flows in a batch end earlier or later.
 
 A transfer waiting in a link's queue holds neither host port: the executor has posted it

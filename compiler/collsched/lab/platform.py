@@ -170,14 +170,18 @@ LATENCY_ONLY_BANDWIDTH = 1e15
 
 
 def _site_nics(topo, sites, members, lat, bw):
-    """{site: (latency, bandwidth)} of every site's NIC class. A site with two hosts or
-    more: its LAN class (the host matrices' pairs inside it). A single host: no LAN pair
-    says its NIC, so latency 0 (its routes' latency-only links carry the rest) and the
-    fastest rate any of its pairs gets (then no pair is slower than the topology says)."""
+    """{site: (latency, bandwidth)} of every site's NIC class: the network's `lan` of the
+    site when it has one (Network.lan), else, for a site with two hosts or more, the host
+    matrices' pairs inside it. A single host without it: no LAN pair says its NIC, so
+    latency 0 (its routes' latency-only links carry the rest) and the fastest rate any of
+    its pairs gets (then no pair is slower than the topology says)."""
     nic = {}
+    lan = getattr(topo.network, "lan", None) or {}
     for s in sites:
         hs = members[s]
-        if len(hs) > 1:
+        if s in lan:
+            nic[s] = (float(lan[s][0]), float(lan[s][1]))
+        elif len(hs) > 1:
             nic[s] = (float(lat[hs[0], hs[1]]), float(bw[hs[0], hs[1]]))
         else:
             h = hs[0]

@@ -41,14 +41,19 @@ WINDOW = 4 * 1024 * 1024
 
 
 def run_case(case: str, alg: str, nbytes: int, tmp: Path, iterations: int) -> dict:
-    topo = netcases.CASES[case](tcp_window=WINDOW)
+    if case.endswith(".yaml"):  # a topology file (the bundled multi-site ones)
+        from collsched.inputs.topology import load_topology
+        topo = load_topology(case)
+    else:
+        topo = netcases.CASES[case](tcp_window=WINDOW)
+    window = int(topo.tcp_window or WINDOW)
     net = network_setup("CM02", topo)
     topo = net.topology
     p = topo.nranks
     plat = build_platform(topo).write(tmp)
     env = runner._RunEnv(tmp, plat, net.simgrid_cfg, "<in memory>")
     cfg = runner.LabConfig("smpi", "<in memory>", p, nbytes, iterations=iterations,
-                           flat_iterations=0, tcp_gamma=WINDOW)
+                           flat_iterations=0, tcp_gamma=window)
     pap = tmp / "pattern.yaml"
     write_pap(pap, np.zeros((1, p)), unit="s", comment="flat")
     real = pipeline.resolve_topology
@@ -79,7 +84,8 @@ def run_case(case: str, alg: str, nbytes: int, tmp: Path, iterations: int) -> di
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default=",".join(netcases.CASES))
+    ap.add_argument("--cases", default=",".join(netcases.CASES),
+                    help="netcases.py names, or topology files (.yaml)")
     ap.add_argument("--algorithms", default="min3,ring,bruck,spreading")
     ap.add_argument("--bytes", default="262144,4194304")
     ap.add_argument("--iterations", type=int, default=2)
@@ -100,12 +106,12 @@ def main(argv=None) -> int:
                 if args.out:
                     with open(args.out, "a") as fh:
                         fh.write(json.dumps(row) + "\n")
-    print(f"{'case':18} {'alg':10} {'bytes':>8} {'smpi s':>9} {'fluid':>6} {'dag':>6} {'bound/run':>9}")
+    print(f"{'case':28} {'alg':10} {'bytes':>8} {'smpi s':>9} {'fluid':>6} {'dag':>6} {'bound/run':>9}")
     for r in rows:
         if "error" in r:
-            print(f"{r['case']:18} {r['algorithm']:10} {r['nbytes']:>8} error: {r['error'][:60]}")
+            print(f"{r['case']:28} {r['algorithm']:10} {r['nbytes']:>8} error: {r['error'][:60]}")
         else:
-            print(f"{r['case']:18} {r['algorithm']:10} {r['nbytes']:>8} {r['smpi_avg_elapsed_s']:9.4f} "
+            print(f"{r['case']:28} {r['algorithm']:10} {r['nbytes']:>8} {r['smpi_avg_elapsed_s']:9.4f} "
                   f"{r['fluid_ratio']:6.3f} {r['dag_ratio']:6.3f} "
                   f"{r['lower_bound_run_time_s'] / r['smpi_run_time_s']:9.3f}")
     return 0

@@ -181,3 +181,35 @@ def test_cli_writes_json_plot_and_doc(tmp_path):
     md = (tmp_path / "bench.md").read_text()
     assert "<!-- BEGIN sweep-test -->" in md and "| **P = 4** |" in md and "![sweep heat map](s.png)" in md
     assert main(args[:-2] + ["--iterations", "3"]) == 2  # same cache, other settings: refused
+
+
+PLATFORMS = ROOT / "tests" / "data" / "platforms"
+
+
+def test_sweep_on_a_users_platform(tmp_path, monkeypatch):
+    """--platform with --hostfile: every cell's run goes to that platform, the cache's settings
+    name it (and change with its contents), too few slots for the largest P is one line."""
+    seen = []
+
+    def fake_run_lab(cfg, algorithms):
+        seen.append((cfg.ranks, cfg.platform, cfg.hostfile, cfg.topology))
+        return {"results": [{"algorithm": algorithms[0], "avg_elapsed_s": 1.0, "data_ok": True}]}
+
+    monkeypatch.setattr(sw, "run_lab", fake_run_lab)
+    xml, hosts = str(PLATFORMS / "two-zone.xml"), str(PLATFORMS / "two-zone.hosts")
+    cfg = sw.SweepConfig(ranks=(4, 5), floats=(1024,), delays_ms=(0.0,), algorithms=("ring",),
+                         topology=str(PLATFORMS / "two-zone.yaml"), platform=xml, hostfile=hosts,
+                         cache=str(tmp_path / "c.json"))
+    sweep = sw.run_sweep(cfg, root=ROOT)
+    assert [s[:3] for s in seen] == [(4, xml, hosts), (5, xml, hosts)]
+    settings = sweep["settings"]
+    assert settings["platform"] == xml and settings["hostfile"] == hosts and len(settings["platform_digest"]) == 16
+    assert "two-zone.xml (predicted from two-zone.yaml)" in sw.header_text(sweep)
+    assert sw.SweepConfig(topology="t.yaml", platform=xml).cache_path(ROOT).name == "t-on-two-zone-cache.json"
+    other = tmp_path / "other.hosts"
+    other.write_text("e0:5\n")
+    with pytest.raises(InputError, match="--fresh"):  # another placement: not the cached runs
+        sw.run_sweep(sw.SweepConfig(**{**cfg.__dict__, "hostfile": str(other)}), root=ROOT)
+    with pytest.raises(InputError, match="expected at least 8 slots"):
+        sw.SweepConfig(ranks=(8,), floats=(1024,), platform=xml, hostfile=hosts).check()
+    assert main(["sweep", "--platform", xml, "--hostfile", hosts, "--ranks", "4"]) == 2  # no --topology

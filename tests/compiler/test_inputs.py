@@ -402,11 +402,18 @@ def class_topologies(draw):
     sites = [{"name": f"s{i}", "hosts": draw(st.integers(1, 4)),
               "lan": {"latency": draw(TIME_TEXT), "bandwidth": draw(BW_TEXT)}} for i in range(nsites)]
     wan = []
+    lan = [(units.parse_time(s["lan"]["latency"]), units.parse_bandwidth(s["lan"]["bandwidth"]))
+           for s in sites]
     for i in range(nsites):
         for j in range(i + 1, nsites):
-            w = {"between": [f"s{i}", f"s{j}"], "latency": draw(TIME_TEXT), "bandwidth": draw(BW_TEXT)}
+            # a wan: class no faster than either NIC and no shorter than the two LAN halves
+            # (anything else is an error that points to links:, test_wan_shape_errors)
+            nic = min(lan[i][1], lan[j][1])
+            w = {"between": [f"s{i}", f"s{j}"],
+                 "latency": (lan[i][0] + lan[j][0]) / 2 + units.parse_time(draw(TIME_TEXT)),
+                 "bandwidth": min(nic, units.parse_bandwidth(draw(BW_TEXT)))}
             if draw(st.booleans()):
-                w["bandwidth_back"] = draw(BW_TEXT)
+                w["bandwidth_back"] = min(nic, units.parse_bandwidth(draw(BW_TEXT)))
             wan.append(w)
     doc = {"name": "rand", "duplex": draw(st.sampled_from(["half", "full"])), "sites": sites}
     if wan:

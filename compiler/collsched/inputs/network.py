@@ -10,11 +10,12 @@ independent of the NICs, each either
 
 A link joins two *points*: sites, or routers (any other name). The route between two
 sites is a path of links, by default the one of least latency (networkx), or the one a
-`routes:` entry names through its routers; the way back is the same path reversed. So
+`routes:` entry names through its points (the way back the same path reversed), or its
+links in order (that direction only; it may add a latency of its own). So
 several sites may sit behind one link (their routes share it) and a route may cross more
 than one link. A flow from site a to site b then has
 
-    latency   L = lan_a / 2 + sum of the route's link latencies + lan_b / 2
+    latency   L = lan_a / 2 + the route's latency (its links' + its own) + lan_b / 2
     bandwidth b = min(NIC_a, NIC_b, every link's capacity in its direction)
 
 and shares each of the route's *resources* (a shared link: one; a split link: the
@@ -25,7 +26,8 @@ the special case of one link per ordered site pair, carrying the latency beyond 
 LAN halves: `from_wan_classes` builds it, so every model reads one description.
 
 This module resolves a description into resources and routes; reading it from YAML (with
-one-line errors) is topology.py's, writing a SimGrid platform from it lab/platform.py's.
+one-line errors) and writing it back is wan_links.py's, writing a SimGrid platform from it
+lab/platform.py's.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class WanLink:
     """One wide-area link between two points (sites or routers)."""
 
     name: str
-    ends: tuple[str, str]
+    ends: tuple[str, str] | None  # None: a link only explicit routes name (no `between`)
     latency: float  # seconds
     bandwidth: float  # bytes/s, from ends[0] to ends[1] (and both ways when shared)
     sharing: str = SHARED
@@ -70,8 +72,9 @@ class Route:
 
     hops: tuple[tuple[int, bool], ...]  # (link index, forward = from ends[0] to ends[1])
     resources: tuple[int, ...]  # indices into Network.resources, in path order
-    latency: float  # sum of the links' latencies
+    latency: float  # the whole route's: its links' latencies plus own_latency
     bandwidth: float  # smallest capacity on the path (inf for an empty path)
+    own_latency: float = 0.0  # what the route adds beyond its links (a `routes:` entry's latency)
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,15 @@ class Network:
     resources: tuple[Resource, ...]
     routes: dict  # (site_a, site_b) -> Route, a != b
     origin: str = FROM_LINKS
-    # routes given by the file (`routes:` entries: (a, b) -> points in between), kept to
-    # write the description back
+    # routes given by the file, kept to write the description back: `via` (a `routes:`
+    # entry {between: [a, b], via: [...]}: (a, b) -> the points in between, both ways),
+    # `explicit` ({from: a, to: b, links: [...]}: (a, b) -> ((link, forward), ...), this
+    # way only), `route_latency` ((a, b) -> a given route's own latency, as the file keys it)
     via: dict = field(default_factory=dict)
+    explicit: dict = field(default_factory=dict)
+    route_latency: dict = field(default_factory=dict)
+    # the sites' LAN classes (site -> (latency, bandwidth): the hosts' NICs), when known
+    lan: dict = field(default_factory=dict)
 
     def route(self, a: str, b: str) -> Route:
         return self.routes[a, b]
@@ -119,18 +128,32 @@ def _resources(links) -> list[Resource]:
     return out
 
 
-def resolve(links, sites, via=None, origin=FROM_LINKS) -> Network:
-    """Resources and a route for every ordered pair of `sites` (those that have ranks).
+# Bounds on a `links:` description (docs/inputs.md, "Limits"): resolving finds a path for
+# every ordered pair of sites, so a hostile file could ask for millions of long paths.
+MAX_LINKS = 4096
+MAX_SITES = 256  # sites with hosts: at most 65280 ordered pairs, each a route
+MAX_ROUTE_HOPS = 1 << 20  # links crossed, summed over every route
 
-    links: WanLink list; via: {(a, b): [router, ...]} for routes the file gives, else the
-    path of least latency (fewest links, then the first links listed, on a tie). Raises
-    NetworkError when two sites have no path, a `via` names a point or link that does not
-    exist, or a link's ends are the same point.
+
+def resolve(links, sites, via=None, origin=FROM_LINKS, explicit=None, route_latency=None,
+            lan=None) -> Network:
+    """Resources and a route for every ordered pair of `sites` (those that have hosts).
+
+    links: WanLink list (ends None: a link that only explicit routes name); via: {(a, b):
+    [point, ...]} for routes given through points (both ways, the way back reversed);
+    explicit: {(a, b): [(link index, forward), ...]} for routes given link by link (this
+    way only); route_latency: {(a, b): seconds} a given route's own latency (a via entry's
+    applies both ways). Any other pair takes the path of least latency over the links'
+    ends (fewer links, then the first links listed, on a tie). Raises NetworkError when two
+    sites have no path, a `via` names a point that no link joins, or a link's ends are the
+    same point.
     """
     import networkx as nx
 
     links = tuple(links)
     via = dict(via or {})
+    explicit = {k: tuple((int(i), bool(f)) for i, f in v) for k, v in (explicit or {}).items()}
+    route_latency = {k: float(v) for k, v in (route_latency or {}).items()}
     resources = tuple(_resources(links))
     index = {}
     for k, r in enumerate(resources):
@@ -138,53 +161,86 @@ def resolve(links, sites, via=None, origin=FROM_LINKS) -> Network:
     g = nx.MultiGraph()
     g.add_nodes_from(sites)
     for k, lk in enumerate(links):
+        if lk.ends is None:
+            continue
         a, b = lk.ends
         if a == b:
             raise NetworkError(["links", k, "between"], f"expected two different points, got {a!r} twice")
-        # weight: latency first, then one more link, then the order listed (deterministic)
-        g.add_edge(a, b, key=k, weight=(lk.latency, 1, k))
+        g.add_edge(a, b, key=k)
 
-    def hop(k, x):
-        return k, links[k].ends[0] == x
+    def weight(u, v, d):
+        # latency first, then one more link (deterministic on ties)
+        return min(links[k].latency for k in d) + 1e-12
 
     def best_edge(x, y):
-        ks = sorted(g[x][y], key=lambda k: (links[k].latency, k))
-        return ks[0]
+        return min(g[x][y], key=lambda k: (links[k].latency, k))
+
+    def along(seq):
+        return [(best_edge(x, y), links[best_edge(x, y)].ends[0] == x) for x, y in zip(seq, seq[1:])]
+
+    paths = {}
 
     def path_between(a, b):
+        if (a, b) in explicit:
+            return list(explicit[a, b])
         if (a, b) in via or (b, a) in via:
-            points = via.get((a, b))
-            if points is None:
-                points = list(reversed(via[(b, a)]))
+            points = via[a, b] if (a, b) in via else list(reversed(via[b, a]))
             seq = [a, *points, b]
             for p in seq:
                 if p not in g:
                     raise NetworkError(["routes"], f"route {a} -> {b}: unknown point {p!r}")
-            out = []
             for x, y in zip(seq, seq[1:]):
                 if not g.has_edge(x, y):
                     raise NetworkError(["routes"], f"route {a} -> {b}: no link between {x!r} and {y!r}")
-                out.append(hop(best_edge(x, y), x))
-            return out
-        try:
-            nodes = nx.shortest_path(g, a, b, weight=lambda u, v, d: min(
-                (e["weight"][0] + 1e-12 * e["weight"][1] for e in d.values())))
-        except nx.NetworkXNoPath:
+            return along(seq)
+        if a not in paths:  # one search per source site
+            paths[a] = nx.single_source_dijkstra_path(g, a, weight=weight)
+        if b not in paths[a]:
             raise NetworkError(["links"], f"no path of links between sites {a!r} and {b!r}; "
-                                          f"add a link (or a route) joining them") from None
-        return [hop(best_edge(x, y), x) for x, y in zip(nodes, nodes[1:])]
+                                          f"add a link (or a route) joining them")
+        return along(paths[a][b])
 
-    routes = {}
+    def own(a, b):
+        if (a, b) in route_latency:
+            return route_latency[a, b]
+        return route_latency.get((b, a), 0.0) if (b, a) in via and (a, b) not in explicit else 0.0
+
+    routes, crossed = {}, 0
     for a in sites:
         for b in sites:
             if a == b:
                 continue
             hops = tuple(path_between(a, b))
+            crossed += len(hops)
+            if crossed > MAX_ROUTE_HOPS:
+                raise NetworkError(["links"], f"the routes between {len(sites)} sites cross more "
+                                              f"than {MAX_ROUTE_HOPS} links in all; expected fewer "
+                                              f"sites or shorter paths")
             res = tuple(index[k, fwd or links[k].sharing != SPLIT] for k, fwd in hops)
-            lat = sum(links[k].latency for k, _ in hops)
+            extra = own(a, b)
+            lat = sum(links[k].latency for k, _ in hops) + extra
             bw = min((resources[r].capacity for r in res), default=float("inf"))
-            routes[a, b] = Route(hops, res, float(lat), float(bw))
-    return Network(links, resources, routes, origin, via)
+            routes[a, b] = Route(hops, res, float(lat), float(bw), float(extra))
+    return Network(links, resources, routes, origin, via, explicit, route_latency, dict(lan or {}))
+
+
+def canonical(net: Network) -> dict:
+    """The network as canonical JSON-serialisable data (links by name, routes by site pair:
+    what the models use, independent of how the file spelled the routes): Topology.to_dict
+    includes it for a `links:` network."""
+    def link(lk):
+        return {"name": lk.name, "between": list(lk.ends) if lk.ends is not None else None,
+                "latency": float(lk.latency), "bandwidth": float(lk.bandwidth),
+                "sharing": lk.sharing,
+                "bandwidth_back": None if lk.bandwidth_back is None else float(lk.bandwidth_back)}
+    routes = []
+    for (a, b) in sorted(net.routes):
+        r = net.routes[a, b]
+        routes.append({"from": a, "to": b, "latency": float(r.own_latency),
+                       "hops": [[net.links[k].name, bool(fwd)] for k, fwd in r.hops]})
+    return {"links": [link(lk) for lk in sorted(net.links, key=lambda lk: lk.name)],
+            "routes": routes,
+            "lan": {s: [float(v[0]), float(v[1])] for s, v in sorted(net.lan.items())}}
 
 
 def from_wan_classes(wan: dict, lan: dict) -> Network:
@@ -198,4 +254,4 @@ def from_wan_classes(wan: dict, lan: dict) -> Network:
         links.append(WanLink(f"{a}->{b}", (a, b), extra, float(B), SHARED))
         resources.append(Resource(f"{a}->{b}", float(B), k))
         routes[a, b] = Route(((k, True),), (k,), extra, float(B))
-    return Network(tuple(links), tuple(resources), routes, FROM_WAN)
+    return Network(tuple(links), tuple(resources), routes, FROM_WAN, lan=dict(lan))

@@ -58,6 +58,47 @@ WAN_LINK = {
     "additionalProperties": False,
 }
 
+NET_LINK = {  # a wide-area link of the `links:` form (network.py)
+    "type": "object",
+    "x-expect": "expected a mapping {name: ..., between: [POINT, POINT], latency: ..., "
+                "bandwidth: ..., sharing: shared|split}",
+    "properties": {
+        "name": NAME,
+        "between": {"type": "array", "items": NAME, "minItems": 2, "maxItems": 2,
+                    "x-expect": "expected the two points it joins, [SITE_OR_ROUTER, SITE_OR_ROUTER]"},
+        "latency": TIME, "bandwidth": BANDWIDTH,
+        "sharing": {"enum": ["shared", "split"],
+                    "x-expect": "expected shared (one capacity for both directions) or split "
+                                "(one per direction)"},
+        "bandwidth_back": BANDWIDTH,
+    },
+    "required": ["name", "latency", "bandwidth"],
+    "additionalProperties": False,
+}
+
+ROUTE_HOP = {"oneOf": [NAME, {"type": "object", "properties": {
+                 "link": NAME, "back": {"type": "boolean", "x-expect": "expected true or false"}},
+                 "required": ["link"], "additionalProperties": False}],
+             "x-expect": "expected a link name, or {link: NAME, back: true} to cross a split "
+                         "link from between[1] to between[0]"}
+
+NET_ROUTE = {  # a route of the `links:` form: through points, or link by link
+    "type": "object",
+    "x-expect": "expected a mapping {between: [SITE_A, SITE_B], via: [POINT, ...]} or "
+                "{from: SITE_A, to: SITE_B, links: [LINK, ...]}",
+    "properties": {
+        "between": {"type": "array", "items": NAME, "minItems": 2, "maxItems": 2,
+                    "x-expect": "expected two site names, [SITE_A, SITE_B]"},
+        "via": {"type": "array", "items": NAME,
+                "x-expect": "expected a list of points (sites or routers) in order"},
+        "from": NAME, "to": NAME,
+        "links": {"type": "array", "items": ROUTE_HOP, "minItems": 1,
+                  "x-expect": "expected a list of links in order, each a name or {link: NAME, back: true}"},
+        "latency": TIME,
+    },
+    "additionalProperties": False,
+}
+
 SITE = {
     "type": "object",
     "x-expect": "expected a mapping {name: ..., hosts: <count or list of names>, lan: {...}}",
@@ -125,6 +166,10 @@ TOPOLOGY_SCHEMA = {
         "hosts": {"type": "array", "items": HOST, "minItems": 1,
                   "x-expect": "expected a list of hosts, each {name: HOST, site: SITE}"},
         "wan": {"type": "array", "items": WAN_LINK, "x-expect": "expected a list of WAN links"},
+        "links": {"type": "array", "items": NET_LINK,
+                  "x-expect": "expected a list of wide-area links, each {name, between, latency, bandwidth}"},
+        "routes": {"type": "array", "items": NET_ROUTE,
+                   "x-expect": "expected a list of routes between sites"},
         "matrix": MATRIX,
         "intra_host": LINK_CLASS,
         "eager_limit": {"type": ["number", "string"],
@@ -339,13 +384,15 @@ def decode_text(source: str, raw: bytes, what: str) -> str:
                                                  f"(binary data, or another encoding)") from None
 
 
-def parse_yaml(path, what: str = "YAML") -> Doc:
+def parse_yaml(path, what: str = "YAML", text: str | None = None) -> Doc:
     """Read and parse a YAML file; InputError for unreadable files or invalid YAML.
 
     The file is read with files.read_input (a regular file of at most MAX_INPUT_BYTES),
-    and checked on its events (_check_events) before a node is built."""
+    and checked on its events (_check_events) before a node is built. text: the file's
+    text when the caller has read it already."""
     source = str(path)
-    text = decode_text(source, read_input(path, what), what)
+    if text is None:
+        text = decode_text(source, read_input(path, what), what)
     nul = text.find("\0")
     if nul >= 0:
         raise InputError(source, f"line {text.count(chr(10), 0, nul) + 1}",
@@ -408,8 +455,24 @@ def validate(doc: Doc, schema: dict) -> None:
     raise doc.fail(parts, f"{expect}, got {describe(e.instance)}")
 
 
+def looks_like_xml(text: str) -> bool:
+    """Whether an input's text is XML (a SimGrid platform, say) rather than YAML."""
+    head = text.lstrip()[:4096]
+    return head.startswith("<?xml") or "<platform" in head or head.startswith("<!DOCTYPE platform")
+
+
 def read_yaml(path, schema: dict) -> Doc:
     """Parse and validate a YAML input; returns the Doc or raises one InputError."""
-    doc = parse_yaml(path, schema.get("title", "collsched YAML").removeprefix("collsched "))
+    what = schema.get("title", "collsched YAML").removeprefix("collsched ")
+    source = str(path)
+    text = decode_text(source, read_input(path, what), what)
+    if looks_like_xml(text):
+        if schema is TOPOLOGY_SCHEMA:
+            raise InputError(source, "", "this is a SimGrid platform XML, not a collsched "
+                             "topology YAML: pass it as --platform FILE.xml --hostfile FILE with "
+                             "--backend smpi, or describe it in YAML (docs/inputs.md)")
+        raise InputError(source, "", f"this is an XML file, not a collsched {what} YAML "
+                                     f"(docs/inputs.md)")
+    doc = parse_yaml(path, what, text=text)
     validate(doc, schema)
     return doc

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from . import links, msgcosts, units
+from . import links, msgcosts, units, wan_links
 from . import network as network_mod
 from .. import resources
 from ..errors import InputError
@@ -209,7 +210,10 @@ class Topology:
             if a is None:
                 return None
             a = np.asarray(a, dtype=np.float64)
-            return [[None if not np.isfinite(v) else float(v) for v in row] for row in a]
+            rows = a.tolist()  # Python floats, as float(v) gives
+            if not np.isfinite(a).all():
+                rows = [[v if math.isfinite(v) else None for v in row] for row in rows]
+            return rows
         return {
             "format": "collsched-topology/1",
             "name": self.name,
@@ -225,6 +229,9 @@ class Topology:
             "eager_limit": self.eager_limit,
             # Only when set: topologies without it keep the digests they always had.
             **({"message_costs": self.message_costs.to_dict()} if self.message_costs else {}),
+            # Only for a `links:` network (the `wan:` form's adds nothing the matrices miss).
+            **({"network": network_mod.canonical(self.network)}
+               if self.network is not None and self.network.origin == network_mod.FROM_LINKS else {}),
         }
 
     def digest(self) -> str:
@@ -310,6 +317,7 @@ def load_topology(path, nranks: int | None = None) -> Topology:
 class _Reader:
     def __init__(self, doc: Doc):
         self.doc, self.d = doc, doc.data
+        self.network = None  # the `links:` form's (wan_links.read_links)
 
     def fail(self, parts, expected, line_at=None):
         return self.doc.fail(parts, expected, line_at=line_at)
@@ -380,7 +388,9 @@ class _Reader:
         rank_host = self.read_placement(hosts, nranks)
         topo = _from_hosts(name, self.doc.source, hosts, host_site, rank_host, hlat, hbw, full,
                            os_h, g_h)
-        if "matrix" not in d:
+        if self.network is not None:
+            topo = dataclasses.replace(topo, network=self.network)
+        elif "matrix" not in d:
             topo = with_wan_network(topo)
         if "eager_limit" in d:
             topo = dataclasses.replace(topo, eager_limit=int(self.size("eager_limit")))
@@ -464,6 +474,7 @@ class _Reader:
                     any_overhead[k] = True
 
         used = sorted(set(index[lab] for lab in host_site))
+        lan = {}
         for i, s in enumerate(sites):
             if "lan" not in s:
                 if i in used:
@@ -471,37 +482,14 @@ class _Reader:
                                     "{latency: <time>, bandwidth: <bandwidth>} for the site's LAN",
                                     line_at=["sites", i])
                 continue
-            put(i, i, self.link_class(s["lan"], ["sites", i, "lan"]))
-        pair_at = {}
-        for k, w in enumerate(d.get("wan", [])):
-            a, b = w["between"]
-            for j, sname in enumerate((a, b)):
-                if sname not in index:
-                    raise self.fail(["wan", k, "between", j], f"unknown site {sname!r}; expected "
-                                    f"one of: {', '.join(index) or '(no sites declared)'}")
-            if a == b:
-                raise self.fail(["wan", k, "between"], f"expected two different sites, got "
-                                f"{a!r} twice (a site's own links are its lan)")
-            key = frozenset((a, b))
-            if key in pair_at:
-                raise self.fail(["wan", k, "between"], f"duplicate WAN link between {a!r} and "
-                                f"{b!r} (also wan[{pair_at[key]}])")
-            pair_at[key] = k
-            p = ["wan", k]
-            fwd = self.link_class(w, p)
-            back_lat = self.time(w["latency_back"], p + ["latency_back"]) if "latency_back" in w else fwd[0]
-            back_bw = (self.bandwidth(w["bandwidth_back"], p + ["bandwidth_back"])
-                       if "bandwidth_back" in w else fwd[1])
-            ia, ib = index[a], index[b]
-            put(ia, ib, fwd)
-            put(ib, ia, (back_lat, back_bw, fwd[2], fwd[3]))
-        for x in used:
-            for y in used:
-                if x < y and frozenset((sites[x]["name"], sites[y]["name"])) not in pair_at:
-                    a, b = sites[x]["name"], sites[y]["name"]
-                    raise self.fail(["wan"], f"no WAN link between sites {a!r} and {b!r}; add "
-                                    f"{{between: [{a}, {b}], latency: ..., bandwidth: ...}}",
-                                    line_at=[] if "wan" not in d else None)
+            cls = self.link_class(s["lan"], ["sites", i, "lan"])
+            put(i, i, cls)
+            lan[i] = cls[:2]
+        wan_links.check_exclusive(self)
+        if "links" in d:
+            self.network = wan_links.read_links(self, sites, index, used, lan, put)
+        else:
+            wan_links.read_wan(self, sites, index, used, lan, put)
         site_idx = np.array([index[lab] for lab in host_site], dtype=np.int64)
         ix = np.ix_(site_idx, site_idx)
         hlat, hbw = lat[ix], bw[ix]
@@ -510,6 +498,7 @@ class _Reader:
 
     def read_matrix(self, hosts):
         d = self.d
+        wan_links.check_exclusive(self)
         for i, s in enumerate(d.get("sites", [])):
             if "lan" in s:
                 raise self.fail(["sites", i, "lan"], "not allowed together with matrix: give "
@@ -676,21 +665,25 @@ def write_matrix_topology(path, hosts, sites, latency_s, bandwidth_Bps, name=Non
 
 
 def write_topology(topo: Topology, path, comment=None) -> None:
-    """Write any Topology as a matrix-form file with an explicit placement (round trip)."""
+    """Write any Topology with an explicit placement so that loading the file gives the
+    same digest: in class form with its links and routes when it has a `links:` network,
+    else in matrix form."""
     if topo.host_latency is None or topo.host_bandwidth is None:
         raise ValueError("write_topology: this Topology has no host-level matrices")
     if topo.os_a is not None or topo.g_a is not None:
         raise ValueError("write_topology: os/g matrices cannot be written in matrix form yet")
     diag_l = np.diag(topo.host_latency)
     diag_b = np.diag(topo.host_bandwidth)
+    intra = (float(diag_l.max()), float(diag_b.min()))
     extra = {"placement": {"hosts": [topo.hosts[h] for h in topo.rank_host]},
              "eager_limit": int(topo.eager_limit)}
     if topo.tcp_window is not None:
         extra["tcp_window"] = int(topo.tcp_window)
     if topo.message_costs is not None:
         extra["message_costs"] = topo.message_costs.to_dict()
+    duplex = "full" if topo.full_duplex else "half"
+    if topo.network is not None and topo.network.origin == network_mod.FROM_LINKS:
+        return wan_links.write_links_topology(topo, path, comment, duplex, intra, extra)
     write_matrix_topology(path, topo.hosts, topo.host_site, topo.host_latency,
-                          topo.host_bandwidth, name=topo.name,
-                          duplex="full" if topo.full_duplex else "half",
-                          intra_host=(float(diag_l.max()), float(diag_b.min())), comment=comment,
-                          extra=extra)
+                          topo.host_bandwidth, name=topo.name, duplex=duplex,
+                          intra_host=intra, comment=comment, extra=extra)

@@ -253,7 +253,7 @@ def _shared_link_data(topo, model: "_Model", site: np.ndarray) -> _Links | None:
     return _Links(site_link, site_res, cost, latency)
 
 
-MAX_CROSSING_SITES = 12  # F8's crossing counts by search over site sets up to here
+MAX_CROSSING_SITES = 8  # F8's crossing counts by search over site sets up to here
 
 
 def _crossings(nsites: int, crosses) -> np.ndarray:

@@ -432,3 +432,15 @@ def test_route_limits(tmp_path, monkeypatch):
     p = write(tmp_path, HEAD + OK_LINKS)
     with pytest.raises(InputError, match=r"links: the routes between 2 sites cross more than 3"):
         load_topology(p)
+
+
+def test_wan_single_host_site_nic_is_fastest_class(tmp_path):
+    """A site of one host has no LAN pair: in the wan: form its NIC is the fastest class out
+    of it (links.site_classes, as before), so a faster wan class is no change of shape."""
+    t = load_topology(write(tmp_path, """sites:
+  - {name: A, hosts: 1, lan: {latency: 10us, bandwidth: 100Mbit/s}}
+  - {name: B, hosts: 2, lan: {latency: 1us, bandwidth: 208Mbit/s}}
+wan: [{between: [A, B], latency: 2ms, bandwidth: 189Mbit/s}]
+"""))
+    assert t.site_classes is not None and t.shared_links.any
+    assert t.host_bandwidth[0, 1] == units.parse_bandwidth("189Mbit/s")

@@ -489,7 +489,11 @@ class _Reader:
         if "links" in d:
             self.network = wan_links.read_links(self, sites, index, used, lan, put)
         else:
-            wan_links.read_wan(self, sites, index, used, lan, put)
+            # A site of one host has no LAN pair: its NIC is the fastest wan class out of
+            # it, as links.site_classes says (so only the other end bounds a class).
+            count = np.bincount([index[lab] for lab in host_site], minlength=len(sites))
+            nic = {i: v if count[i] > 1 else (0.0, np.inf) for i, v in lan.items()}
+            wan_links.read_wan(self, sites, index, used, nic, put)
         site_idx = np.array([index[lab] for lab in host_site], dtype=np.int64)
         ix = np.ix_(site_idx, site_idx)
         hlat, hbw = lat[ix], bw[ix]

@@ -41,7 +41,9 @@ def read_wan(reader, sites, index, used, lan, put) -> dict:
     """The `wan:` entries: puts both directions of every pair; returns {frozenset pair: entry}.
 
     sites: the file's site mappings; index: site name -> index; used: indices of the sites
-    with hosts; lan: index -> (latency, bandwidth) of the sites that give one."""
+    with hosts; lan: index -> (latency, bandwidth) that bounds the classes of the site's
+    pairs (the site's lan; (0, inf) for a site of one host, whose NIC is the fastest class
+    out of it, links.site_classes)."""
     d = reader.d
     pair_at = {}
     for k, w in enumerate(d.get("wan", [])):
@@ -89,8 +91,9 @@ def _check_wan_shape(reader, p, a, b, ia, ib, lan, lat, bw, w) -> None:
     nic = min(lan[ia][1], lan[ib][1])
     if B > nic * (1 + _REL):
         slow = a if lan[ia][1] <= lan[ib][1] else b
+        nic = units.format_bandwidth(nic)
         raise reader.fail(p + [bw_key], f"{describe(w[bw_key])} is above the lan (NIC) bandwidth "
-                          f"of site {slow!r} ({units.format_bandwidth(nic)}): a wan: entry "
+                          f"of site {slow!r} ({nic}): a wan: entry "
                           f"is the end-to-end rate of one host pair, at most both NICs'; to "
                           f"model a wide-area link faster than the NICs, {LINKS_HELP}")
     halves = (lan[ia][0] + lan[ib][0]) / 2

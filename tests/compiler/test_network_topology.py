@@ -444,3 +444,22 @@ wan: [{between: [A, B], latency: 2ms, bandwidth: 189Mbit/s}]
 """))
     assert t.site_classes is not None and t.shared_links.any
     assert t.host_bandwidth[0, 1] == units.parse_bandwidth("189Mbit/s")
+
+
+def test_docs_examples(tmp_path):
+    """The `links:` examples of docs/inputs.md load, with the costs the text gives."""
+    import re
+    text = (ROOT / "docs" / "inputs.md").read_text()
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "\nlinks:" in "\n" + b]
+    assert len(blocks) >= 2
+    topos = [load_topology(write(tmp_path, b, f"doc{i}.yaml")) for i, b in enumerate(blocks)]
+    g = units.parse_bandwidth
+    hub = next(t for t in topos if "east" in t.sites())
+    n, e = hub.host_site.index("north"), hub.host_site.index("east")
+    assert hub.host_latency[n, e] == pytest.approx(10.055e-3)
+    assert hub.host_bandwidth[n, e] == g("10Gbit/s")
+    names = [hub.network.resources[k].name for k in hub.network.routes["north", "east"].resources]
+    assert names == ["north-campus", "campus-up", "hub-east>"]
+    paris = next(t for t in topos if "paris" in t.sites())
+    p, ly = paris.host_site.index("paris"), paris.host_site.index("lyon")
+    assert paris.host_bandwidth[p, ly] == g("25Gbit/s")

@@ -18,6 +18,10 @@ Which kernels exist, their wrappers here, and the reference each mirrors:
     ring.c        ring()                  min3.ring._schedule_ring              (large grid sites)
     progress.c    progress_completes()    verify._progress_completes            (deadlock freedom)
     dag.c         dag_order(), dag_time() model.dag._PyGraph                    (cost model timing)
+    fluid.c       fluid_step()            model.fluid._share_flows               (fluid model's sharing)
+
+fluid_step is called once per event of a loop on the same arrays: bind() checks its
+arguments once and returns the call (model/fluid_share.py drives it).
 
 One interface: kernels.h declares every kernel's prototype. When the library loads, those
 declarations are read (parse_prototypes) and set each C function's argument and result
@@ -200,6 +204,16 @@ class Kernel:
         fn.argtypes = [ctypes.c_void_p if p.pointer else _SCALARS[p.ctype] for p in proto.params]
 
     def __call__(self, fields: dict) -> int:
+        return self._result(self.fn(*self.values(fields)))
+
+    def _result(self, rc: int) -> int:
+        if rc < 0:
+            what = f"kernel {self.proto.name} failed: {_ERRORS.get(rc, f'code {rc}')}"
+            raise MemoryError(what) if rc == -1 else RuntimeError(what)
+        return rc
+
+    def values(self, fields: dict) -> list:
+        """The C arguments of a call with `fields`, checked as the module docstring says."""
         name = self.proto.name
         if fields.keys() != self.names:
             missing = sorted(self.names - fields.keys())
@@ -225,11 +239,7 @@ class Kernel:
                 if not isinstance(v, (int, np.integer)):  # bool is an int: 0 or 1
                     raise TypeError(f"{name}: {p} takes an integer, not {type(v).__name__}")
                 values.append(int(v))
-        rc = self.fn(*values)
-        if rc < 0:
-            what = f"kernel {name} failed: {_ERRORS.get(rc, f'code {rc}')}"
-            raise MemoryError(what) if rc == -1 else RuntimeError(what)
-        return rc
+        return values
 
 
 def _run(name: str, fields: dict) -> int:
@@ -238,6 +248,25 @@ def _run(name: str, fields: dict) -> int:
     if kernel is None:
         raise RuntimeError(f"kernel {name} called without the library: {status()}")
     return kernel(fields)
+
+
+def bind(wrapper, **fields):
+    """wrapper's kernel with these arguments (every parameter by name), checked once: a
+    function of no arguments that calls it and returns its count. For a kernel called many
+    times on the same arrays, whose contents (not shapes or types) change between calls;
+    the function keeps the arrays alive."""
+    name = wrapper.__name__
+    kernel = _kernels.get(name) if available() else None
+    if kernel is None:
+        raise RuntimeError(f"kernel {name} called without the library: {status()}")
+    if WRAPPERS.get(name) is not wrapper:
+        raise TypeError(f"{name} is not a kernel's wrapper")
+    fn, values, result = kernel.fn, kernel.values(fields), kernel._result
+
+    def call(_arrays=fields) -> int:
+        rc = fn(*values)
+        return rc if rc >= 0 else result(rc)
+    return call
 
 
 def wrapper_mismatches(kernels=None) -> list[str]:
@@ -300,8 +329,15 @@ def ring(*, n, n_items, floor, dur, early, os, gap, fifo, link, send_off, send_s
     return _run("ring", locals())
 
 
+def fluid_step(*, n, nres, roff, rid, rcoef, size, cap, weight, capacity, new_time, new_flow,
+               heap_key, heap_id, active, rem, rate, clock, state, out, uoff, uflow, ucoef,
+               left, load, count, open, done, live) -> int:
+    """One event of model.fluid._share_flows (fluid.c); returns the number of flows that end."""
+    return _run("fluid_step", locals())
+
+
 WRAPPERS = {f.__name__: f for f in (progress_completes, dag_order, dag_time, leaf_pool,
-                                    input_pool, ring)}
+                                    input_pool, ring, fluid_step)}
 
 
 # Loaded with the module, as the other libraries are imported at start-up: a compile job's

@@ -83,7 +83,9 @@ def _check_recovers(topology_path, ranks, tmp_path, **options):
     assert got.nranks == ranks
     off = ~np.eye(ranks, dtype=bool)
     want_bw = truth.flow_bandwidth()
-    np.testing.assert_allclose(got.bandwidth[off], want_bw[off], rtol=BW_RTOL)
+    # one flow's bandwidth: the matrix form's measured one; the links form's link capacity
+    # capped by its measured TCP window
+    np.testing.assert_allclose(got.flow_bandwidth()[off], want_bw[off], rtol=BW_RTOL)
     lat_err = np.abs(got.latency - truth.latency)[off]
     assert np.all(lat_err <= LAT_RTOL * truth.latency[off] + LAT_ATOL), lat_err.max()
     assert _partition(got.rank_site()) == _partition(truth.rank_site())
@@ -121,7 +123,7 @@ def test_smpi_window_capped_wan_and_all_pairs(smpi, tmp_path):
     path.write_text(TWO_SITES_WINDOW)
     report, got, truth = _check_recovers(path, 5, tmp_path, all_pairs=True, gap_burst=0,
                                          fit_sizes=None)
-    assert got.bandwidth[0, 3] == pytest.approx(4 * 2**20 / 0.04, rel=BW_RTOL)
+    assert got.flow_bandwidth()[0, 3] == pytest.approx(4 * 2**20 / 0.04, rel=BW_RTOL)
     assert report["pairs_measured"] == 5 * 4
     assert report["gap"] is None
     # --sweep off: constant costs, as before the fit sweep
@@ -200,6 +202,7 @@ def test_failed_run_exit_3_keeps_old_output(tmp_path, capsys, monkeypatch):
     fake.parent.mkdir(parents=True)
     fake.write_text("#!/bin/sh\necho 'boom: no network' >&2\nexit 1\n")
     fake.chmod(0o755)
+    shutil.copy(fake, fake.parent / "collsched-flows")
     monkeypatch.setenv("COLLSCHED_BUILD", str(tmp_path / "build"))
     out = tmp_path / "out.yaml"
     out.write_text("old\n")
@@ -217,6 +220,7 @@ def test_run_that_hangs_is_stopped(tmp_path, monkeypatch):
     fake.parent.mkdir(parents=True)
     fake.write_text("#!/bin/sh\nsleep 60\n")
     fake.chmod(0o755)
+    shutil.copy(fake, fake.parent / "collsched-flows")
     monkeypatch.setenv("COLLSCHED_BUILD", str(tmp_path / "build"))
     with pytest.raises(measure_mod.MeasureRunError, match="did not finish"):
         measure_mod.run_program(MeasureConfig(backend="mpi", ranks=2, timeout_s=1))
@@ -254,14 +258,15 @@ def test_group_sites_rules():
 # --- size-dependent costs under SimGrid's SMPI network model ----------------------------------
 
 # Two sites: A has two hosts (a LAN class), B one; two ranks per host (the intra-host class);
-# the WAN is capped by the TCP window (4 MiB / 2 x 5 ms = 419 MB/s < 10 Gbit/s).
+# a 10 Gbit/s wide-area link (5 ms host to host): A -> B is limited by A's 1 Gbit/s NICs,
+# B -> A by the TCP window (4 MiB / 2 x 5 ms = 419 MB/s).
 SMPI_SITES = """name: smpi-sites
 tcp_window: 4MiB
 sites:
   - {name: A, hosts: 2, lan: {latency: 20us, bandwidth: 1Gbit/s}}
   - {name: B, hosts: 1, lan: {latency: 20us, bandwidth: 10Gbit/s}}
-wan:
-  - {between: [A, B], latency: 5ms, bandwidth: 10Gbit/s}
+links:
+  - {name: ab, between: [A, B], latency: 4.98ms, bandwidth: 10Gbit/s}
 intra_host: {latency: 1us, bandwidth: 10GB/s}
 placement: {ranks_per_host: 2}
 """

@@ -11,8 +11,9 @@ collsched_flows.c), run by the caller, and infers from their times:
    than `GAIN` (5%): the plateau. When the plateau is the NICs' sum of the hosts used, the
    link was not the limit (the capacity is at least that: `nic_limited`).
 2. **shared bottlenecks**: two saturated ordered pairs at once (the two directions of one
-   site pair too) against each alone, on the same hosts; if together they move clearly less
-   (`SHARE_DROP`, 10%) than the sum alone, they share a bottleneck.
+   site pair too) against each alone, on the same hosts, each sized to last as long alone;
+   if together their own rates (each over its own time) add up to clearly less
+   (`SHARE_DROP`, 10%) than alone, they share a bottleneck.
 3. **the TCP window**: one flow between sites that neither the NICs nor the capacity limit
    moves window / (2 L): window = b1 x 2L (the median over such pairs).
 
@@ -79,7 +80,8 @@ class Capacity:
     sites: list[str]
     lan: dict  # site -> (latency s, bandwidth B/s)
     probes: dict  # (a, b) -> PairProbe
-    shares: dict = field(default_factory=dict)  # frozenset{p, q} -> (together, alone sum, shared?)
+    # frozenset{p, q} -> (all bytes / common span, sum alone, shared?, sum of own rates together)
+    shares: dict = field(default_factory=dict)
     tcp_window: float | None = None
     window_pairs: list = field(default_factory=list)  # the pairs it was inferred from
     runs: int = 0
@@ -277,8 +279,13 @@ class Prober:
         out = {}
         for p, q, fp, fq, i in plan:
             alone = aggregate(fp, times[i], p.latency) + aggregate(fq, times[i + 1], q.latency)
-            together = aggregate(fp + fq, times[i + 2], max(p.latency, q.latency))
-            out[frozenset((p.key, q.key))] = (together, alone, together < (1 - SHARE_DROP) * alone)
+            both = times[i + 2]
+            # each pair's own rate, over its own time: unchanged unless the other slowed it
+            own = aggregate(fp, both[:len(fp)], p.latency) + aggregate(fq, both[len(fp):], q.latency)
+            # all bytes over the common span (from the smaller latency on: data moves from
+            # then): at most a shared bottleneck's capacity
+            span = aggregate(fp + fq, both, min(p.latency, q.latency))
+            out[frozenset((p.key, q.key))] = (span, alone, own < (1 - SHARE_DROP) * alone, own)
         return out
 
     # --- 3. the window -----------------------------------------------------------------------
@@ -405,9 +412,12 @@ def network_description(cap: Capacity) -> dict:
         members[name] = list(cls)
         for k in cls:
             hops[k].append((name, False))
-    cap_of = {lk["name"]: lk["bandwidth"] for lk in links}
+    cap_of = {}
+    for lk in links:
+        cap_of[lk["name"], False] = lk["bandwidth"]
+        cap_of[lk["name"], True] = lk.get("bandwidth_back") or lk["bandwidth"]
     for key, p in cap.probes.items():
-        if hops[key] and p.capacity < (1 - SHARE_DROP) * min(cap_of[n] for n, _ in hops[key]):
+        if hops[key] and p.capacity < (1 - SHARE_DROP) * min(cap_of[h] for h in hops[key]):
             own = f"wan-{key[0]}-{key[1]}-own"  # its own, smaller limit behind the shared ones
             links.append({"name": own, "between": list(key), "bandwidth": p.capacity, "sharing": "shared",
                           "_note": _note([p])})
@@ -448,8 +458,9 @@ def summary(cap: Capacity) -> dict:
             "capacity_Bps": p.capacity, "nic_sum_Bps": p.nic_sum if np.isfinite(p.nic_sum) else None,
             "nic_limited": p.nic_limited, "still_growing": p.still_growing}
             for (a, b), p in cap.probes.items()},
-        "sharing": [{"pairs": sorted(f"{a}->{b}" for a, b in key), "together_Bps": v[0],
-                     "alone_sum_Bps": v[1], "shared": v[2]} for key, v in cap.shares.items()],
+        "sharing": [{"pairs": sorted(f"{a}->{b}" for a, b in key), "together_span_Bps": v[0],
+                     "together_own_Bps": v[3], "alone_sum_Bps": v[1], "shared": v[2]}
+                    for key, v in cap.shares.items()],
         "bottlenecks": [[f"{a}->{b}" for a, b in cls] for cls in bottleneck_classes(cap)],
     }
 

@@ -327,22 +327,23 @@ def _inputs(backend, ranks, nbytes, iterations, topology, sc, seed, n_unseen, wa
             else None}
 
 
-def _check_launch(backend: str, launch: dict, ranks: int, topology: str | None) -> None:
-    """Real MPI's launcher options, or SMPI's user platform (--platform with --hostfile);
-    one InputError naming the option at fault."""
+def _check_launch(backend: str, launch: dict, ranks: int, topology: str | None):
+    """Real MPI's launcher options, or SMPI's user platform (--platform with --hostfile: the
+    simgrid_platform.UserPlatform, else None); one InputError naming the option at fault."""
     from . import launch as launching
     from .simgrid_platform import user_platform
 
     if backend == "smpi" or "platform" in launch:
-        user_platform(backend, launch.get("platform"), launch.get("hostfile"), ranks, topology)
+        user = user_platform(backend, launch.get("platform"), launch.get("hostfile"), ranks, topology)
         launch = {k: v for k, v in launch.items() if k not in ("platform", "hostfile")}
         if launch:
             flag, value = next(iter(launch.items()))
             raise InputError(f"--{flag.replace('_', '-')}", str(value), "only with --backend mpi (SMPI "
                                                                         "places ranks from the platform)")
-        return
+        return user
     if launch:
         launching.make_launcher(launch.get("launcher"), launch.get("hostfile"), launch.get("bind_to"))
+    return None
 
 
 def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int | None = None,
@@ -361,7 +362,7 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
     launch = {k: v for k, v in (launch or {}).items() if v is not None}
     d = DEFAULTS[backend]
     ranks, iterations = ranks or d["ranks"], iterations or d["iterations"]
-    _check_launch(backend, launch, ranks, topology)
+    user = _check_launch(backend, launch, ranks, topology)
     nbytes = nbytes or default_bytes(backend, ranks)
     if topology is None and backend == "smpi":
         topology = str(resources.topologies_dir() / "tryton-48.yaml")
@@ -421,6 +422,10 @@ def run_recurring(backend: str = "smpi", ranks: int | None = None, nbytes: int |
     if launch:
         # real MPI's launcher options as given, or the user's SimGrid platform and host file
         report["inputs"]["launch"] = launch
+    if backend == "smpi":
+        from .simgrid_platform import platform_record
+
+        report["platform"] = platform_record(user, ranks, topology)  # which platform SimGrid ran
     report["prediction"] = _prediction_error(evald, t_msg)
     # The same classes under Gaussian noise of the same sigma: a figure, not a target.
     report["prediction_gaussian"] = _prediction_error(sc.draw(labels, 2, gaussian=True), t_msg)

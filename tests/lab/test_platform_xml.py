@@ -312,11 +312,11 @@ def test_bench_runs_on_the_users_platform(tmp_path):
 
     if shutil.which("smpirun") is None or not MINIBENCH.exists():
         pytest.skip("SimGrid SMPI or build/smpi/bin/collsched-minibench missing (make)")
-    cfg = LabConfig("smpi", str(DATA / "two-zone.yaml"), 5, 4099, iterations=2, max_delay_ms=1.0,
+    cfg = LabConfig("smpi", str(DATA / "two-zone.yaml"), 5, 65537, iterations=2, max_delay_ms=1.0,
                     workdir=str(tmp_path), platform=str(DATA / "two-zone.xml"), hostfile=str(DATA / "two-zone.hosts"))
     rep = run_lab(cfg, ["ring", "min3", "native"])
     assert [r["data_ok"] for r in rep["results"]] == [True] * 3
-    assert all(r["checked_bytes_per_piece"] == 4099 and r["predicted_avg_elapsed_s"] > 0
+    assert all(r["checked_bytes_per_piece"] == 65537 and r["predicted_avg_elapsed_s"] > 0
                for r in rep["results"] if r["algorithm"] != "native")
     assert rep["platform"]["platform"] == str(DATA / "two-zone.xml")
     assert rep["platform"]["hostfile"] == str(DATA / "two-zone.hosts")
@@ -325,3 +325,6 @@ def test_bench_runs_on_the_users_platform(tmp_path):
         assert cmd[cmd.index("-platform") + 1] == str(DATA / "two-zone.xml")
         assert Path(cmd[cmd.index("-hostfile") + 1]).read_text().split() == ["e0", "e0", "w0", "e1", "w1"]
     assert not (tmp_path / "platform.xml").exists()  # nothing generated for SimGrid
+    # two-zone.yaml describes the platform (its shared link both ways): the fluid model agrees
+    ring = rep["results"][0]
+    assert ring["fluid_ratio"] == pytest.approx(1.0, abs=0.05), ring

@@ -135,10 +135,10 @@ def flows(tmp_path_factory):
     return exe
 
 
-def run_flows(flows, directory, ranks, nbytes, rounds, gamma=1e15):
+def run_flows(flows, directory, ranks, nbytes, rounds, gamma=1e15, xml=None, hosts=None):
     """Per round, per pair, seconds from the send's start to the receive's end."""
-    cmd = ["smpirun", "-np", str(ranks), "-platform", str(directory / "platform.xml"),
-           "-hostfile", str(directory / "platform.hosts"), "--cfg=network/model:CM02",
+    cmd = ["smpirun", "-np", str(ranks), "-platform", str(xml or directory / "platform.xml"),
+           "-hostfile", str(hosts or directory / "platform.hosts"), "--cfg=network/model:CM02",
            "--cfg=network/crosstraffic:0", f"--cfg=network/TCP-gamma:{gamma:.0f}",
            "--cfg=smpi/simulate-computation:no", "--log=root.thres:error", str(flows), str(nbytes), *rounds]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=directory)
@@ -185,6 +185,39 @@ def test_shared_links_share_and_split_directions_do_not(flows, tmp_path):
     # the TCP window caps one flow at window / (2 L), L the pair's whole latency
     window = 4 << 20
     assert rates((0, 5), gamma=window) == pytest.approx([window / (2 * t.host_latency[0, 5])], rel=1e-3)
+
+
+@pytest.mark.smpi
+def test_four_site_platform_is_its_yaml_and_the_hand_written_one(flows, tmp_path):
+    """topologies/four-site.yaml (links form) through SimGrid, two hosts per site: every
+    ordered pair alone has the formulas' latency and bandwidth, and the generated platform
+    times every flow, alone or crossing shared links together, as the hand-written
+    topologies/four-site.xml does."""
+    t = load_topology(TOPO / "four-site.yaml")
+    plat = build_platform(t)
+    assert plat.shape == "links"
+    plat.write(tmp_path)
+    picked = [h for s in t.sites() for h in [i for i, x in enumerate(t.host_site) if x == s][:2]]
+    (tmp_path / "gen.hosts").write_text("".join(plat.host_names[h] + "\n" for h in picked))
+    (tmp_path / "own.hosts").write_text("".join(t.hosts[h] + "\n" for h in picked))
+    n = len(picked)
+    pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
+    singles = [f"{i}-{j}" for i, j in pairs]
+    # together: paris and frankfurt into chicago (the atlantic), tokyo both ways, and more
+    together = ["0-4,2-5", "0-4,5-2", "4-6,7-5", "0-6,2-7,6-1", "1-3,3-0,4-7,6-5"]
+    m = 10_000_000
+    runs = {}
+    for name in ("gen", "own"):
+        xml = tmp_path / "platform.xml" if name == "gen" else TOPO / "four-site.xml"
+        go = lambda size, rounds: run_flows(flows, tmp_path, n, size, rounds, xml=xml,
+                                            hosts=tmp_path / f"{name}.hosts")
+        runs[name] = (go(1, singles), go(m, singles + together))
+    for (i, j), s, b in zip(pairs, *runs["gen"]):
+        L, B = t.host_latency[picked[i], picked[j]], t.host_bandwidth[picked[i], picked[j]]
+        assert s[0] - 1 / B == pytest.approx(L, rel=3e-3, abs=50e-9), (i, j)
+        assert (m - 1) / (b[0] - s[0]) == pytest.approx(B, rel=1e-4), (i, j)
+    for mine, theirs in zip(sum(runs["gen"], []), sum(runs["own"], [])):
+        assert mine == pytest.approx(theirs, rel=1e-6)
 
 
 # --- a user's platform --------------------------------------------------------------------------

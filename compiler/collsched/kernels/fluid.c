@@ -16,8 +16,10 @@
  *      whose time has come, and removes the flows that end: the earliest enders, or on a
  *      start every flow with at most _EPS x max(size, 1) bytes left.
  *
- * state[S_EVENT] is 1 when an event happened, 0 when nothing can move any more (no flow
- * ready, none with a rate): the loop is over. Not bit for bit with the Python loop: where
+ * With state[S_QUIET] set, a call goes on through the events where flows only start (the
+ * caller's callback, given no flow, would have nothing to do) to the next one where some
+ * end. state[S_EVENT] is 1 when an event happened, 0 when nothing can move any more (no
+ * flow ready, none with a rate): the loop is over. Not bit for bit with the Python loop: where
  * several flows are fixed at one level, _max_min subtracts their rates from the resources
  * in a set's order and this in the flows' start order, so rates may differ in the last
  * bits (finish times agree to a relative 1e-12 or so: tests/compiler/test_kernels_fluid.py).
@@ -34,7 +36,7 @@
 
 #define EPS 1e-12 /* model.fluid._EPS */
 
-enum { S_HEAP, S_ACTIVE, S_NEW, S_SOLVE, S_EVENT, S_LEN };
+enum { S_HEAP, S_ACTIVE, S_NEW, S_SOLVE, S_EVENT, S_QUIET };
 
 /* _max_min over the active flows: rate[f] for each; the loops below visit flows in active
  * order and resources by index, each user list in active order, as _max_min builds them. */
@@ -164,31 +166,12 @@ static int64_t heap_pop(double *key, int64_t *id, int64_t *len)
     return top;
 }
 
-int64_t cs_fluid_step(int64_t n, int64_t nres, const int64_t *roff, const int64_t *rid,
-                      const double *rcoef, const double *size, const double *cap,
-                      const double *weight, const double *capacity, const double *new_time,
-                      const int64_t *new_flow, double *heap_key, int64_t *heap_id,
-                      int64_t *active, double *rem, double *rate, double *clock,
-                      int64_t *state, int64_t *out, int64_t *uoff, int64_t *uflow,
-                      double *ucoef, double *left, double *load, int64_t *count,
-                      int64_t *open, uint8_t *done, int64_t *live)
+/* One event (3. in the comment at the top); returns the number of flows in out. */
+static int64_t next_event(const double *size, double *heap_key, int64_t *heap_id,
+                          int64_t *active, double *rem, const double *rate, double *clock,
+                          int64_t *state, int64_t *out)
 {
     int64_t nact = state[S_ACTIVE], nheap = state[S_HEAP];
-    if (state[S_SOLVE] && nact) {
-        max_min(nact, active, nres, roff, rid, rcoef, cap, weight, capacity, rate, uoff, uflow,
-                ucoef, left, load, count, open, done, live);
-        for (int64_t i = 0; i < nact; i++)
-            if (roff[active[i]] == roff[active[i] + 1])
-                rate[active[i]] = cap[active[i]];
-    }
-    state[S_SOLVE] = 0;
-    if (nheap + nact + state[S_NEW] > n)
-        return -3;
-    for (int64_t i = 0; i < state[S_NEW]; i++)
-        heap_push(heap_key, heap_id, &nheap, new_time[i], new_flow[i]);
-    state[S_NEW] = 0;
-    state[S_HEAP] = nheap;
-
     double now = clock[0], t_end = INFINITY;
     int64_t nout = 0;
     for (int64_t i = 0; i < nact; i++) {
@@ -232,4 +215,35 @@ int64_t cs_fluid_step(int64_t n, int64_t nres, const int64_t *roff, const int64_
     clock[0] = now;
     state[S_ACTIVE] = keep, state[S_HEAP] = nheap, state[S_SOLVE] = 1, state[S_EVENT] = 1;
     return nout;
+}
+
+int64_t cs_fluid_step(int64_t n, int64_t nres, const int64_t *roff, const int64_t *rid,
+                      const double *rcoef, const double *size, const double *cap,
+                      const double *weight, const double *capacity, const double *new_time,
+                      const int64_t *new_flow, double *heap_key, int64_t *heap_id,
+                      int64_t *active, double *rem, double *rate, double *clock,
+                      int64_t *state, int64_t *out, int64_t *uoff, int64_t *uflow,
+                      double *ucoef, double *left, double *load, int64_t *count,
+                      int64_t *open, uint8_t *done, int64_t *live)
+{
+    if (state[S_HEAP] + state[S_ACTIVE] + state[S_NEW] > n)
+        return -3;
+    for (int64_t i = 0; i < state[S_NEW]; i++)
+        heap_push(heap_key, heap_id, &state[S_HEAP], new_time[i], new_flow[i]);
+    state[S_NEW] = 0;
+    for (;;) {
+        int64_t nact = state[S_ACTIVE];
+        if (state[S_SOLVE] && nact) {
+            max_min(nact, active, nres, roff, rid, rcoef, cap, weight, capacity, rate, uoff,
+                    uflow, ucoef, left, load, count, open, done, live);
+            for (int64_t i = 0; i < nact; i++)
+                if (roff[active[i]] == roff[active[i] + 1])
+                    rate[active[i]] = cap[active[i]];
+        }
+        state[S_SOLVE] = 0;
+        int64_t nout = next_event(size, heap_key, heap_id, active, rem, rate, clock, state, out);
+        /* an event where only flows started: the callback would have nothing to do */
+        if (nout || !state[S_EVENT] || !state[S_QUIET])
+            return nout;
+    }
 }

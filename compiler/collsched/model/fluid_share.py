@@ -36,7 +36,9 @@ def share_flows(net, starts, size, cap, weight, finish, ended, local=False):
     kernel: from the heap `starts` of (time its bytes begin, flow), move the flows at their
     max-min fair rates over net.resources (per flow, (resource, coefficient) pairs) with
     net.capacity until none is left; set finish[f] as each ends and call ended(flows, now)
-    for every batch that ends together (it may push more flows on `starts`).
+    for every batch that ends together (it may push more flows on `starts`). Unlike
+    _share_flows, it does not call ended([], now) at an event where flows only start: the
+    callers' callbacks do nothing with no flow.
 
     local: accepted for _share_flows' signature. _share_flows_local solves again only the
     flows connected to those that changed, which gives the rates of a global solve; the
@@ -52,7 +54,8 @@ def share_flows(net, starts, size, cap, weight, finish, ended, local=False):
     new_time = np.zeros(max(n, 1))
     new_flow = np.zeros(max(n, 1), np.int64)
     clock = np.zeros(1)
-    state = np.zeros(5, np.int64)  # fluid.c: S_HEAP, S_ACTIVE, S_NEW, S_SOLVE, S_EVENT
+    # fluid.c: S_HEAP, S_ACTIVE, S_NEW, S_SOLVE, S_EVENT, S_QUIET (on: no empty batches)
+    state = np.array([0, 0, 0, 0, 0, 1], np.int64)
     out = np.zeros(max(n, 1), np.int64)
     step = kernels.bind(
         kernels.fluid_step, n=n, nres=nres, roff=roff, rid=rid, rcoef=rcoef,
@@ -67,14 +70,9 @@ def share_flows(net, starts, size, cap, weight, finish, ended, local=False):
         done=np.zeros(max(n, 1), np.uint8), live=np.zeros(max(nres, 1), np.int64))
     while True:
         if starts:  # hand the flows made ready since the last event to the kernel's heap
-            m = len(starts)
-            if m == 1:
-                new_time[0], new_flow[0] = starts[0]
-            else:
-                ready = np.array(starts, np.float64)
-                new_time[:m] = ready[:, 0]
-                new_flow[:m] = ready[:, 1]
-            state[2] = m
+            for i, (t, f) in enumerate(starts):
+                new_time[i], new_flow[i] = t, f
+            state[2] = len(starts)
             del starts[:]
         k = step()
         if not state[4]:

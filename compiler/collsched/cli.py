@@ -328,8 +328,7 @@ def cmd_bench(a) -> int:
     if a.suite == "intergroup" or a.collective.startswith("inter-"):  # two groups: lab/intergroup.py
         from .lab import intergroup
         return intergroup.cmd_bench(a)
-    # real MPI's, and SMPI's --platform with --hostfile, before anything
-    check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to, a.platform)
+    check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to, a.platform)  # before anything
     if a.suite == "compile-grid":
         from .lab.bench_compiler import run_grid_compile_bench
 
@@ -387,6 +386,8 @@ def cmd_bench(a) -> int:
     if a.suite == "scale-compact":  # compact schedules at 1024-4096 ranks (lab/scale_compact.py)
         from .lab.scale_compact import bench_cli
         return bench_cli(a)
+    if a.suite == "platforms":  # measure -> compile -> run on multi-site platforms (lab/platforms.py)
+        return _bench_platforms(a)
     # Every option is checked here, before the lab compiles anything or starts SMPI/MPI.
     if a.collective != "allgather":
         raise InputError("--collective", _show(a.collective), "expected allgather")
@@ -441,6 +442,32 @@ def cmd_bench(a) -> int:
         rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
         replace_section(a.doc, a.section or "lab-run", markdown(report, rel))
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
+
+
+def _bench_platforms(a) -> int:
+    """`collsched bench --suite platforms`: lab/platforms.py's suite on its bundled platforms,
+    or on the user's (--platform, --hostfile, --topology: the platform's true description)."""
+    import sys
+    from pathlib import Path
+
+    from .lab import platforms as suite
+
+    if a.backend != "smpi":
+        raise InputError("--backend", a.backend, "expected smpi with --suite platforms")
+    bundles = list(suite.PLATFORMS)
+    if a.platform is not None:
+        if a.topology is None:
+            raise InputError("--platform", _show(a.platform), "expected --topology with it: the "
+                                                              "platform's true description (YAML)")
+        bundles = [suite.Bundle(Path(a.platform).stem, Path(a.topology), Path(a.platform), Path(a.hostfile))]
+    sizes = suite.SIZES if a.bytes is None else [_size_arg(x) for x in a.bytes.split(",") if x.strip()]
+    names = None if a.algorithms is None else [x.strip() for x in a.algorithms.split(",") if x.strip()]
+    report, text = suite.run_platforms_suite(bundles, sizes, names, a.keep,
+                                             progress=lambda t: print(t, file=sys.stderr, flush=True))
+    print(_json(report) if a.json else text)
+    if a.doc:
+        suite.write_doc(report, a.doc, a.plot)
+    return EXIT_OK if report["summary"]["data_ok"] else EXIT_INVALID
 
 
 def _bench_recurring(a) -> int:

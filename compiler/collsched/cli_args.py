@@ -251,7 +251,7 @@ def _add_bench(sub) -> None:
                                    "collsched bench --ranks 8 --bytes 64KiB --algorithms ring,bruck,native")
     _add_group_options(b)
     b.add_argument("--suite", choices=("lab", "compiler", "compile-grid", "model", "scale", "recurring",
-                                       "intergroup", "scale-compact"),
+                                       "intergroup", "scale-compact", "platforms"),
                    default="lab",
                    help=h("lab: the mini-benchmark; compiler: compile time and memory; compile-grid: Min3's "
                           "compile time on the bundled grids, fresh processes, C kernels and "
@@ -262,7 +262,10 @@ def _add_bench(sub) -> None:
                           "oracle (docs/lab.md; records --doc); intergroup: the Kang paper's settings "
                           "1-8 (docs/intergroup.md; records --doc); scale-compact: compact schedules at "
                           "--ranks (e.g. 1024,4096) x 64 KiB under SMPI against native selectors, sampled "
-                          "data checks, wall time and memory (docs/compact.md; records --doc)", "lab",
+                          "data checks, wall time and memory (docs/compact.md; records --doc); platforms: "
+                          "measure -> compile -> run on the bundled multi-site SimGrid platforms, or on "
+                          "--platform/--hostfile with --topology its true description (docs/platforms.md; "
+                          "records --doc)", "lab",
                           "--suite compiler"))
     b.add_argument("--backend", choices=("smpi", "mpi"), default="smpi",
                    help=h("SimGrid SMPI or real MPI (through --launcher)", "smpi", "--backend mpi"))

@@ -361,3 +361,27 @@ def test_bench_runs_on_the_users_platform(tmp_path):
     # two-zone.yaml describes the platform (its shared link both ways): the fluid model agrees
     ring = rep["results"][0]
     assert ring["fluid_ratio"] == pytest.approx(1.0, abs=0.05), ring
+
+
+def test_bench_suite_platforms_passes_the_users_platform(monkeypatch, capsys):
+    """bench --suite platforms --platform --hostfile --topology: lab/platforms.py's suite on
+    that one platform (a Bundle of the three files), --bytes and --algorithms as lists."""
+    from collsched.lab import platforms as suite
+
+    seen = {}
+
+    def fake(bundles, sizes, names, workdir, progress=None):
+        seen.update(bundles=bundles, sizes=sizes, names=names, workdir=workdir)
+        return {"summary": {"data_ok": True}}, "text report"
+
+    monkeypatch.setattr(suite, "run_platforms_suite", fake)
+    argv = ["bench", "--suite", "platforms", "--platform", str(DATA / "two-zone.xml"), "--hostfile",
+            str(DATA / "two-zone.hosts"), "--topology", str(DATA / "two-zone.yaml"), "--bytes", "64KiB,1MiB",
+            "--algorithms", "min3,ring"]
+    assert main(argv) == 0
+    (b,) = seen["bundles"]
+    assert (b.name, b.yaml, b.xml, b.hosts) == ("two-zone", DATA / "two-zone.yaml", DATA / "two-zone.xml",
+                                                DATA / "two-zone.hosts")
+    assert seen["sizes"] == [64 << 10, 1 << 20] and seen["names"] == ["min3", "ring"]
+    assert capsys.readouterr().out.strip() == "text report"
+    assert main(["bench", "--suite", "platforms", "--backend", "mpi"]) == 2

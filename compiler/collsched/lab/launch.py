@@ -52,7 +52,7 @@ SRUN_BIND = {"none": "none", "hwthread": "threads", "core": "cores", "socket": "
 MAX_HOSTFILE_BYTES = 1 << 20
 # The suites that run a user's SimGrid platform (--platform FILE.xml --hostfile FILE; the
 # intergroup cases and suite check theirs in intergroup_run.py).
-PLATFORM_SUITES = ("lab", "model", "recurring", "intergroup")
+PLATFORM_SUITES = ("lab", "model", "recurring", "intergroup", "platforms")
 _HOST = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,255}", re.ASCII)
 _SLOTS = re.compile(r"(slots|max_slots|max-slots)=([0-9]{1,9})", re.ASCII)
 

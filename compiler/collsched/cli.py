@@ -326,9 +326,7 @@ def cmd_bench(a) -> int:
     from .lab.launch import check_options
 
     if a.suite == "intergroup" or a.collective.startswith("inter-"):  # two groups: lab/intergroup.py
-        from .lab import intergroup
-        _intergroup_platform(a)
-        return intergroup.cmd_bench(a)
+        return _intergroup(a)
     check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to, a.platform)  # before anything
     if a.suite == "compile-grid":
         from .lab.bench_compiler import run_grid_compile_bench
@@ -445,13 +443,16 @@ def cmd_bench(a) -> int:
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
 
 
-def _intergroup_platform(a) -> None:
-    """--platform with the intergroup lab: one line until lab/intergroup.py passes it on (the
-    library takes it: intergroup_run.InterConfig.platform with hostfile)."""
+def _intergroup(a) -> int:
+    """The intergroup lab (lab/intergroup.py); --platform is one line until it passes it on
+    (the library takes it: intergroup_run.InterConfig.platform with hostfile)."""
+    from .lab import intergroup
+
     if a.platform is not None:
         raise InputError("--platform", _show(a.platform), "not yet with --collective inter-* or --suite "
                                                           "intergroup from the command line (the library "
                                                           "takes InterConfig.platform)")
+    return intergroup.cmd_bench(a)
 
 
 def _bench_platforms(a) -> int:

@@ -177,6 +177,19 @@ BAD = [
     (["--backend", "mpi", "--ranks", "4", "--per-octave", "64", "--sweep", "1:1GiB"], "--sweep"),
     (["--backend", "mpi", "--ranks", "4", "--sweep-budget", "0"], "--sweep-budget"),
     (["--backend", "mpi", "--ranks", "4", "--refine", "-1"], "--refine"),
+    # --platform FILE.xml --hostfile FILE (smpi), and the wrong file to the wrong option
+    (["--backend", "smpi", "--ranks", "4", "--platform", str(TOPO / "wan-3x16.yaml"), "--hostfile", "h"],
+     "--platform-from"),
+    (["--backend", "smpi", "--ranks", "4", "--platform-from", str(TOPO / "four-site.xml")], "--platform FILE.xml"),
+    (["--backend", "smpi", "--ranks", "4", "--platform", str(TOPO / "four-site.xml")], "--hostfile"),
+    (["--backend", "smpi", "--ranks", "4", "--platform-from", str(TOPO / "wan-3x16.yaml"), "--hostfile",
+      str(TOPO / "four-site.hosts")], "--hostfile"),
+    (["--backend", "smpi", "--ranks", "4", "--platform", str(TOPO / "four-site.xml"), "--hostfile",
+      str(TOPO / "no-such.hosts")], "no-such.hosts"),
+    (["--backend", "smpi", "--ranks", "4", "--platform", str(TOPO / "four-site.xml"), "--platform-from",
+      str(TOPO / "wan-3x16.yaml"), "--hostfile", str(TOPO / "four-site.hosts")], "not both"),
+    (["--backend", "mpi", "--ranks", "4", "--platform", "x.xml"], "--platform"),
+    (["--backend", "mpi", "--ranks", "4", "--capacity", "off", "--form", "links"], "--form"),
 ]
 
 

@@ -323,7 +323,7 @@ def test_load_platform_bounds_the_platforms_size(tmp_path, monkeypatch):
     (["--platform", str(DATA / "two-zone.xml"), "--hostfile", str(DATA / "two-zone.hosts"), "--backend", "mpi"],
      "expected only with --backend smpi"),
     (["--platform", str(DATA / "two-zone.xml"), "--hostfile", str(DATA / "two-zone.hosts"), "--suite", "scale"],
-     "expected only with --suite lab, model, recurring, intergroup: scale runs its own platforms"),
+     "expected only with --suite lab, model, recurring, intergroup, platforms: scale runs its own platforms"),
     (["--platform", str(TOPO / "wan-3x16.yaml"), "--hostfile", str(DATA / "two-zone.hosts")],
      "this is YAML: a topology goes to --topology"),
     (["--platform", str(DATA / "two-zone.xml"), "--hostfile", str(DATA / "two-zone.hosts"), "--ranks", "5"],
@@ -385,3 +385,19 @@ def test_bench_suite_platforms_passes_the_users_platform(monkeypatch, capsys):
     assert seen["sizes"] == [64 << 10, 1 << 20] and seen["names"] == ["min3", "ring"]
     assert capsys.readouterr().out.strip() == "text report"
     assert main(["bench", "--suite", "platforms", "--backend", "mpi"]) == 2
+
+
+@pytest.mark.smpi
+def test_intergroup_case_runs_on_the_users_platform(tmp_path):
+    from collsched.intergroup import Groups
+    from collsched.lab.intergroup_run import InterConfig, run_intergroup
+
+    if shutil.which("smpirun") is None or not (build_dir() / "smpi" / "bin" / "collsched-inter-bench").exists():
+        pytest.skip("SimGrid SMPI or build/smpi/bin/collsched-inter-bench missing (make)")
+    cfg = InterConfig(Groups.equal(3, 2, 4099, 4099), topology=str(DATA / "two-zone.yaml"), workdir=str(tmp_path),
+                      platform=str(DATA / "two-zone.xml"), hostfile=str(DATA / "two-zone.hosts"))
+    rep = run_intergroup(cfg, ["kang", "native"])
+    assert all(r["data_ok"] for r in rep["results"])
+    assert rep["platform"]["platform"] == str(DATA / "two-zone.xml")
+    for r in rep["results"]:
+        assert r["command"][r["command"].index("-platform") + 1] == str(DATA / "two-zone.xml")

@@ -55,6 +55,9 @@ FIDELITY = 0.15  # min3 predicted / SMPI
 MEASURE_BUDGET_S = 600.0  # measure on the 48-host platform
 MEASURE_TIMEOUT_S = 3600
 CHECK_TOLERANCE = 0.01  # SimGrid against the YAML's formulas (SMPI adds ~15 ns per message)
+# Filled links: every flow is timed from when its own two ends left the barrier, and ranks
+# leave it up to a wide-area latency apart, which the replay (all at once) does not know.
+FILL_TOLERANCE = 0.05
 
 
 @dataclass(frozen=True)
@@ -311,6 +314,7 @@ def run_platform(b: Bundle, sizes, names, workdir: Path, check: bool = True, mea
     from . import platforms_check
 
     true = _load(b.yaml, b.ranks)
+    workdir.mkdir(parents=True, exist_ok=True)
     out = {"platform": b.name, "yaml": _rel_path(b.yaml), "xml": _rel_path(b.xml), "hosts": _rel_path(b.hosts),
            "ranks": b.ranks, "sites": len(set(true.host_site)),
            "file_differences": platforms_check.compare_files(b.xml, b.hosts, true)}
@@ -345,7 +349,7 @@ def run_platforms_suite(platforms=PLATFORMS, sizes=SIZES, names=None, workdir=No
                         progress=None) -> tuple[dict, str]:
     """The suite (module doc). platforms: bundled names; names: algorithms (None: every
     compiled one and the native selectors); measured: {platform: topology file} to skip
-    its measurement. Returns (report, text)."""
+    its measurement (platforms may be Bundle objects too: a test's own). Returns (report, text)."""
     import tempfile
 
     from .platforms_report import text_report
@@ -353,7 +357,7 @@ def run_platforms_suite(platforms=PLATFORMS, sizes=SIZES, names=None, workdir=No
     names = list(names) if names else algorithms()
     if "min3" not in names:
         names.insert(0, "min3")
-    bundles = [bundle(p) for p in platforms]
+    bundles = [p if isinstance(p, Bundle) else bundle(p) for p in platforms]
     started = datetime.datetime.now(datetime.timezone.utc)
     load = os.getloadavg()[0]
     keep = workdir is not None
@@ -406,7 +410,7 @@ def _checked(plats) -> bool | None:
     done = [p["smpi_check"] for p in plats if "skipped" not in p.get("smpi_check", {"skipped": 1})]
     if not done:
         return None
-    return all(c["single_max_error"] <= CHECK_TOLERANCE and c["fill_max_error"] <= CHECK_TOLERANCE for c in done)
+    return all(c["single_max_error"] <= CHECK_TOLERANCE and c["fill_max_error"] <= FILL_TOLERANCE for c in done)
 
 
 def combine(reports: list[dict]) -> dict:

@@ -250,3 +250,14 @@ def test_flows_refuses_bad_input_in_one_line(text, mention, tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("collsched-flows:")]
     assert len(lines) == 1 and mention in lines[0], proc.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+def test_fluid_site_of_one_host():
+    # B has one host (no LAN pair, its NIC unknown): messages in flight fill the 5 Gbit/s link
+    net = FluidNet({"A": (4, 10 * GBIT, 5e-6), "B": (1, 10 * GBIT, 5e-6)},
+                   {"ab": 5 * GBIT, "ba": 5 * GBIT}, {("A", "B"): (["ab"], 10e-3), ("B", "A"): (["ba"], 10e-3)})
+    _, cap = _probe(net)
+    for p in cap.probes.values():
+        assert not p.nic_limited and p.capacity == pytest.approx(5 * GBIT, rel=0.01)
+    assert cap.tcp_window == pytest.approx(net.window, rel=0.01)
+    assert cap.lan["B"][1] >= 5 * GBIT * 0.99  # at least what it moved

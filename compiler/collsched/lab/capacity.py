@@ -165,6 +165,8 @@ class Prober:
         self.sites = list(dict.fromkeys(meas.host_site))
         self.members = {s: [h for h, x in enumerate(meas.host_site) if x == s] for s in self.sites}
         self.lan = site_lans(meas)
+        # a site of one host has no LAN pair: its NIC is unknown (never called the limit)
+        self.nic = {s: self.lan[s][1] if len(self.members[s]) > 1 else math.inf for s in self.sites}
         self.runs = self.tests = 0
         self.simulated_s = 0.0
         self.wall_s = 0.0
@@ -191,7 +193,7 @@ class Prober:
         return _median(bw[i, j] for i in self.members[a] for j in self.members[b])
 
     def _nic_sum(self, src_site, dst_site, k):
-        return min(k * self.lan[src_site][1], k * self.lan[dst_site][1])
+        return min(k * self.nic[src_site], k * self.nic[dst_site])
 
     # --- 1. growth -----------------------------------------------------------------------
     def grow(self) -> dict:
@@ -293,7 +295,7 @@ class Prober:
         """window = b1 x 2L over the pairs whose one flow neither NICs nor capacity limit."""
         pairs, values = [], []
         for p in probes.values():
-            nic = min(self.lan[p.src][1], self.lan[p.dst][1])
+            nic = min(self.nic[p.src], self.nic[p.dst])
             if p.one_flow < WINDOW_MARGIN * min(nic, p.capacity):
                 pairs.append(p.key)
                 values.append(p.one_flow * 2 * p.latency)
@@ -301,6 +303,10 @@ class Prober:
 
     def probe(self) -> Capacity:
         probes = self.grow()
+        for s in self.sites:  # one host: its NIC moved at least every plateau it took part in
+            if not math.isfinite(self.nic[s]):
+                seen = [p.capacity for p in probes.values() if s in p.key]
+                self.lan[s] = (self.lan[s][0], max([self.lan[s][1], *seen]))
         shares = self.share(probes)
         window, wpairs = self.window(probes)
         return Capacity(self.sites, self.lan, probes, shares, window, wpairs, self.runs, self.tests,

@@ -276,8 +276,59 @@ def message_cost_cases() -> list[Case]:
     return out
 
 
+def link_cases() -> list[Case]:
+    """Wide-area links (inputs/wan_links.py): many sites, links and long routes (a route
+    is resolved for every ordered pair of sites), numeric extremes, an XML platform."""
+    out = []
+
+    def sites(n, hosts=1):
+        return "sites:\n" + "".join(f"  - {{name: s{i}, hosts: {hosts}, {LAN}}}\n" for i in range(n))
+
+    def star(n):
+        return "links:\n" + "".join(f"  - {{name: l{i}, between: [s{i}, hub], latency: 1ms, "
+                                     f"bandwidth: 1Gbit/s}}\n" for i in range(n))
+    out.append(Case("links-star-200", "topology", _b(sites(200) + star(200)), code=0))
+    out.append(Case("links-star-300", "topology", _b(sites(300) + star(300)), field="at most 256 sites"))
+    chain = "links:\n" + "".join(f"  - {{name: c{i}, between: [s{i}, s{i + 1}], latency: 1ms, "
+                                  f"bandwidth: 1Gbit/s}}\n" for i in range(255))
+    out.append(Case("links-chain-256", "topology", _b(sites(256) + chain), field="cross more than"))
+    many = "links:\n" + "".join(f"  - {{name: m{i}, between: [s0, s1], latency: 1ms, bandwidth: 1Gbit/s}}\n"
+                                 for i in range(5000))
+    out.append(Case("links-5000", "topology", _b(sites(2) + many), field="at most 4096 links"))
+    two = sites(2, 2) + star(2)
+    for label, extra, code, field in (
+            ("route-10000-hops", "routes: [{from: s0, to: s1, links: [" + ", ".join(["l0"] * 10000) + "]}]\n",
+             0, None),
+            ("via-5000", "routes: [{between: [s0, s1], via: [" + ", ".join(["hub", "s0"] * 2500) + "]}]\n",
+             2, "routes[0].via"),
+            ("route-latency-inf", "routes: [{from: s0, to: s1, links: [l0], latency: .inf}]\n", 2,
+             "routes[0].latency"),
+            ("route-back-string", "routes: [{from: s0, to: s1, links: [{link: l0, back: 'yes'}]}]\n", 2,
+             "routes[0].links[0]"),
+            ("route-links-empty", "routes: [{from: s0, to: s1, links: []}]\n", 2, "routes[0].links"),
+            ("route-self", "routes: [{between: [s0, s0], via: [hub]}]\n", 2, "routes[0].between")):
+        out.append(Case(f"links-{label}", "topology", _b(two + extra), code=code, field=field))
+    for label, value, field in (("bw-denormal", "1e-320", "links[0].bandwidth"),
+                                ("bw-huge", HUGE_INT, "links[0].bandwidth"),
+                                ("lat-nan", ".nan", "links[0].latency")):
+        key = "bandwidth" if "bw" in label else "latency"
+        other = "latency: 1ms" if key == "bandwidth" else "bandwidth: 1Gbit/s"
+        out.append(Case(f"links-{label}", "topology",
+                        _b(sites(2) + f"links: [{{name: x, between: [s0, s1], {other}, {key}: {value}}}]\n"),
+                        field=field))
+    out.append(Case("links-long-name", "topology",
+                    _b(sites(2) + f"links: [{{name: {'n' * 300000}, between: [s0, s1], latency: 1ms, "
+                                  f"bandwidth: 1Gbit/s}}]\nroutes: [{{from: s0, to: s1, links: [x]}}]\n"),
+                    field="routes[0].links[0]: unknown link 'x'"))
+    out.append(Case("simgrid-platform-xml", "topology",
+                    _b("<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+                       "<platform version=\"4.1\">\n  <zone id=\"w\" routing=\"Full\"/>\n</platform>\n"),
+                    field="SimGrid platform XML"))
+    return out
+
+
 CASES = (alias_cases() + nesting_cases() + numeric_cases() + encoding_cases() + size_cases()
-         + message_cost_cases())
+         + message_cost_cases() + link_cases())
 assert len({c.name for c in CASES}) == len(CASES), "case names are unique"
 
 

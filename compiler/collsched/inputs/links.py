@@ -42,6 +42,9 @@ def host_matrices(topo):
 
 
 def _uniform(block: np.ndarray) -> float | None:
+    if block.size == 1:  # a pair of single-host sites: many of them in a wide network
+        v = float(block.flat[0])
+        return v if np.isfinite(v) else None
     vals = block[np.isfinite(block)] if block.size else block
     if vals.size == 0:
         return None
@@ -94,10 +97,13 @@ def compute_site_classes(topo, lat, bw):
                 return None
             wan[a, b] = (L, B)
     # Single-host sites have no LAN pair: give their NIC the fastest WAN rate out, 0 latency.
+    fastest = {}
+    for (a, b), (_, B) in wan.items():
+        for s in (a, b):
+            fastest[s] = max(fastest.get(s, B), B)
     for s in sites:
         if lan[s][0] is None:
-            rates = [B for (a, b), (_, B) in wan.items() if s in (a, b)] or [np.inf]
-            lan[s] = (0.0, max(rates))
+            lan[s] = (0.0, fastest.get(s, np.inf))
     # Exact only if the WAN link is the bottleneck and carries the rest of the latency.
     for (a, b), (L, B) in wan.items():
         if B > min(lan[a][1], lan[b][1]) * (1 + _REL) or L < (lan[a][0] + lan[b][0]) / 2 * (1 - _REL):
@@ -165,18 +171,20 @@ def compute_shared_links(topo) -> SharedLinks:
     new_id[keep] = np.arange(len(keep))
     bws = np.array([net.resources[k].capacity for k in keep], np.float64)
     names = [net.resources[k].name for k in keep]
-    site_of_host = np.array([sites.index(s) for s in topo.host_site], np.int64)
+    number = {s: i for i, s in enumerate(sites)}
+    site_of_host = np.array([number[s] for s in topo.host_site], np.int64)
     rank_site = site_of_host[np.asarray(topo.rank_host)]
+    ranked = set(rank_site.tolist())  # sites with ranks: the only routes flows take
     route_of = np.full((p, p), -1, np.int64)
     routes: list = []
     route_id: dict = {}
     for (a, b), route in net.routes.items():
-        if a not in size or b not in size:
+        if a not in size or b not in size or number[a] not in ranked or number[b] not in ranked:
             continue
         res = tuple(int(new_id[k]) for k in route.resources if new_id[k] >= 0)
         if not res:
             continue
-        ka, kb = sites.index(a), sites.index(b)
+        ka, kb = number[a], number[b]
         sel = np.ix_(rank_site == ka, rank_site == kb)
         rid = route_id.setdefault(res, len(routes))
         if rid == len(routes):

@@ -158,25 +158,26 @@ def resolve(links, sites, via=None, origin=FROM_LINKS, explicit=None, route_late
     index = {}
     for k, r in enumerate(resources):
         index[r.link, r.name.endswith(">") or links[r.link].sharing != SPLIT] = k
-    g = nx.MultiGraph()
+    g = nx.Graph()  # one edge per pair of points: the least-latency link between them
     g.add_nodes_from(sites)
+    best = {}  # (x, y) -> the link a path from x to y takes
     for k, lk in enumerate(links):
         if lk.ends is None:
             continue
         a, b = lk.ends
         if a == b:
             raise NetworkError(["links", k, "between"], f"expected two different points, got {a!r} twice")
-        g.add_edge(a, b, key=k)
-
-    def weight(u, v, d):
-        # latency first, then one more link (deterministic on ties)
-        return min(links[k].latency for k in d) + 1e-12
-
-    def best_edge(x, y):
-        return min(g[x][y], key=lambda k: (links[k].latency, k))
+        if (a, b) not in best or lk.latency < links[best[a, b]].latency:
+            best[a, b] = best[b, a] = k
+            # latency first, then one more link (deterministic on ties)
+            g.add_edge(a, b, weight=lk.latency + 1e-12)
 
     def along(seq):
-        return [(best_edge(x, y), links[best_edge(x, y)].ends[0] == x) for x, y in zip(seq, seq[1:])]
+        out = []
+        for x, y in zip(seq, seq[1:]):
+            k = best[x, y]
+            out.append((k, links[k].ends[0] == x))
+        return out
 
     paths = {}
 
@@ -194,7 +195,7 @@ def resolve(links, sites, via=None, origin=FROM_LINKS, explicit=None, route_late
                     raise NetworkError(["routes"], f"route {a} -> {b}: no link between {x!r} and {y!r}")
             return along(seq)
         if a not in paths:  # one search per source site
-            paths[a] = nx.single_source_dijkstra_path(g, a, weight=weight)
+            paths[a] = nx.single_source_dijkstra_path(g, a, weight="weight")
         if b not in paths[a]:
             raise NetworkError(["links"], f"no path of links between sites {a!r} and {b!r}; "
                                           f"add a link (or a route) joining them")

@@ -463,3 +463,27 @@ def test_docs_examples(tmp_path):
     paris = next(t for t in topos if "paris" in t.sites())
     p, ly = paris.host_site.index("paris"), paris.host_site.index("lyon")
     assert paris.host_bandwidth[p, ly] == g("25Gbit/s")
+
+
+JUNK = st.sampled_from([None, True, -1, 0, 2.5, "", "x", "s0", "s1", "r0", "l0", "gw", "shared", "split",
+                        "1e999999999 s", "-3 Gbit/s", [], ["s0"], ["s0", "s0"], ["s0", "s1", "s2"], {},
+                        {"link": "l0"}, {"link": "nope", "back": True}, ["l0", {"link": "l1", "back": 1}]])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(link_topologies(), st.data())
+def test_mutated_links_load_or_one_line(tmp_path, doc, data):
+    """A valid `links:` file with one value anywhere in links/routes replaced by junk gives
+    a Topology or one InputError line naming the file."""
+    section = data.draw(st.sampled_from([k for k in ("links", "routes") if k in doc]))
+    node = doc[section]
+    i = data.draw(st.integers(0, len(node) - 1))
+    entry = node[i]
+    key = data.draw(st.sampled_from(sorted(entry) + ["sharing", "back", "via", "from"]))
+    entry[key] = data.draw(JUNK)
+    p = write(tmp_path, doc)
+    try:
+        load_topology(p)
+    except InputError as e:
+        line = e.line()
+        assert "\n" not in line and str(p) in line and line.count(":") >= 2, line

@@ -487,3 +487,13 @@ def test_mutated_links_load_or_one_line(tmp_path, doc, data):
     except InputError as e:
         line = e.line()
         assert "\n" not in line and str(p) in line and line.count(":") >= 2, line
+
+
+def test_write_refuses_matrices_the_network_does_not_give(tmp_path):
+    t = load_topology(write(tmp_path, SPEC))
+    changed = dataclasses.replace(t, host_latency=t.host_latency * 2)
+    with pytest.raises(ValueError, match="does not have the latency and bandwidth its links network gives"):
+        write_topology(changed, tmp_path / "x.yaml")
+    assert not (tmp_path / "x.yaml").exists()
+    write_topology(dataclasses.replace(changed, network=None), tmp_path / "m.yaml")
+    assert load_topology(tmp_path / "m.yaml").network is None

@@ -20,6 +20,7 @@ Both fill site x site latency / bandwidth matrices through the reader's `put(i, 
 """
 from __future__ import annotations
 
+import numpy as np
 import yaml
 
 from . import network as net
@@ -280,6 +281,7 @@ def write_links_topology(topo, path, comment, duplex, intra, extra) -> None:
     if any(s not in lan for s in topo.sites()):
         _, _, classes, _ = topo.site_classes  # a network built in code without its LANs
         lan = {s: lan.get(s, classes[s]) for s in topo.sites()}
+    _check_matrices(topo, lan)
     link_list, routes = links_doc(network)
     doc = {"name": topo.name, "duplex": duplex,
            "sites": [{"name": s, "lan": {"latency": float(lan[s][0]), "bandwidth": float(lan[s][1])}}
@@ -295,3 +297,29 @@ def write_links_topology(topo, path, comment, duplex, intra, extra) -> None:
         head = "".join(f"# {line}\n" for line in str(comment).splitlines()) + head
     body = yaml.safe_dump({**doc, **extra}, sort_keys=False, default_flow_style=None, width=100000)
     write_atomic(path, head + body)
+
+
+def _check_matrices(topo, lan) -> None:
+    """The class form says what the network gives: refuse host matrices that differ (a
+    topology changed in code after loading) rather than write a file that reads back as
+    another topology."""
+    sites = topo.sites()
+    n = len(sites)
+    lat, bw = np.zeros((n, n)), np.zeros((n, n))
+    for x, a in enumerate(sites):
+        for y, b in enumerate(sites):
+            if a == b:
+                lat[x, y], bw[x, y] = lan[a]
+            else:
+                r = topo.network.routes[a, b]
+                lat[x, y] = lan[a][0] / 2 + r.latency + lan[b][0] / 2
+                bw[x, y] = min(lan[a][1], lan[b][1], r.bandwidth)
+    number = {s: k for k, s in enumerate(sites)}
+    ix = np.array([number[s] for s in topo.host_site])
+    off = ~np.eye(len(ix), dtype=bool)
+    bad = off & ((topo.host_latency != lat[np.ix_(ix, ix)]) | (topo.host_bandwidth != bw[np.ix_(ix, ix)]))
+    if bad.any():
+        i, j = (int(v[0]) for v in np.nonzero(bad))
+        raise ValueError(f"write_topology: host pair {topo.hosts[i]} -> {topo.hosts[j]} does not "
+                         f"have the latency and bandwidth its links network gives; drop the network "
+                         f"(dataclasses.replace(t, network=None)) to write the matrices")

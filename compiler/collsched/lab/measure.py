@@ -177,8 +177,14 @@ def check_config(cfg: MeasureConfig) -> None:
     if cfg.form == "links" and not cfg.capacity:
         raise InputError("--form", "links", "needs the capacity probes (drop --capacity off, or write "
                                             "--form matrix)")
-    for name in ("collsched-measure", "collsched-flows") if cfg.capacity else ("collsched-measure",):
-        binary = program_path(cfg.backend, name)
+    # both programs at once (an installed package builds what is missing in one first use)
+    names = ("collsched-measure", "collsched-flows") if cfg.capacity else ("collsched-measure",)
+    paths = [runtime_build.build_dir() / ("smpi/bin" if cfg.backend == "smpi" else "bin") / n for n in names]
+    missing = [p for p in paths if not p.exists()]
+    if missing and runtime_build.installed():
+        runtime_build.build_targets([str(p) for p in missing], [runtime_build.compiler(cfg.backend)],
+                                    f"{' and '.join(p.name for p in missing)} ({cfg.backend})")
+    for binary in paths:
         if not binary.exists():
             raise InputError(str(binary), "", "not built: run `make` (or `make measure`) first")
 

@@ -25,7 +25,8 @@
  * bits (finish times agree to a relative 1e-12 or so: tests/compiler/test_kernels_fluid.py).
  *
  * Sizes: roff n + 1, rid and rcoef roff[n] (flow f crosses rid[roff[f] .. roff[f + 1]) with
- * coefficients rcoef), size, cap, weight, rem, rate, new_time, new_flow, heap_key, heap_id,
+ * coefficients rcoef), size, cap, cap_level (cap / weight: the level at which a flow reaches
+ * its cap), weight, rem, rate, new_time, new_flow, heap_key, heap_id,
  * active, out, open, done n; capacity, left, load, count, live nres; uoff nres + 1; uflow
  * and ucoef roff[n]. Returns the number of flows in out, or -3 when more flows start than n
  * (a flow made ready twice: a bug of the caller).
@@ -41,7 +42,7 @@ enum { S_HEAP, S_ACTIVE, S_NEW, S_SOLVE, S_EVENT, S_QUIET };
 /* _max_min over the active flows: rate[f] for each; the loops below visit flows in active
  * order and resources by index, each user list in active order, as _max_min builds them. */
 static void max_min(int64_t nact, const int64_t *active, int64_t nres, const int64_t *roff,
-                    const int64_t *rid, const double *rcoef, const double *cap,
+                    const int64_t *rid, const double *rcoef, const double *cap_level,
                     const double *weight, const double *capacity, double *rate, int64_t *uoff,
                     int64_t *uflow, double *ucoef, double *left, double *load, int64_t *count,
                     int64_t *open, uint8_t *done, int64_t *live)
@@ -90,13 +91,13 @@ static void max_min(int64_t nact, const int64_t *active, int64_t nres, const int
         }
         nlive = keep;
         for (int64_t i = 0; i < nopen; i++) {
-            double x = cap[open[i]] / weight[open[i]];
+            double x = cap_level[open[i]];
             if (x < level)
                 level = x;
         }
         double limit = level * (1 + EPS);
         for (int64_t i = 0; i < nopen; i++)
-            if (cap[open[i]] / weight[open[i]] <= limit)
+            if (cap_level[open[i]] <= limit)
                 done[open[i]] = 1;
         for (int64_t i = 0; i < nlive; i++) {
             int64_t r = live[i];
@@ -219,12 +220,12 @@ static int64_t next_event(const double *size, double *heap_key, int64_t *heap_id
 
 int64_t cs_fluid_step(int64_t n, int64_t nres, const int64_t *roff, const int64_t *rid,
                       const double *rcoef, const double *size, const double *cap,
-                      const double *weight, const double *capacity, const double *new_time,
-                      const int64_t *new_flow, double *heap_key, int64_t *heap_id,
-                      int64_t *active, double *rem, double *rate, double *clock,
-                      int64_t *state, int64_t *out, int64_t *uoff, int64_t *uflow,
-                      double *ucoef, double *left, double *load, int64_t *count,
-                      int64_t *open, uint8_t *done, int64_t *live)
+                      const double *cap_level, const double *weight, const double *capacity,
+                      const double *new_time, const int64_t *new_flow, double *heap_key,
+                      int64_t *heap_id, int64_t *active, double *rem, double *rate,
+                      double *clock, int64_t *state, int64_t *out, int64_t *uoff,
+                      int64_t *uflow, double *ucoef, double *left, double *load,
+                      int64_t *count, int64_t *open, uint8_t *done, int64_t *live)
 {
     if (state[S_HEAP] + state[S_ACTIVE] + state[S_NEW] > n)
         return -3;
@@ -234,7 +235,7 @@ int64_t cs_fluid_step(int64_t n, int64_t nres, const int64_t *roff, const int64_
     for (;;) {
         int64_t nact = state[S_ACTIVE];
         if (state[S_SOLVE] && nact) {
-            max_min(nact, active, nres, roff, rid, rcoef, cap, weight, capacity, rate, uoff,
+            max_min(nact, active, nres, roff, rid, rcoef, cap_level, weight, capacity, rate, uoff,
                     uflow, ucoef, left, load, count, open, done, live);
             for (int64_t i = 0; i < nact; i++)
                 if (roff[active[i]] == roff[active[i] + 1])

@@ -78,12 +78,12 @@ int64_t cs_ring(int64_t n, int64_t n_items, double floor, const double *dur, con
 /* fluid.c: one event of model.fluid._share_flows (its max-min rates, next event, flows that end). */
 int64_t cs_fluid_step(int64_t n, int64_t nres, const int64_t *roff, const int64_t *rid,
                       const double *rcoef, const double *size, const double *cap,
-                      const double *weight, const double *capacity, const double *new_time,
-                      const int64_t *new_flow, double *heap_key, int64_t *heap_id,
-                      int64_t *active, double *rem, double *rate, double *clock,
-                      int64_t *state, int64_t *out, int64_t *uoff, int64_t *uflow,
-                      double *ucoef, double *left, double *load, int64_t *count,
-                      int64_t *open, uint8_t *done, int64_t *live);
+                      const double *cap_level, const double *weight, const double *capacity,
+                      const double *new_time, const int64_t *new_flow, double *heap_key,
+                      int64_t *heap_id, int64_t *active, double *rem, double *rate,
+                      double *clock, int64_t *state, int64_t *out, int64_t *uoff,
+                      int64_t *uflow, double *ucoef, double *left, double *load,
+                      int64_t *count, int64_t *open, uint8_t *done, int64_t *live);
 
 /* builtins.max(a, b): b only if strictly greater. */
 static inline double pymax(double a, double b) { return b > a ? b : a; }

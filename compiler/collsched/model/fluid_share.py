@@ -48,6 +48,7 @@ def share_flows(net, starts, size, cap, weight, finish, ended, local=False):
     n = len(size)
     resources, capacity = net.resources, np.asarray(net.capacity, np.float64)
     roff, rid, rcoef = _csr(resources)
+    cap, weight = np.asarray(cap, np.float64), np.asarray(weight, np.float64)
     nres = len(capacity)
     if len(rid) and (rid.min() < 0 or rid.max() >= nres):
         raise ValueError("a flow crosses a resource the network does not have")
@@ -59,8 +60,8 @@ def share_flows(net, starts, size, cap, weight, finish, ended, local=False):
     out = np.zeros(max(n, 1), np.int64)
     step = kernels.bind(
         kernels.fluid_step, n=n, nres=nres, roff=roff, rid=rid, rcoef=rcoef,
-        size=np.asarray(size, np.float64), cap=np.asarray(cap, np.float64),
-        weight=np.asarray(weight, np.float64), capacity=capacity, new_time=new_time,
+        size=np.asarray(size, np.float64), cap=cap, cap_level=cap / weight, weight=weight,
+        capacity=capacity, new_time=new_time,
         new_flow=new_flow, heap_key=np.zeros(max(n, 1)), heap_id=np.zeros(max(n, 1), np.int64),
         active=np.zeros(max(n, 1), np.int64), rem=np.zeros(max(n, 1)), rate=np.zeros(max(n, 1)),
         clock=clock, state=state, out=out, uoff=np.zeros(nres + 1, np.int64),

@@ -187,13 +187,20 @@ def test_shared_links_share_and_split_directions_do_not(flows, tmp_path):
     assert rates((0, 5), gamma=window) == pytest.approx([window / (2 * t.host_latency[0, 5])], rel=1e-3)
 
 
+# Flows started together (two hosts per site, ranks 2k and 2k+1 in site k): the bundled
+# platforms' shared links crossed by several flows, both ways, and a split link both ways.
+TOGETHER = {"four-site": ["0-4,2-5", "0-4,5-2", "4-6,7-5", "0-6,2-7,6-1", "1-3,3-0,4-7,6-5"],
+            "hub-3site": ["0-2,1-4", "0-2,3-1", "2-4,5-0", "0-4,2-5,4-1"]}
+
+
 @pytest.mark.smpi
-def test_four_site_platform_is_its_yaml_and_the_hand_written_one(flows, tmp_path):
-    """topologies/four-site.yaml (links form) through SimGrid, two hosts per site: every
-    ordered pair alone has the formulas' latency and bandwidth, and the generated platform
-    times every flow, alone or crossing shared links together, as the hand-written
-    topologies/four-site.xml does."""
-    t = load_topology(TOPO / "four-site.yaml")
+@pytest.mark.parametrize("name", sorted(TOGETHER))
+def test_bundled_platform_is_its_yaml_and_the_hand_written_one(flows, tmp_path, name):
+    """topologies/NAME.yaml (links form) through SimGrid, two hosts per site: every ordered
+    pair alone has the formulas' latency and bandwidth, and the generated platform times
+    every flow, alone or crossing shared links together, as the hand-written
+    topologies/NAME.xml does."""
+    t = load_topology(TOPO / f"{name}.yaml")
     plat = build_platform(t)
     assert plat.shape == "links"
     plat.write(tmp_path)
@@ -203,15 +210,14 @@ def test_four_site_platform_is_its_yaml_and_the_hand_written_one(flows, tmp_path
     n = len(picked)
     pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
     singles = [f"{i}-{j}" for i, j in pairs]
-    # together: paris and frankfurt into chicago (the atlantic), tokyo both ways, and more
-    together = ["0-4,2-5", "0-4,5-2", "4-6,7-5", "0-6,2-7,6-1", "1-3,3-0,4-7,6-5"]
+    together = TOGETHER[name]
     m = 10_000_000
     runs = {}
-    for name in ("gen", "own"):
-        xml = tmp_path / "platform.xml" if name == "gen" else TOPO / "four-site.xml"
+    for which in ("gen", "own"):
+        xml = tmp_path / "platform.xml" if which == "gen" else TOPO / f"{name}.xml"
         go = lambda size, rounds: run_flows(flows, tmp_path, n, size, rounds, xml=xml,
-                                            hosts=tmp_path / f"{name}.hosts")
-        runs[name] = (go(1, singles), go(m, singles + together))
+                                            hosts=tmp_path / f"{which}.hosts")
+        runs[which] = (go(1, singles), go(m, singles + together))
     for (i, j), s, b in zip(pairs, *runs["gen"]):
         L, B = t.host_latency[picked[i], picked[j]], t.host_bandwidth[picked[i], picked[j]]
         assert s[0] - 1 / B == pytest.approx(L, rel=3e-3, abs=50e-9), (i, j)

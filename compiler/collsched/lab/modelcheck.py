@@ -298,6 +298,11 @@ def markdown(rows: list[dict], plot_rel: str | None) -> str:
         "CM02 for all of these cases; docs/lab.md, \"Network models\", says why under SMPI too).",
         "",
     ]
+    ran = {(r["platform"]["platform"], r["platform"]["hostfile"]) for r in rows
+           if isinstance(r.get("platform"), dict) and "platform" in r["platform"]}
+    for xml, hosts in sorted(ran):
+        lines += [f"SimGrid ran the platform `{xml}` (ranks placed by `{hosts}`), not one generated "
+                  "from the topology; the topology predicted and compiled (`--platform`, `--hostfile`).", ""]
     if "measured" in sources:
         lines += [_MEASURED, ""]
     for source in sources:

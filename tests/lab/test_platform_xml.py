@@ -407,3 +407,13 @@ def test_intergroup_case_runs_on_the_users_platform(tmp_path):
     assert rep["platform"]["platform"] == str(DATA / "two-zone.xml")
     for r in rep["results"]:
         assert r["command"][r["command"].index("-platform") + 1] == str(DATA / "two-zone.xml")
+
+
+def test_a_placement_other_than_the_topologys_is_noted():
+    from collsched.lab.simgrid_platform import placement_note
+
+    up = load_platform(str(DATA / "two-zone.xml"), str(DATA / "two-zone.hosts"), 5)  # e0 e0 w0 e1 w1
+    assert placement_note(up, [0, 0, 3, 1, 4], 5) is None  # other names, the same grouping
+    assert placement_note(up, [7, 7, 2, 1, 4], 5) is None
+    assert "ranks 0 and 1 on one host" in placement_note(up, [0, 1, 3, 2, 4], 5)
+    assert "ranks 0 and 2 on different hosts" in placement_note(up, [0, 0, 0, 1, 4], 5)

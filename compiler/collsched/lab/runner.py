@@ -53,7 +53,7 @@ from .arrivals import BASE_COMPUTE_S, arrival_pattern
 from .netmodel import SIMGRID_EAGER_LIMIT, check_model, network_setup, write_prediction_topology
 from .platform import DEFAULT_TCP_GAMMA, build_platform
 from .launch import require_map_count
-from .simgrid_platform import platform_record, user_platform
+from .simgrid_platform import placement_note, platform_record, user_platform
 
 
 RUN_TIMEOUT_S = 1800
@@ -425,6 +425,9 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
             report["network_notes"].append(
                 f"SimGrid ran the platform {user.xml} (host file {user.hostfile}); the compiler and "
                 f"the cost models used {cfg.topology}.")
+            note = placement_note(user, topo.rank_host, cfg.ranks)
+            if note:
+                report["network_notes"].append(note)
     if cfg.predict_topology is not None:
         report.setdefault("network_notes", []).append(
             f"The compiler and the cost models used {cfg.predict_topology} (its own message costs, "

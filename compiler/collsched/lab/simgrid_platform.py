@@ -242,3 +242,21 @@ def platform_record(user: UserPlatform | None, ranks: int, topology: str | None)
     if user is None:
         return {"generated_from": topology or "the homogeneous default"}
     return user.describe(ranks)
+
+
+def placement_note(user: UserPlatform, rank_host, ranks: int) -> str | None:
+    """A note when the host file and the topology group the ranks onto hosts differently
+    (ranks sharing a host in one and not in the other; host names may differ, the grouping
+    is what the predictions depend on), else None."""
+    import numpy as np
+
+    mine = np.unique(np.asarray(user.hosts[:ranks]), return_inverse=True)[1]
+    theirs = np.asarray(rank_host)[:ranks]
+    for r in range(ranks):
+        a, b = mine == mine[r], theirs == theirs[r]
+        if not np.array_equal(a, b):
+            s = int(np.nonzero(a != b)[0][0])
+            together = "on one host" if a[s] else "on different hosts"
+            return (f"The host file places ranks {r} and {s} {together}, the topology not: its "
+                    f"predictions assume another placement than the run's.")
+    return None

@@ -51,7 +51,7 @@ BIND_TO = ("none", "hwthread", "core", "l1cache", "l2cache", "l3cache", "socket"
 SRUN_BIND = {"none": "none", "hwthread": "threads", "core": "cores", "socket": "sockets", "numa": "ldoms"}
 MAX_HOSTFILE_BYTES = 1 << 20
 # The suites that run a user's SimGrid platform (--platform FILE.xml --hostfile FILE; the
-# intergroup cases and suite check theirs in intergroup_run.py).
+# intergroup cases check theirs in intergroup_run.py).
 PLATFORM_SUITES = ("lab", "model", "recurring", "intergroup", "platforms")
 _HOST = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,255}", re.ASCII)
 _SLOTS = re.compile(r"(slots|max_slots|max-slots)=([0-9]{1,9})", re.ASCII)
@@ -312,7 +312,7 @@ def check_options(suite: str, backend: str, launcher: str | None, hostfile: str 
                   bind_to: str | None, platform: str | None = None) -> None:
     """The command line's --launcher, --hostfile, --bind-to (real MPI's, for the suites that
     launch it: lab, recurring) and --platform with --hostfile (SMPI's: a user's SimGrid
-    platform, for the suites that run SMPI on one: lab, model, recurring); checked whole
+    platform, for the suites that run SMPI on one: PLATFORM_SUITES); checked whole
     (template, host file, binding; the platform and its host file) before anything runs.
     One InputError naming the first option at fault else."""
     from .simgrid_platform import check_options as check_platform, load_platform

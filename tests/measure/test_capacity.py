@@ -261,3 +261,17 @@ def test_fluid_site_of_one_host():
         assert not p.nic_limited and p.capacity == pytest.approx(5 * GBIT, rel=0.01)
     assert cap.tcp_window == pytest.approx(net.window, rel=0.01)
     assert cap.lan["B"][1] >= 5 * GBIT * 0.99  # at least what it moved
+
+
+def test_many_tests_are_split_over_launches(monkeypatch):
+    monkeypatch.setattr(capmod, "MAX_TESTS_PER_RUN", 5)
+    net = four_sites()
+    meas = net.measurement()
+    launches = []
+
+    def run(tests, phase):
+        launches.append(len(tests))
+        return net.run(tests)
+    cap = capmod.Prober(meas, run).probe()
+    assert max(launches) <= 5 and cap.runs == len(launches) and cap.tests == sum(launches)
+    assert cap.probes["paris", "chicago"].capacity == pytest.approx(5 * GBIT, rel=0.01)

@@ -41,6 +41,8 @@ MAX_IN_FLIGHT = 64  # messages in flight per host pair (collsched_flows.c allows
 STEPS_PER_RUN = 3  # growth steps measured per run of the program (fewer launches)
 MIN_BYTES, MAX_BYTES = 1 << 20, 256 << 20  # one message of a probe
 RTTS_PER_MESSAGE = 16  # a probe message lasts this many latencies at the one-flow rate
+# per launch of collsched-flows (its limits: 100,000 tests, 1,000,000 flows)
+MAX_TESTS_PER_RUN, MAX_FLOWS_PER_RUN = 20_000, 500_000
 
 
 @dataclass
@@ -172,6 +174,17 @@ class Prober:
         self.wall_s = 0.0
 
     def _run(self, tests, phase):
+        """Run tests, in as many launches as collsched-flows' limits need."""
+        out, chunk = [], []
+        for t in tests:
+            if chunk and (len(chunk) >= MAX_TESTS_PER_RUN
+                          or sum(map(len, chunk)) + len(t) > MAX_FLOWS_PER_RUN):
+                out += self._launch(chunk, phase)
+                chunk = []
+            chunk.append(t)
+        return out + (self._launch(chunk, phase) if chunk else [])
+
+    def _launch(self, tests, phase):
         self.runs += 1
         self.tests += len(tests)
         out = self.run_tests(tests, f"capacity {phase} (run {self.runs})")

@@ -90,7 +90,9 @@ def networks(draw):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(networks())
 def test_random_networks_global(case):
-    assert_same(run(fluid_share.share_flows, case), run(fluid._share_flows, case))
+    with c_kernels(False):
+        ref = run(fluid._share_flows, case)
+    assert_same(run(fluid_share.share_flows, case), ref)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -100,7 +102,8 @@ def test_random_networks_local(case):
     solve gives its rates; finish times within the tolerance (batches may split where the
     two loops' tolerances differ, so only the times are compared)."""
     f1, _ = run(fluid_share.share_flows, case, local=True)
-    f2, _ = run(fluid._share_flows, case, local=True)
+    with c_kernels(False):
+        f2, _ = run(fluid._share_flows, case, local=True)
     assert np.allclose(f1, f2, rtol=RTOL, atol=0)
 
 
@@ -108,7 +111,9 @@ def test_nothing_can_move_leaves_flows_unfinished():
     """A flow on a resource of no capacity never ends, as in the Python loop."""
     case = dict(resources=[((0, 1.0),), ((1, 1.0),)], capacity=[0.0, 1e6], size=[1e3, 1e3],
                 cap=[math.inf] * 2, weight=[1.0, 1.0], first=[0.0, 0.0], after={})
-    fast, ref = run(fluid_share.share_flows, case), run(fluid._share_flows, case)
+    with c_kernels(False):
+        ref = run(fluid._share_flows, case)
+    fast = run(fluid_share.share_flows, case)
     assert fast[0][0] == ref[0][0] == math.inf and fast[0][1] == ref[0][1] == 1e-3
 
 
@@ -134,3 +139,24 @@ def test_lab_topologies(name, p, alg, nbytes, nseg):
         fast, ref = timelines(s, topo, nbytes, arrivals)
         for a, b in ((fast.start, ref.start), (fast.end, ref.end), (fast.exits, ref.exits)):
             assert np.allclose(a, b, rtol=RTOL, atol=0)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(0, 300_000), st.booleans(),
+       st.sampled_from(["kang", "kang-v", "root-gather", "root-gather-mpich"]))
+def test_intergroup_fluid_model(p, q, block, full_duplex, name):
+    """The intergroup models' fluid timing (_share_flows(local=True)) on the kernel."""
+    from collsched.inputs.topology import homogeneous
+    from collsched.intergroup import PLANS, Groups
+    from collsched.intergroup.schedule import from_plan
+    from collsched.intergroup.timing import _time_fluid, match_transfers
+    g = Groups.equal(p, q, block, block + 1)
+    tr = match_transfers(from_plan(PLANS[name](g)))
+    topo = homogeneous(g.nranks, latency_s=50e-6, bandwidth_Bps=1e9, full_duplex=full_duplex)
+    a = np.zeros(g.nranks)
+    with c_kernels(False):
+        ref = _time_fluid(tr, topo, a, False)
+    with setting(fluid, "_share_flows", fluid_share.share_flows):
+        fast = _time_fluid(tr, topo, a, False)
+    for x, y in zip(fast, ref):
+        assert np.allclose(x, y, rtol=RTOL, atol=0)

@@ -18,10 +18,14 @@ Which kernels exist, their wrappers here, and the reference each mirrors:
     ring.c        ring()                  min3.ring._schedule_ring              (large grid sites)
     progress.c    progress_completes()    verify._progress_completes            (deadlock freedom)
     dag.c         dag_order(), dag_time() model.dag._PyGraph                    (cost model timing)
-    fluid.c       fluid_step()            model.fluid._share_flows               (fluid model's sharing)
+    fluid.c       fluid_step()            model.fluid._share_flows              (fluid model's sharing)
 
 fluid_step is called once per event of a loop on the same arrays: bind() checks its
-arguments once and returns the call (model/fluid_share.py drives it).
+arguments once and returns the call (model/fluid_share.py drives it). It is the one kernel
+not bit for bit with its reference: where _max_min fixes several flows at one level, it
+takes their rates off the resources in a set's order, the kernel in the flows' start order,
+so times may differ in the last bits (tests/compiler/test_kernels_fluid.py: within a
+relative 1e-9).
 
 One interface: kernels.h declares every kernel's prototype. When the library loads, those
 declarations are read (parse_prototypes) and set each C function's argument and result

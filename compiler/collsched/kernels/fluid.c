@@ -1,35 +1,37 @@
 /* model.fluid._share_flows in C: flows in progress share resources max-min fairly.
  *
- * One call is one event of _share_flows' loop (read it and _max_min first: this is the same
- * loop). The caller (model/fluid_share.py) keeps nothing but the arrays: the flows that
- * became ready since the last call come in (new_time, new_flow: state[S_NEW] of them),
- * the flows in progress stay here (active[], in the order they started, with rem[] bytes
- * left and rate[]), and the flows that end at this event go out (out[], the return value),
- * at clock[0]; the caller then runs its callback, which makes more flows ready, and calls
- * again. Each call:
+ * A call runs _share_flows' loop (read it and _max_min first: this is the same loop) up to
+ * the next event where flows end. The caller (model/fluid_share.py) keeps nothing but the
+ * arrays: the flows that became ready since the last call come in (new_time, new_flow:
+ * state[S_NEW] of them), the flows in progress stay here (active[], in the order they
+ * started, with rem[] bytes left and rate[]), and the flows that end go out (out[], the
+ * return value) at clock[0]; the caller then runs its callback, which makes more flows
+ * ready, and calls again. Each event:
  *
  *   1. after an event (state[S_SOLVE]): the max-min rates of the active flows (max_min
  *      below, _max_min's progressive filling), a flow that crosses no resource at its cap;
- *   2. pushes the new flows on the heap of starts (time, flow), heapq's order;
- *   3. finds the next event - the earliest projected end (ends within a relative _EPS of it
- *      together) or start - moves every active flow's bytes on to it, starts the flows
- *      whose time has come, and removes the flows that end: the earliest enders, or on a
- *      start every flow with at most _EPS x max(size, 1) bytes left.
+ *   2. (on entry) the new flows go on the heap of starts (time, flow), heapq's order;
+ *   3. the next event - the earliest projected end (ends within a relative _EPS of it
+ *      together) or start: every active flow's bytes move on to it, the flows whose time
+ *      has come start, and the flows that end leave: the earliest enders, or on a start
+ *      every flow with at most _EPS x max(size, 1) bytes left.
  *
  * With state[S_QUIET] set, a call goes on through the events where flows only start (the
- * caller's callback, given no flow, would have nothing to do) to the next one where some
- * end. state[S_EVENT] is 1 when an event happened, 0 when nothing can move any more (no
- * flow ready, none with a rate): the loop is over. Not bit for bit with the Python loop: where
- * several flows are fixed at one level, _max_min subtracts their rates from the resources
- * in a set's order and this in the flows' start order, so rates may differ in the last
- * bits (finish times agree to a relative 1e-12 or so: tests/compiler/test_kernels_fluid.py).
+ * caller's callback, given no flow, would have nothing to do); without, it returns after
+ * one event. state[S_EVENT] is 1 when an event happened, 0 when nothing can move any more
+ * (no flow ready, none with a rate): the loop is over.
  *
- * Sizes: roff n + 1, rid and rcoef roff[n] (flow f crosses rid[roff[f] .. roff[f + 1]) with
- * coefficients rcoef), size, cap, cap_level (cap / weight: the level at which a flow reaches
- * its cap), weight, rem, rate, new_time, new_flow, heap_key, heap_id,
- * active, out, open, done n; capacity, left, load, count, live nres; uoff nres + 1; uflow
- * and ucoef roff[n]. Returns the number of flows in out, or -3 when more flows start than n
- * (a flow made ready twice: a bug of the caller).
+ * Not bit for bit with the Python loop: where several flows are fixed at one level,
+ * _max_min takes their rates off the resources in a set's order, this in the flows' start
+ * order, so rates may differ in the last bits (tests/compiler/test_kernels_fluid.py: the
+ * same finish times within a relative 1e-9).
+ *
+ * Sizes: roff n + 1; rid and rcoef roff[n] (flow f crosses rid[roff[f] .. roff[f + 1]) with
+ * coefficients rcoef); size, cap, cap_level (cap / weight: the level at which a flow reaches
+ * its cap), weight, rem, rate, new_time, new_flow, heap_key, heap_id, active, out, open and
+ * done n; capacity, left, load, count and live nres; uoff nres + 1; uflow and ucoef roff[n].
+ * Returns the number of flows in out, or -3 when more flows start than n (a flow made ready
+ * twice: a bug of the caller).
  */
 #include <math.h>
 

@@ -1,8 +1,9 @@
 /* The compiler's C kernels: their prototypes and shared helpers (see __init__.py).
  *
- * Every kernel mirrors a Python function of the compiler to the bit, so the helpers keep
- * Python's semantics: pymax() returns the first of equal values, as builtins.max does, and
- * the heap orders (key, id) pairs as heapq orders tuples. Kernels return the number of
+ * Every kernel mirrors a Python function of the compiler to the bit (fluid.c to a relative
+ * 1e-12 or so: its comment says why), so the helpers keep Python's semantics: pymax()
+ * returns the first of equal values, as builtins.max does, and the heap orders (key, id)
+ * pairs as heapq orders tuples. Kernels return the number of
  * results they wrote, or CS_ENOMEM.
  */
 #ifndef COLLSCHED_KERNELS_H

@@ -160,3 +160,25 @@ def test_intergroup_fluid_model(p, q, block, full_duplex, name):
         fast = _time_fluid(tr, topo, a, False)
     for x, y in zip(fast, ref):
         assert np.allclose(x, y, rtol=RTOL, atol=0)
+
+
+def test_no_flow_and_no_resource():
+    case = dict(resources=[], capacity=[], size=[], cap=[], weight=[], first=[], after={})
+    assert run(fluid_share.share_flows, case) == ([], [])
+    case = dict(resources=[()], capacity=[], size=[8.0], cap=[4.0], weight=[1.0], first=[1.0],
+                after={})
+    assert run(fluid_share.share_flows, case) == ([3.0], [(3.0, [0])])
+
+
+def test_bind_checks_the_arguments_once():
+    """kernels.bind: the wrapper's checks when bound (types, names), none per call."""
+    z = np.zeros(1)
+    with pytest.raises(TypeError, match="missing"):
+        kernels.bind(kernels.fluid_step, n=1)
+    fields = {name: z for name in kernels.parse_prototypes(
+        kernels.HEADER.read_text())["fluid_step"].names}
+    fields.update(n=1, nres=1)
+    with pytest.raises(TypeError, match="int64 array"):
+        kernels.bind(kernels.fluid_step, **fields)
+    with pytest.raises(TypeError, match="not a kernel's wrapper"):
+        kernels.bind(print, **fields)

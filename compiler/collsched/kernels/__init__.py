@@ -259,12 +259,12 @@ def bind(wrapper, **fields):
     function of no arguments that calls it and returns its count. For a kernel called many
     times on the same arrays, whose contents (not shapes or types) change between calls;
     the function keeps the arrays alive."""
-    name = wrapper.__name__
+    name = getattr(wrapper, "__name__", repr(wrapper))
+    if WRAPPERS.get(name) is not wrapper:
+        raise TypeError(f"{name} is not a kernel's wrapper")
     kernel = _kernels.get(name) if available() else None
     if kernel is None:
         raise RuntimeError(f"kernel {name} called without the library: {status()}")
-    if WRAPPERS.get(name) is not wrapper:
-        raise TypeError(f"{name} is not a kernel's wrapper")
     fn, values, result = kernel.fn, kernel.values(fields), kernel._result
 
     def call(_arrays=fields) -> int:

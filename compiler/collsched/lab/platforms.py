@@ -109,7 +109,9 @@ def measure(b: Bundle, out: Path, extra: tuple[str, ...] = (), progress=None) ->
         summary = json.loads(done.stdout)
     except ValueError:
         pass
-    return {"command": " ".join(cmd[2:]), "wall_s": wall, "summary": summary,
+    shown = ["collsched", *cmd[3:cmd.index("--platform")], "--platform", _rel_path(b.xml),
+             "--hostfile", _rel_path(b.hosts), "-o", out.name]
+    return {"command": " ".join(shown), "wall_s": wall, "summary": summary,
             "within_budget": wall <= MEASURE_BUDGET_S if b.ranks >= 48 else None}
 
 
@@ -229,9 +231,11 @@ def _run(b: Bundle, topology, nbytes: int, algorithm: str, workdir) -> dict:
 
     try:
         rep = run_lab(_config(b, topology, nbytes, workdir), [algorithm])
-    except (LabRunError, InputError, ValueError) as exc:
+    except InputError as exc:  # the algorithm refuses this rank count (rd: a power of two)
         if "LabConfig" in str(exc):
             raise
+        return {"algorithm": algorithm, "refused": str(exc).splitlines()[0][:300]}
+    except (LabRunError, ValueError) as exc:
         return {"algorithm": algorithm, "error": str(exc).splitlines()[0][:300]}
     row = rep["results"][0]
     row.pop("command", None)
@@ -270,14 +274,19 @@ def run_case(b: Bundle, measured: Path, nbytes: int, names: list[str], workdir: 
 
 
 def _ok(row) -> bool:
-    return row is not None and "error" not in row and row.get("data_ok", False)
+    return row is not None and "error" not in row and "refused" not in row and row.get("data_ok", False)
+
+
+def _ran(row) -> bool:
+    return "refused" not in row
 
 
 def case_targets(case: dict) -> dict:
     rows = {r["algorithm"]: r for r in case["results"]}
     m3, m3t = rows.get("min3"), case["min3_true"]
-    out = {"data_ok": all(_ok(r) for r in case["results"]) and _ok(m3t),
-           "failed": [r["algorithm"] for r in case["results"] if not _ok(r)]}
+    out = {"data_ok": all(_ok(r) for r in case["results"] if _ran(r)) and _ok(m3t),
+           "failed": [r["algorithm"] for r in case["results"] if _ran(r) and not _ok(r)],
+           "refused": [r["algorithm"] for r in case["results"] if not _ran(r)]}
     if _ok(m3) and _ok(m3t):
         ratio = m3["avg_elapsed_s"] / m3t["avg_elapsed_s"]
         out.update(min3_ratio=ratio, min3_ratio_met=ratio <= 1 + MIN3_TOLERANCE)
@@ -417,6 +426,9 @@ def combine(reports: list[dict]) -> dict:
     """One report from several runs of the suite (e.g. one platform per process)."""
     out = dict(reports[0])
     out["platforms"] = [p for r in reports for p in r["platforms"]]
+    for p in out["platforms"]:  # the targets as this code states them
+        for case in p["cases"]:
+            case["targets"] = case_targets(case)
     out["started"] = min(r["started"] for r in reports)
     out["finished"] = max(r["finished"] for r in reports)
     out["load_before"] = max(r["load_before"] for r in reports)

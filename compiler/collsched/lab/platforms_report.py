@@ -21,7 +21,7 @@ def _size(n: int) -> str:
 
 
 def _ok(row) -> bool:
-    return row is not None and "error" not in row and row.get("data_ok", False)
+    return row is not None and "error" not in row and "refused" not in row and row.get("data_ok", False)
 
 
 def platform_lines(p: dict, tol: dict) -> list[str]:
@@ -42,7 +42,7 @@ def platform_lines(p: dict, tol: dict) -> list[str]:
     if "wall_s" in m:
         budget = "" if m.get("within_budget") is None else \
             f" (target under {tol['measure_s'] / 60:.0f} minutes: {_met(m['within_budget'])})"
-        out.append(f"- `collsched {m['command']}`: {m['wall_s']:.0f} s of wall time{budget}.")
+        out.append(f"- `{m['command']}`: {m['wall_s']:.0f} s of wall time{budget}.")
     else:
         out.append(f"- Measured topology given: {m['given']} (not measured in this run).")
     fw = c["flow_bandwidth_worst"]
@@ -71,15 +71,16 @@ def case_table(p: dict, case: dict, tol: dict) -> list[str]:
         return "-" if x is None else fmt.format(x)
 
     def line(name, r):
-        if "error" in r:
-            return f"| {name} | failed: {r['error'][:120]} | | | | | |"
+        if "error" in r or "refused" in r:
+            why = f"failed: {r['error']}" if "error" in r else f"refused: {r['refused']}"
+            return f"| {name} | {why[:140]} | | | | | |"
         meas = r["avg_elapsed_s"]
         d, f = r.get("predicted_avg_elapsed_s"), r.get("fluid_avg_elapsed_s")
         return (f"| {name} | {meas:.4f} | {num(d)} | {num(None if d is None else d / meas, '{:.3f}')} | "
                 f"{num(f)} | {num(None if f is None else f / meas, '{:.3f}')} | "
                 f"{'ok' if r.get('data_ok') else 'WRONG'} |")
 
-    for r in sorted(rows, key=lambda r: (("error" in r), r.get("avg_elapsed_s", 0))):
+    for r in sorted(rows, key=lambda r: ("avg_elapsed_s" not in r, r.get("avg_elapsed_s", 0))):
         lines.append(line(r["algorithm"] + (" (measured)" if r["algorithm"] == "min3" else ""), r))
     lines.append(line("min3 (true description)", m3t))
     t = case["targets"]
@@ -97,6 +98,8 @@ def case_table(p: dict, case: dict, tol: dict) -> list[str]:
               f"- min3 faster than every other algorithm and native selector: {_met(t.get('min3_fastest'))}{nxt}."]
     if t["failed"]:
         lines.append(f"- Failed or wrong data: {', '.join(t['failed'])}.")
+    if t.get("refused"):
+        lines.append(f"- Refused at {p['ranks']} ranks (not run): {', '.join(t['refused'])}.")
     return lines + [""]
 
 

@@ -133,12 +133,17 @@ def test_models_and_planners_run_on_links_networks(case):
        extra=st.integers(0, 3), full=st.booleans(), window=st.sampled_from([None, 65536, 4 << 20]),
        nbytes=st.sampled_from([1, 1000, 65536, 300_000, 2 << 20]), nseg=st.integers(1, 2),
        ranks_per_host=st.sampled_from([1, 1, 2]),
-       arrivals=st.sampled_from(["flat", "random"]))
+       arrivals=st.sampled_from(["flat", "random"]), costs=st.sampled_from(["CM02", "SMPI", "LV08"]))
 def test_no_algorithm_timed_by_the_fluid_model_beats_the_bound(
-        seed, nsites, nrouters, extra, full, window, nbytes, nseg, ranks_per_host, arrivals):
+        seed, nsites, nrouters, extra, full, window, nbytes, nseg, ranks_per_host, arrivals, costs):
+    """costs: the lab's network models (lab/netmodel.py): constant costs, or SimGrid's
+    message-size-dependent factors and sharing penalty (the bound takes the most
+    favourable factors; the fluid model applies them per message)."""
+    from collsched.lab.netmodel import network_setup
     rng = np.random.default_rng(seed)
     hosts = rng.integers(1, 4, nsites)
     topo = random_links_topology(rng, nsites, hosts, nrouters, extra, full, window, ranks_per_host)
+    topo = network_setup(costs, topo).topology
     p = topo.nranks
     pattern = np.zeros((1, p)) if arrivals == "flat" else rng.uniform(0, 0.02, (1, p))
     bound = pattern_lower_bound(topo, nbytes, pattern)

@@ -170,3 +170,31 @@ def test_the_suite_small_case(tmp_path):
     both = platforms.combine([report, report])
     assert len(both["platforms"]) == 2 and both["summary"]["data_ok"] == report["summary"]["data_ok"]
     assert np.isfinite(t["bound_over_fastest"])
+
+
+def _row(name, t, dag=None, fluid=None, ok=True):
+    r = {"algorithm": name, "avg_elapsed_s": t, "data_ok": ok}
+    if dag is not None:
+        r["predicted_avg_elapsed_s"] = dag
+    if fluid is not None:
+        r["fluid_avg_elapsed_s"] = fluid
+    return r
+
+
+def test_case_targets_from_rows():
+    case = {"results": [_row("min3", 1.0, dag=0.8, fluid=1.1), _row("ring", 2.0), _row("native", 1.5),
+                        {"algorithm": "rd", "refused": "--algorithm: rd: needs a power of two"}],
+            "min3_true": _row("min3", 0.95), "bound": {"avg_elapsed_s": 0.5, "method": "lp"}}
+    t = platforms.case_targets(case)
+    assert t["data_ok"] and t["failed"] == [] and t["refused"] == ["rd"]
+    assert t["min3_ratio"] == pytest.approx(1.0 / 0.95) and t["min3_ratio_met"]
+    assert t["bound_met"] and t["bound_over_fastest"] == pytest.approx(0.5 / 0.95)
+    assert t["dag_ratio"] == pytest.approx(0.8) and not t["dag_met"]
+    assert t["fluid_ratio"] == pytest.approx(1.1) and t["fluid_met"]
+    assert t["min3_fastest"] and t["best_other"] == "native" and t["speedup_over_best_other"] == pytest.approx(1.5)
+    # a run below the bound, a faster algorithm, wrong data
+    case["bound"]["avg_elapsed_s"] = 1.2
+    case["results"][2] = _row("native", 0.9)
+    case["results"][1] = _row("ring", 2.0, ok=False)
+    t = platforms.case_targets(case)
+    assert not t["bound_met"] and not t["min3_fastest"] and not t["data_ok"] and t["failed"] == ["ring"]

@@ -428,6 +428,9 @@ def combine(reports: list[dict]) -> dict:
     out["platforms"] = [p for r in reports for p in r["platforms"]]
     for p in out["platforms"]:  # the targets as this code states them
         for case in p["cases"]:
+            for row in case["results"]:  # a compile-time refusal recorded as an error
+                if str(row.get("error", "")).startswith("--algorithm:"):
+                    row["refused"] = row.pop("error")
             case["targets"] = case_targets(case)
     out["started"] = min(r["started"] for r in reports)
     out["finished"] = max(r["finished"] for r in reports)

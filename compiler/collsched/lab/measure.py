@@ -639,7 +639,8 @@ def probe_capacity(cfg: MeasureConfig, meas: Measurement, progress=None):
     if len(set(meas.host_site)) < 2:
         return None
     start = time.monotonic()
-    cap = capacity.Prober(meas, lambda tests, phase: run_flows(cfg, tests, progress, phase)).probe()
+    cap = capacity.Prober(meas, lambda tests, phase: run_flows(cfg, tests, progress, phase),
+                          share_drop=capacity.SMPI_SHARE_DROP if cfg.backend == "smpi" else capacity.SHARE_DROP).probe()
     cap.wall_s = time.monotonic() - start
     return cap
 

@@ -391,9 +391,10 @@ def _flow_costs(topo, net, src, dst, size):
     L * latency_factor(m); the flow's rate is its max-min share (bounded by the link and the
     TCP window with the unscaled L) times bandwidth_factor(m), i.e. the share moves
     m / bandwidth_factor(m) bytes; and with weight_s > 0 the sharing penalty is
-    L + weight_s * sum of 1 / bandwidth over the route's links: the sender's NIC up, the
-    shared WAN link or the pair's link, the receiver's NIC down, exactly the resources
-    _Network gives the flow (the platform's links and bandwidths, lab/platform.py)."""
+    L + weight_s * sum of 1 / bandwidth over the route's links: the sender's NIC up, every
+    shared resource of the sites' route (a link a single host pair crosses is left out:
+    links.shared_links) or the pair's link, the receiver's NIC down: the resources _Network
+    gives the flow (the platform's links and bandwidths, lab/platform.py)."""
     lat0 = topo.latency[src, dst]
     if topo.message_costs is None:
         lat = lat0.tolist()

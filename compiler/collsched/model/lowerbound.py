@@ -104,9 +104,10 @@ schedule, setting F to its actual traffic, W and T to its actual exits satisfies
                   y[g, k] * B * c_k,  with y[g, k] = sum of F[g, u, v] over the node pairs
                   (u, v) whose members all lie in one site pair whose route crosses k (a
                   node mixing sites takes no part); T0 = max(max_r cf_r, F8's bound),
-                  also T's own lower bound. The blocks counted start at or after t on k; if there are
-                  none, T >= max cf anyway; else the last ends by T. (This bounds T only;
-                  the average elapsed time gets F7 through the cf_r of the closed form.)
+                  also T's own lower bound. The blocks counted start at or after t on
+                  k; if there are none, T >= T0 anyway; else the last ends by T. (This
+                  bounds T only; the average elapsed time gets F7 through the cf_r of the
+                  closed form.)
 So min T (resp. min sum W_v / P - mean a) over the LP is at most the schedule's run time
 (resp. average elapsed time): both are lower bounds. The solver's value is multiplied by
 (1 - 1e-6) to absorb its tolerances, and never reported below the closed form.

@@ -38,6 +38,7 @@ GAIN = 0.05  # a step that adds less than this to the aggregate ends the growth
 SHARE_DROP = 0.10  # together below (1 - this) x the sum alone: a shared bottleneck
 SMPI_SHARE_DROP = 0.03  # the same under SMPI (exact times)
 NIC_LIMIT = 0.90  # a plateau at this fraction of the NICs' sum: the NICs were the limit
+NIC_SHARE = 0.5  # two pairs share a site's hosts in a sharing test when they need at most this of a NIC
 WINDOW_MARGIN = 0.90  # one flow below this fraction of NICs and capacity: window-limited
 MAX_IN_FLIGHT = 64  # messages in flight per host pair (collsched_flows.c allows 1024)
 STEPS_PER_RUN = 3  # growth steps measured per run of the program (fewer launches)
@@ -253,17 +254,25 @@ class Prober:
 
     # --- 2. sharing ------------------------------------------------------------------------
     def _halves(self, p, q):
-        """Hosts of p and of q for running both at once: a site that sends (receives) in
-        both gives each half its hosts (a site with one host: the same host to both)."""
+        """Hosts of p and of q for running both at once. A site that sends (receives) in
+        both gives each half its hosts, unless its NICs carry both at full rate with room
+        to spare (each host p's and q's share of their capacities, at most NIC_SHARE of its
+        NIC): then both use all of them, so that each can still fill what it fills alone
+        (Paris -> Frankfurt fills a 100 Gbit/s link only from 10 or more hosts). A site of
+        one host gives it to both."""
         def split(hosts, first):
             if len(hosts) < 2:
                 return hosts
             h = len(hosts) // 2
             return hosts[:h] if first else hosts[h:]
+
+        def roomy(site, n_p, n_q):
+            return p.capacity / n_p + q.capacity / n_q <= NIC_SHARE * self.nic[site]
         ps, pd, qs, qd = p.src_hosts, p.dst_hosts, q.src_hosts, q.dst_hosts
-        if p.src == q.src:
+        np_, nq = min(len(ps), len(pd)), min(len(qs), len(qd))
+        if p.src == q.src and not roomy(p.src, np_, nq):
             ps, qs = split(ps, True), split(qs, False)
-        if p.dst == q.dst:
+        if p.dst == q.dst and not roomy(p.dst, np_, nq):
             pd, qd = split(pd, True), split(qd, False)
         return (ps, pd), (qs, qd)
 
@@ -454,7 +463,7 @@ def network_description(cap: Capacity) -> dict:
     for key in cap.probes:
         r = {"from": key[0], "to": key[1],
              "links": [({"link": n, "back": True} if back else n) for n, back in hops[key]]}
-        if extra[key] - used[key] > 1e-12:
+        if extra[key] - used[key] > 1e-7:  # below 0.1 us: rounding of the links' latencies
             r["latency"] = extra[key] - used[key]
         routes.append(r)
     return {"links": links, "routes": routes, "tcp_window": cap.tcp_window}

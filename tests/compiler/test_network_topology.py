@@ -497,3 +497,17 @@ def test_write_refuses_matrices_the_network_does_not_give(tmp_path):
     assert not (tmp_path / "x.yaml").exists()
     write_topology(dataclasses.replace(changed, network=None), tmp_path / "m.yaml")
     assert load_topology(tmp_path / "m.yaml").network is None
+
+
+def test_digest_is_the_network_not_its_spelling(tmp_path):
+    """Two files that give the same links and routes differently have one digest: a route
+    given through its points or found by the reader, a shared link crossed either way."""
+    base = "name: t\n" + HEAD + OK_LINKS
+    a = load_topology(write(tmp_path, base, "a.yaml"))
+    b = load_topology(write(tmp_path, base + "routes: [{between: [B, A], via: [gw]}]\n", "b.yaml"))
+    c = load_topology(write(tmp_path, base + "routes: [{from: A, to: B, links: [{link: a-gw, back: true}, "
+                                             "{link: b-gw, back: true}]}]\n", "c.yaml"))
+    assert a.digest() == b.digest() == c.digest()
+    d = load_topology(write(tmp_path, base + "routes: [{from: A, to: B, links: [a-gw, b-gw]}]\n",
+                            "d.yaml"))  # b-gw is split: crossed the other way, another network
+    assert d.digest() != a.digest()

@@ -238,7 +238,9 @@ def canonical(net: Network) -> dict:
     for (a, b) in sorted(net.routes):
         r = net.routes[a, b]
         routes.append({"from": a, "to": b, "latency": float(r.own_latency),
-                       "hops": [[net.links[k].name, bool(fwd)] for k, fwd in r.hops]})
+                       # the direction matters for a split link only
+                       "hops": [[net.links[k].name, bool(fwd) or net.links[k].sharing != SPLIT]
+                                for k, fwd in r.hops]})
     return {"links": [link(lk) for lk in sorted(net.links, key=lambda lk: lk.name)],
             "routes": routes,
             "lan": {s: [float(v[0]), float(v[1])] for s, v in sorted(net.lan.items())}}

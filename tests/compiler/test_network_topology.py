@@ -511,3 +511,17 @@ def test_digest_is_the_network_not_its_spelling(tmp_path):
     d = load_topology(write(tmp_path, base + "routes: [{from: A, to: B, links: [a-gw, b-gw]}]\n",
                             "d.yaml"))  # b-gw is split: crossed the other way, another network
     assert d.digest() != a.digest()
+
+
+def test_single_host_site_nic_from_links(tmp_path):
+    """A `links:` site of one host keeps its declared NIC (site_classes, port rates): the
+    flow crossing the 1 Gbit/s link occupies the 25 Gbit/s NIC at 25 Gbit/s."""
+    t = load_topology(write(tmp_path, """sites:
+  - {name: A, hosts: 1, lan: {latency: 10us, bandwidth: 25Gbit/s}}
+  - {name: B, hosts: 2, lan: {latency: 10us, bandwidth: 25Gbit/s}}
+links: [{name: slow, between: [A, B], latency: 1ms, bandwidth: 1Gbit/s}]
+"""))
+    g = units.parse_bandwidth
+    assert t.site_classes[2]["A"] == (1e-5, g("25Gbit/s"))
+    send, recv = t.port_bandwidth
+    assert send[0, 1] == g("25Gbit/s") and t.bandwidth[0, 1] == g("1Gbit/s")

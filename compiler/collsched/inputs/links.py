@@ -96,14 +96,17 @@ def compute_site_classes(topo, lat, bw):
             if L is None or B is None:
                 return None
             wan[a, b] = (L, B)
-    # Single-host sites have no LAN pair: give their NIC the fastest WAN rate out, 0 latency.
+    # Single-host sites have no LAN pair: their NIC is the one the network gives (a `links:`
+    # file's lan), else the fastest WAN rate out, with 0 latency (what the `wan:` form's
+    # network records too).
     fastest = {}
     for (a, b), (_, B) in wan.items():
         for s in (a, b):
             fastest[s] = max(fastest.get(s, B), B)
+    known = getattr(getattr(topo, "network", None), "lan", None) or {}
     for s in sites:
         if lan[s][0] is None:
-            lan[s] = (0.0, fastest.get(s, np.inf))
+            lan[s] = tuple(known[s]) if s in known else (0.0, fastest.get(s, np.inf))
     # Exact only if the WAN link is the bottleneck and carries the rest of the latency.
     for (a, b), (L, B) in wan.items():
         if B > min(lan[a][1], lan[b][1]) * (1 + _REL) or L < (lan[a][0] + lan[b][0]) / 2 * (1 - _REL):

@@ -207,6 +207,8 @@ wan:
         assert p["capacity_Bps"] == pytest.approx(10 * GBIT, rel=0.10), key
     assert all(lk.sharing == "split" for lk in got.network.links) and len(got.network.links) == 3
     assert report["form"] == "links" and report["capacity"]["runs"] >= 2
+    text = measure_mod.text_report(report)
+    assert "capacity probes:" in text and "site0->site1: one flow" in text
 
 
 # --- real MPI: the program itself --------------------------------------------------------------

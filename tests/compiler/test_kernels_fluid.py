@@ -182,3 +182,14 @@ def test_bind_checks_the_arguments_once():
         kernels.bind(kernels.fluid_step, **fields)
     with pytest.raises(TypeError, match="not a kernel's wrapper"):
         kernels.bind(print, **fields)
+
+
+def test_a_flow_made_ready_twice_is_refused():
+    """Each flow starts once (the kernel's arrays hold n): a callback that pushes one again,
+    or a flow that is not one of the n, is a caller's bug the kernel reports."""
+    for again in (0, 2):
+        case = dict(resources=[((0, 1.0),), ((0, 1.0),)], capacity=[1e6], size=[1e3, 1e3],
+                    cap=[math.inf] * 2, weight=[1.0, 1.0], first=[0.0, None],
+                    after={0: [(1, 0.0), (again, 0.0)]})
+        with pytest.raises(RuntimeError, match="fluid_step failed"):
+            run(fluid_share.share_flows, case)

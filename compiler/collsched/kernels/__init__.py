@@ -335,7 +335,7 @@ def ring(*, n, n_items, floor, dur, early, os, gap, fifo, link, send_off, send_s
 
 def fluid_step(*, n, nres, roff, rid, rcoef, size, cap, cap_level, weight, capacity, new_time,
                new_flow, heap_key, heap_id, active, rem, rate, clock, state, out, uoff, uflow,
-               ucoef, left, load, count, open, done, live) -> int:
+               ucoef, left, load, count, open, done, live, seen) -> int:
     """One event of model.fluid._share_flows (fluid.c); returns the number of flows that end."""
     return _run("fluid_step", locals())
 

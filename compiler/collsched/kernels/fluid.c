@@ -29,9 +29,10 @@
  * Sizes: roff n + 1; rid and rcoef roff[n] (flow f crosses rid[roff[f] .. roff[f + 1]) with
  * coefficients rcoef); size, cap, cap_level (cap / weight: the level at which a flow reaches
  * its cap), weight, rem, rate, new_time, new_flow, heap_key, heap_id, active, out, open and
- * done n; capacity, left, load, count and live nres; uoff nres + 1; uflow and ucoef roff[n].
- * Returns the number of flows in out, or -3 when more flows start than n (a flow made ready
- * twice: a bug of the caller).
+ * done n; capacity, left, load, count and live nres; uoff nres + 1; uflow and ucoef roff[n];
+ * seen n, zero at the first call (the flows made ready so far). Returns the number of flows
+ * in out, or -3 for a new flow that is not one of the n or was ready before (a bug of the
+ * caller's).
  */
 #include <math.h>
 
@@ -227,12 +228,18 @@ int64_t cs_fluid_step(int64_t n, int64_t nres, const int64_t *roff, const int64_
                       int64_t *heap_id, int64_t *active, double *rem, double *rate,
                       double *clock, int64_t *state, int64_t *out, int64_t *uoff,
                       int64_t *uflow, double *ucoef, double *left, double *load,
-                      int64_t *count, int64_t *open, uint8_t *done, int64_t *live)
+                      int64_t *count, int64_t *open, uint8_t *done, int64_t *live,
+                      uint8_t *seen)
 {
-    if (state[S_HEAP] + state[S_ACTIVE] + state[S_NEW] > n)
+    if (state[S_NEW] < 0 || state[S_NEW] > n)
         return -3;
-    for (int64_t i = 0; i < state[S_NEW]; i++)
-        heap_push(heap_key, heap_id, &state[S_HEAP], new_time[i], new_flow[i]);
+    for (int64_t i = 0; i < state[S_NEW]; i++) {
+        int64_t f = new_flow[i];
+        if (f < 0 || f >= n || seen[f])
+            return -3; /* each flow starts once: the heap and active[] hold at most n */
+        seen[f] = 1;
+        heap_push(heap_key, heap_id, &state[S_HEAP], new_time[i], f);
+    }
     state[S_NEW] = 0;
     for (;;) {
         int64_t nact = state[S_ACTIVE];

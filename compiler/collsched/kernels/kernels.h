@@ -84,7 +84,8 @@ int64_t cs_fluid_step(int64_t n, int64_t nres, const int64_t *roff, const int64_
                       int64_t *heap_id, int64_t *active, double *rem, double *rate,
                       double *clock, int64_t *state, int64_t *out, int64_t *uoff,
                       int64_t *uflow, double *ucoef, double *left, double *load,
-                      int64_t *count, int64_t *open, uint8_t *done, int64_t *live);
+                      int64_t *count, int64_t *open, uint8_t *done, int64_t *live,
+                      uint8_t *seen);
 
 /* builtins.max(a, b): b only if strictly greater. */
 static inline double pymax(double a, double b) { return b > a ? b : a; }

@@ -93,13 +93,15 @@ def _check_wan_shape(reader, p, a, b, ia, ib, lan, lat, bw, w) -> None:
     if B > nic * (1 + _REL):
         slow = a if lan[ia][1] <= lan[ib][1] else b
         nic = units.format_bandwidth(nic)
-        raise reader.fail(p + [bw_key], f"{describe(w[bw_key])} is above the lan (NIC) bandwidth "
+        shown = describe(w[bw_key]) if isinstance(w[bw_key], str) else units.format_bandwidth(B)
+        raise reader.fail(p + [bw_key], f"{shown} is above the lan (NIC) bandwidth "
                           f"of site {slow!r} ({nic}): a wan: entry "
                           f"is the end-to-end rate of one host pair, at most both NICs'; to "
                           f"model a wide-area link faster than the NICs, {LINKS_HELP}")
     halves = (lan[ia][0] + lan[ib][0]) / 2
     if L < halves * (1 - _REL):
-        raise reader.fail(p + [lat_key], f"{describe(w[lat_key])} is below the two LAN halves "
+        shown = describe(w[lat_key]) if isinstance(w[lat_key], str) else units.format_time(L)
+        raise reader.fail(p + [lat_key], f"{shown} is below the two LAN halves "
                           f"(lan latency of {a!r} / 2 + of {b!r} / 2 = {units.format_time(halves)}): a wan: "
                           f"entry is the end-to-end latency of one host pair, NIC to NIC; "
                           f"{LINKS_HELP}")

@@ -106,10 +106,11 @@ def case_table(p: dict, case: dict, tol: dict) -> list[str]:
 def markdown(report: dict, plot_rel: str | None = None) -> str:
     s = report["summary"]
     out = ["## Lab: bundled multi-site platforms (issue 21)", "",
-           f"Measured {report['started']} to {report['finished']} UTC by `collsched bench --suite platforms` "
+           f"Measured {report['started'][:16].replace('T', ' ')} to {report['finished'][11:16]} UTC by `collsched bench --suite platforms` "
            f"(lab/platforms.py): SimGrid SMPI, network model {report['network_model']}, on each bundled "
            f"platform's hand-written XML and host file; every algorithm compiled and predicted from the "
-           f"topology `collsched measure` wrote on that platform, {report['iterations']} iterations, flat "
+           f"topology `collsched measure` wrote on that platform, {report['iterations']} iteration"
+           f"{'s' if report['iterations'] != 1 else ''} each, flat "
            f"arrivals, every byte checked. Load average {report['load_before']:.1f} at the start, "
            f"{report['load_after']:.1f} at the end (2 cores, shared).", "",
            "| target | met |", "|:--|:--|",

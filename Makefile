@@ -42,7 +42,8 @@ check-kernels-asan: deps $(KERNELS_ASAN)
 	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(PY) -m pytest -q -p no:cacheprovider tests/compiler/test_kernels.py tests/compiler/test_kernels_pool.py \
-	    tests/compiler/test_kernels_ring.py tests/compiler/test_kernels_dag.py tests/compiler/test_kernels_interface.py
+	    tests/compiler/test_kernels_ring.py tests/compiler/test_kernels_dag.py tests/compiler/test_kernels_interface.py \
+	    tests/compiler/test_kernels_fluid.py
 
 include runtime/runtime.mk
 include runtime/lab/lab.mk

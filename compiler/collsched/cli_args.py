@@ -158,11 +158,14 @@ def _add_compile(sub) -> None:
                    help=h("schedule file to write (replaced atomically; a warning names files of the "
                           "same directory whose ranks and byte range overlap it)", "none, required",
                           "-o schedules/ring-16.sched"))
-    c.add_argument("--model", choices=("dag", "fluid"), default=None,
-                   help=h("cost model of the prediction: dag, or fluid (flows sharing ports and "
-                          "links as SimGrid does; slower)", "dag; intergroup collectives fluid (the "
-                          "dag model is up to 43%% fast where a rank sends several messages at once: "
-                          "docs/intergroup.md)", "--model fluid"))
+    c.add_argument("--model", choices=("auto", "dag", "fluid"), default=None,
+                   help=h("cost model that picks and predicts: dag (ports serve one transfer after "
+                          "another; fast), fluid (flows sharing ports and links as SimGrid does), or "
+                          "auto: the dag model searches and, where it is known to be off (shared "
+                          "wide-area links, size-dependent costs), the fluid model re-times the "
+                          "finalists, picks and predicts; --json's model_choice says which and why",
+                          "auto; intergroup collectives fluid (the dag model is up to 43%% fast where a "
+                          "rank sends several messages at once: docs/intergroup.md)", "--model dag"))
     c.add_argument("--engine", choices=("pat", "none", "ahead"), default="pat",
                    help=h("who runs the background operations (BDR pre-steps, arrival-aware min3's "
                           "early receives): pat, the PAT engine before the rank arrives; none, "

@@ -60,7 +60,7 @@ def cmd_compile(a) -> int:
         raise InputError(a.output, "-o", "expected a file in an existing directory")
     try:
         res = compile_intergroup(a.algorithm, groups, a.collective, a.topology, out,
-                                 model=a.model or "fluid", duplex=a.duplex)
+                                 model="fluid" if a.model in (None, "auto") else a.model, duplex=a.duplex)
     except VerificationFailed as e:
         print(f"collsched: compiler bug: {a.algorithm} produced an invalid schedule: {e}", file=sys.stderr)
         return EXIT_INVALID

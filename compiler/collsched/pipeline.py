@@ -295,10 +295,11 @@ AUTO_ARRIVAL_AWARE = ("bslb", "bdr")
 
 
 MODELS = ("auto", "dag", "fluid")
-# --model auto: schedules of more than this many operations stay with the DAG model (the
-# fluid model is an event simulation: about 5 s for 36,000 transfers at P = 48, min3 in
-# 8 segments on wan-3x16).
-FLUID_AUTO_OPS = 40_000
+# --model auto: schedules of more than this many operations get the DAG model's figure
+# calibrated (the fluid model is an event simulation: with its C kernel (kernels/fluid.c)
+# 0.7 s for min3 in 16 segments on wan-3x16 at P = 48, 72,192 transfers, 1.7 s for 144,384;
+# without it, in Python, 30 s for the first).
+FLUID_AUTO_OPS = 150_000
 
 
 def fluid_matters(topo) -> str | None:

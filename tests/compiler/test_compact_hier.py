@@ -41,8 +41,11 @@ def site_topologies(draw, max_sites=6, max_ranks=120):
     wan = {}
     for i in range(s):
         for j in range(i + 1, s):
-            a, b = draw(lat), draw(bw)
-            wan[i, j] = (a, b) + ((draw(lat), draw(bw)) if draw(st.booleans()) else (a, b))
+            # a wan: class is one host pair's: no faster than both NICs, no shorter than the
+            # two LAN halves (docs/inputs.md)
+            halves, nic = (lan[i][0] + lan[j][0]) / 2, min(lan[i][1], lan[j][1])
+            a, b = max(draw(lat), halves), min(draw(bw), nic)
+            wan[i, j] = (a, b) + ((max(draw(lat), halves), min(draw(bw), nic)) if draw(st.booleans()) else (a, b))
     window = draw(st.sampled_from([None, None, 65536, 4 << 20]), label="window")
     return sizes, lan, wan, window
 

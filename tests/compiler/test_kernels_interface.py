@@ -15,7 +15,8 @@ PACKAGE = Path(kernels.__file__).resolve().parents[1]
 def test_header_declares_every_kernel_once_and_the_wrappers_match():
     protos = kernels.parse_prototypes(kernels.HEADER.read_text())
     assert set(protos) == set(kernels.WRAPPERS) == {
-        "progress_completes", "dag_order", "dag_time", "leaf_pool", "input_pool", "ring"}
+        "progress_completes", "dag_order", "dag_time", "leaf_pool", "input_pool", "ring",
+        "fluid_step"}
     assert kernels.wrapper_mismatches() == []
 
 
@@ -51,17 +52,21 @@ def test_parser_rejects_what_it_cannot_type():
 
 def kernel_calls():
     """(file, line, wrapper name, keyword names, positional count) of every call of a
-    wrapper through the package's module, anywhere in the package."""
+    wrapper through the package's module, anywhere in the package: kernels.X(...), or
+    kernels.bind(kernels.X, ...) (its arguments checked once for repeated calls)."""
     calls = []
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "kernels"
-                    and node.func.attr in kernels.WRAPPERS):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "kernels"):
+                continue
+            name, positional = node.func.attr, len(node.args)
+            if name == "bind" and node.args and isinstance(node.args[0], ast.Attribute):
+                name, positional = node.args[0].attr, positional - 1
+            if name in kernels.WRAPPERS:
                 names = [k.arg for k in node.keywords]
-                calls.append((path.relative_to(PACKAGE), node.lineno, node.func.attr, names,
-                              len(node.args)))
+                calls.append((path.relative_to(PACKAGE), node.lineno, name, names, positional))
     return calls
 
 

@@ -138,9 +138,10 @@ def relay_grid_yaml(draw):
     sites = [{"name": f"s{i}", "hosts": draw(st.integers(1, 8)),
               "lan": {"latency": "50us", "bandwidth": f"{draw(st.sampled_from([100, 1000, 10000]))}Mbit/s"}}
              for i in range(n)]
+    nic = [int(s["lan"]["bandwidth"].removesuffix("Mbit/s")) for s in sites]
     wan = [{"between": [f"s{i}", f"s{j}"], "latency": f"{draw(st.integers(1, 80))}ms",
-            "bandwidth": f"{draw(st.sampled_from([5, 50, 500]))}Mbit/s"}
-           for i in range(n) for j in range(i + 1, n)]
+            "bandwidth": f"{min(nic[i], nic[j], draw(st.sampled_from([5, 50, 500])))}Mbit/s"}
+           for i in range(n) for j in range(i + 1, n)]  # at most both NICs (docs/inputs.md)
     return {"name": "relay-grid", "duplex": draw(st.sampled_from(["full", "half"])), "sites": sites,
             "wan": wan, "tcp_window": "4MiB"}
 

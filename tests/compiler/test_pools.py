@@ -26,12 +26,15 @@ def grid_yaml(draw, max_sites=4, max_hosts=6):
                       "lan": {"latency": f"{draw(st.integers(1, 100))}us",
                               "bandwidth": f"{draw(st.integers(100, 10000))}Mbit/s"}})
     wan = []
+    nic = [int(s["lan"]["bandwidth"].removesuffix("Mbit/s")) for s in sites]
     for i in range(n_sites):
         for j in range(i + 1, n_sites):
+            # a wan: class is one host pair's rate: at most both NICs (docs/inputs.md)
+            cap = min(nic[i], nic[j])
             w = {"between": [f"s{i}", f"s{j}"], "latency": f"{draw(st.integers(1, 80))}ms",
-                 "bandwidth": f"{draw(st.integers(1, 2000))}Mbit/s"}
+                 "bandwidth": f"{min(cap, draw(st.integers(1, 2000)))}Mbit/s"}
             if draw(st.booleans()):
-                w["bandwidth_back"] = f"{draw(st.integers(1, 2000))}Mbit/s"
+                w["bandwidth_back"] = f"{min(cap, draw(st.integers(1, 2000)))}Mbit/s"
             wan.append(w)
     doc = {"name": "random-grid", "duplex": draw(st.sampled_from(["full", "half"])), "sites": sites}
     if wan:

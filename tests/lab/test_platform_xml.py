@@ -336,6 +336,8 @@ def test_load_platform_bounds_the_platforms_size(tmp_path, monkeypatch):
      "expected --topology with it"),
     (["--platform", str(DATA / "two-zone.xml"), "--hostfile", str(DATA / "two-zone.hosts"), "--ranks", "6",
       "--topology", str(DATA / "two-zone.yaml")], "expected at least 6 slots"),
+    (["--platform", str(DATA / "two-zone.xml"), "--hostfile", str(DATA / "two-zone.hosts"), "--suite",
+      "intergroup"], "expected no --platform with --suite intergroup"),
 ])
 def test_bench_platform_refusals_one_line_exit_2(argv, says, capsys):
     assert main(["bench", *argv]) == 2

@@ -91,6 +91,9 @@ def read_sites(path, nranks: int, duplex: str | None = None) -> Sites:
     d = doc.data
     if "matrix" in d:
         raise NotServed("a measured matrix (the compact form of hier reads link classes: lan and wan)")
+    if "links" in d:
+        raise NotServed("wide-area links (links:): the compact form of hier reads the wan: form; "
+                        "use --form explicit")
     if "message_costs" in d:
         raise NotServed("size-dependent message costs (the FIFO marks then follow the cost tables)")
     place = d.get("placement", {})

@@ -171,14 +171,15 @@ def from_file(path, nranks: int, site_sizes=None) -> Sites:
     with the topology reader's own parsers, then rebuilt with at most two hosts per site
     (the sample: the same link classes, TCP window, eager limit, size-dependent costs and
     shared WAN links), and the ranks are placed on the first P hosts, one per host, site
-    by site. Files the sample cannot stand for (a measured matrix, a top-level host list,
+    by site. Files the sample cannot stand for (a measured matrix, wide-area links, a top-level host list,
     another placement) are loaded whole (up to the reader's limits) and go through
     from_topology. P beyond the file's hosts: a one-site file keeps its LAN for P hosts; a
     multi-site one needs site_sizes (a hier description's)."""
     doc = read_yaml(resources.topology_path(path), TOPOLOGY_SCHEMA)
     d = doc.data
     place = d.get("placement", {})
-    if "matrix" in d or "hosts" in d or place.get("hosts") or int(place.get("ranks_per_host", 1)) != 1:
+    if ("matrix" in d or "links" in d or "hosts" in d or place.get("hosts")
+            or int(place.get("ranks_per_host", 1)) != 1):
         return from_topology(load_topology(path, nranks), site_sizes)
     names, counts = [], []
     for s in d.get("sites", []):

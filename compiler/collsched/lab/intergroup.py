@@ -64,7 +64,8 @@ def cmd_bench(a) -> int:
     cfg = InterConfig(groups, a.collective, backend=a.backend, network_model=a.network_model or "CM02",
                       topology=a.topology, iterations=a.iterations or (2 if a.backend == "smpi" else 10),
                       max_delay_ms=a.max_delay_ms, seed=a.seed, shared_data=a.shared_data,
-                      launcher=a.launcher, hostfile=a.hostfile, bind_to=a.bind_to, workdir=a.keep)
+                      launcher=a.launcher, hostfile=a.hostfile, bind_to=a.bind_to, workdir=a.keep,
+                      platform=getattr(a, "platform", None))
     report = run_intergroup(cfg, names)
     if a.json:
         print(_json(report, indent=1))
@@ -106,6 +107,10 @@ def _suite(a, command: str) -> int:
             report = suite.run_mpi(iterations=a.iterations or suite.MPI_ITERATIONS, launcher=a.launcher,
                                    hostfile=a.hostfile, bind_to=a.bind_to, progress=progress)
         else:
+            if getattr(a, "platform", None) is not None:
+                raise InputError("--platform", a.platform, "expected no --platform with --suite intergroup "
+                                 "(its settings run on the homogeneous cluster); one case "
+                                 "(--collective inter-*) takes it")
             for flag, value in (("--launcher", a.launcher), ("--hostfile", a.hostfile), ("--bind-to", a.bind_to)):
                 if value is not None:
                     raise InputError(flag, str(value), "only with --backend mpi")

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from collsched import runtime_build
+from collsched.errors import InputError
 from collsched.inputs.topology import load_topology
 from collsched.lab import platforms, platforms_check, platforms_xml
 
@@ -72,7 +73,7 @@ def test_hub_3site_is_a_star_of_shared_uplinks():
 @pytest.mark.parametrize("edit,expect", [
     ('id="atlantic" bandwidth="10Gbps"', 'id="atlantic" bandwidth="20Gbps"'),
     ('id="atlantic" bandwidth="10Gbps" latency="45ms" sharing_policy="SHARED"',
-     'id="atlantic" bandwidth="10Gbps" latency="45ms" sharing_policy="FATPIPE"'),
+     'id="atlantic" bandwidth="10Gbps" latency="45ms" sharing_policy="SPLITDUPLEX"'),
     ('latency="110ms"', 'latency="100ms"'),
     ('radical="0-7"', 'radical="0-6"'),
     ('bw="10Gbps" lat="5us" sharing_policy="SPLITDUPLEX" router_id="tokyo-gw"',
@@ -84,8 +85,10 @@ def test_a_changed_xml_is_caught(tmp_path, edit, expect):
     bad = tmp_path / "bad.xml"
     bad.write_text(text.replace(edit, expect, 1))
     topo = load_topology(TOPOS / "four-site.yaml")
-    if "FATPIPE" in expect:  # a FATPIPE link is not shared: this checker still sees its pairs
-        pytest.skip("sharing policies other than SHARED/SPLITDUPLEX are not modelled")
+    if expect.startswith('id="atlantic"') and "SPLITDUPLEX" in expect:  # routes must say UP or DOWN
+        with pytest.raises(InputError, match="direction UP or DOWN"):
+            platforms_check.compare_files(bad, TOPOS / "four-site.hosts", topo)
+        return
     assert platforms_check.compare_files(bad, TOPOS / "four-site.hosts", topo) != []
 
 

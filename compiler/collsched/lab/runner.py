@@ -105,6 +105,10 @@ class LabConfig:
     fluid: bool = False  # also predict with the fluid model (fluid.py; the model check does)
     bounds: bool = True  # lower bounds for an imbalanced pattern (pattern_bounds; the sweep skips them)
     segments: int | str = "auto"  # regular compiled algorithms: pieces per block (the model check: 1)
+    # The cost model that picks among a compiled algorithm's candidates (pipeline.compile_schedule's
+    # model): dag (the library's default), or auto (`collsched compile`'s: the fluid model where
+    # the DAG model is known to be off); the rows' predictions are both models' either way.
+    compile_model: str = "dag"
     # The topology the compiler and the cost models use instead of `topology` (e.g. one that
     # `collsched measure` wrote); SimGrid still runs `topology`'s platform (_predict_with).
     predict_topology: str | None = None
@@ -129,7 +133,9 @@ class LabConfig:
         d = {k: v for k, v in self.__dict__.items()
              if k not in ("workdir", "extra", "fluid", "bounds", "segments", "predict_topology",
                           "delays", "delays_source", "environ", "library_native", "launcher",
-                          "hostfile", "bind_to", "platform")}
+                          "hostfile", "bind_to", "platform", "compile_model")}
+        if self.compile_model != "dag":  # (reports of before the option keep their inputs)
+            d["compile_model"] = self.compile_model
         if self.segments != "auto":
             d["segments"] = self.segments
         if self.predict_topology is not None:
@@ -302,7 +308,7 @@ def _pap_aware_run(cfg: LabConfig, name: str, topo, pattern: np.ndarray, env: _R
             write_pap(pap, seeded[k:k + 1] - seeded[k].min(), unit="s",
                       comment=f"iteration {k} of the mini-benchmark (seed {cfg.seed})")
             res = compile_schedule(algorithm, cfg.ranks, cfg.nbytes, topology=env.topology_file,
-                                   pap=str(pap), output=tmp / f"{name}-it{k}.sched")
+                                   pap=str(pap), output=tmp / f"{name}-it{k}.sched", model=cfg.compile_model)
             compiled[k] = res.schedule
         # tau too: the explicit driver naps tau/32 between steps of a serial schedule's
         # background receives (200 us without it: each receive then waited up to that long).
@@ -479,7 +485,7 @@ def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, 
     elif not name.startswith("native"):
         schedule = env.tmp / f"{name}.sched"
         res = compile_schedule(name, cfg.ranks, cfg.nbytes, topology=env.topology_file, pap=str(pap),
-                               output=schedule, segments=cfg.segments)
+                               output=schedule, segments=cfg.segments, model=cfg.compile_model)
         if t_piece[0] is None:
             t_piece[0] = tau(topo, res.schedule, cfg.nbytes)
     if schedule is not None or name.startswith("native"):

@@ -45,6 +45,7 @@ from ..inputs.links import host_matrices
 PLATFORMS = ("four-site", "hub-3site")
 SIZES = (256 << 10, 4 << 20)
 NATIVES = ("native", "native:ompi", "native:mpich", "native:mvapich2", "native:impi")
+COMPILE_MODEL = "auto"  # the cost model that ranks a compiled algorithm's candidates: compile's default
 ITERATIONS = 1  # flat arrivals: one iteration says it all (min3's predictions cost a minute each)
 SECTION = "lab-platforms"
 # the issue's targets
@@ -220,9 +221,12 @@ def _config(b: Bundle, topology, nbytes: int, workdir):
     if "platform" not in fields:
         raise InputError("bench --suite platforms", "LabConfig",
                          "expected the lab runner's --platform (issue 21, lab/runner.py)")
-    return LabConfig(backend="smpi", topology=str(topology), ranks=b.ranks, nbytes=nbytes,
-                     iterations=ITERATIONS, flat_iterations=0, network_model="CM02", fluid=True,
-                     workdir=workdir, platform=str(b.xml), hostfile=str(b.hosts))
+    cfg = LabConfig(backend="smpi", topology=str(topology), ranks=b.ranks, nbytes=nbytes,
+                    iterations=ITERATIONS, flat_iterations=0, network_model="CM02", fluid=True,
+                    workdir=workdir, platform=str(b.xml), hostfile=str(b.hosts))
+    if "compile_model" in fields:  # plan as `collsched compile` does (its default model, auto)
+        cfg.compile_model = COMPILE_MODEL
+    return cfg
 
 
 def _run(b: Bundle, topology, nbytes: int, algorithm: str, workdir) -> dict:
@@ -380,7 +384,7 @@ def run_platforms_suite(platforms=PLATFORMS, sizes=SIZES, names=None, workdir=No
             import shutil
 
             shutil.rmtree(root, ignore_errors=True)
-    report = {"suite": "platforms", "backend": "smpi", "network_model": "CM02",
+    report = {"suite": "platforms", "backend": "smpi", "network_model": "CM02", "compile_model": COMPILE_MODEL,
               "iterations": ITERATIONS, "sizes": list(sizes), "algorithms": names,
               "started": started.isoformat(timespec="seconds"),
               "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -109,7 +109,8 @@ def markdown(report: dict, plot_rel: str | None = None) -> str:
            f"Measured {report['started'][:16].replace('T', ' ')} to {report['finished'][11:16]} UTC by `collsched bench --suite platforms` "
            f"(lab/platforms.py): SimGrid SMPI, network model {report['network_model']}, on each bundled "
            f"platform's hand-written XML and host file; every algorithm compiled and predicted from the "
-           f"topology `collsched measure` wrote on that platform, {report['iterations']} iteration"
+           f"topology `collsched measure` wrote on that platform (planned with the compiler's model "
+           f"{report.get('compile_model', 'dag')}), {report['iterations']} iteration"
            f"{'s' if report['iterations'] != 1 else ''} each, flat "
            f"arrivals, every byte checked. Load average {report['load_before']:.1f} at the start, "
            f"{report['load_after']:.1f} at the end (2 cores, shared).", "",

@@ -74,7 +74,13 @@ demo: deps runtime lab
 	@echo "demo: Gantt chart in $(OUT)/demo-ring.png, lab comparison in $(OUT)/demo-lab.png"
 
 bench: deps bench-compiler bench-runtime bench-trace bench-lab bench-bound bench-sweep bench-recurring \
-	bench-intergroup
+	bench-intergroup bench-platforms
+
+# Issue 21: measure -> compile -> run on the bundled multi-site platforms (docs/platforms.md;
+# docs/benchmarks.md, section lab-platforms).
+.PHONY: bench-platforms
+bench-platforms: deps runtime lab measure
+	$(CLI) bench --backend smpi --suite platforms --doc docs/benchmarks.md --plot docs/img/lab-platforms.png
 
 # The lab at scale with compact schedules (issue 24 part 5; docs/benchmarks.md, section
 # lab-scale-compact): compact ring and bruck against native:ompi and native:mpich on the

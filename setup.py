@@ -41,7 +41,7 @@ EDITABLE_FLAGS = ["-g", "-Werror"]
 # What collsched/data/ holds, as globs relative to the source tree (a file added to one of
 # these directories later is shipped without a change here).
 DATA = {
-    "topologies": ["topologies/*.yaml"],
+    "topologies": ["topologies/*.yaml", "topologies/*.xml", "topologies/*.hosts"],
     # Everything of runtime/ (make files, templates, src/, include/, lab/, measure/, the
     # Fortran test programs...) but what needs the checkout: the benchmark scripts (they
     # write docs/benchmarks.md) and the fuzzer (clang, its corpus).

@@ -136,8 +136,9 @@ def test_wheel_holds_the_package_only(built):
     assert "collsched/kernels/libcollsched_kernels.so" in names
     assert "collsched/kernels/kernels.h" in names
     assert not [n for n in names if n.startswith("collsched/kernels/") and n.endswith(".c")]
-    for topo in (ROOT / "topologies").glob("*.yaml"):
-        assert f"collsched/data/topologies/{topo.name}" in names
+    for pattern in ("*.yaml", "*.xml", "*.hosts"):  # the topologies and the platforms' files
+        for topo in (ROOT / "topologies").glob(pattern):
+            assert f"collsched/data/topologies/{topo.name}" in names
     for src in [*(ROOT / "runtime/src").glob("*.c"), ROOT / "runtime/runtime.mk",
                 ROOT / "runtime/lab/lab.mk", ROOT / "runtime/measure/measure.mk"]:
         assert f"collsched/data/{src.relative_to(ROOT).as_posix()}" in names
@@ -153,8 +154,9 @@ def test_sdist_holds_the_sources_and_builds_the_wheel(built, tmp_path):
         tar.extractall(tmp_path, filter="data")
     for c in KERNEL_SOURCES + ["kernels.h"]:
         assert f"compiler/collsched/kernels/{c}" in names
-    for topo in (ROOT / "topologies").glob("*.yaml"):
-        assert f"topologies/{topo.name}" in names
+    for pattern in ("*.yaml", "*.xml", "*.hosts"):
+        for topo in (ROOT / "topologies").glob(pattern):
+            assert f"topologies/{topo.name}" in names
     for src in [*(ROOT / "runtime/src").glob("*"), *(ROOT / "runtime/include").glob("*.h"),
                 ROOT / "runtime/runtime.mk", ROOT / "runtime/lab/minibench.c",
                 ROOT / "runtime/measure/collsched_measure.c", ROOT / "runtime/collsched.pc.in"]:

@@ -19,6 +19,7 @@ import pytest
 
 from collsched import runtime_build
 from collsched.errors import InputError
+from collsched.lab.simgrid_platform import load_platform
 from collsched.inputs.topology import load_topology
 from collsched.lab import platforms, platforms_check, platforms_xml
 
@@ -41,7 +42,7 @@ def test_xml_and_yaml_describe_the_same_network(name, ranks):
     assert platforms_check.compare_files(x, h, topo) == []
     plat = platforms_xml.read_platform(x)
     assert sorted(plat.host_site()) == sorted(topo.hosts)
-    assert platforms_xml.read_hostfile(h) == [topo.hosts[int(r)] for r in topo.rank_host]
+    assert load_platform(str(x), str(h)).hosts == [topo.hosts[int(r)] for r in topo.rank_host]
     assert plat.tcp_gamma == topo.tcp_window == 4 << 20
 
 
@@ -87,6 +88,10 @@ def test_a_changed_xml_is_caught(tmp_path, edit, expect):
     topo = load_topology(TOPOS / "four-site.yaml")
     if expect.startswith('id="atlantic"') and "SPLITDUPLEX" in expect:  # routes must say UP or DOWN
         with pytest.raises(InputError, match="direction UP or DOWN"):
+            platforms_check.compare_files(bad, TOPOS / "four-site.hosts", topo)
+        return
+    if expect == 'radical="0-6"':  # the host file names a host the platform no longer has
+        with pytest.raises(InputError, match="declares no host"):
             platforms_check.compare_files(bad, TOPOS / "four-site.hosts", topo)
         return
     assert platforms_check.compare_files(bad, TOPOS / "four-site.hosts", topo) != []

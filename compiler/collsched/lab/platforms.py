@@ -70,9 +70,9 @@ class Bundle:
 
     @property
     def ranks(self) -> int:
-        from .platforms_xml import read_hostfile
+        from .simgrid_platform import load_platform
 
-        return len(read_hostfile(self.hosts))
+        return len(load_platform(str(self.xml), str(self.hosts)).hosts)
 
 
 def bundle(name: str) -> Bundle:

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..inputs.links import host_matrices
-from .platforms_xml import read_hostfile, read_platform
+from .platforms_xml import read_platform
+from .simgrid_platform import load_platform
 
 EXACT = 1e-6  # relative: values that must agree (files; SimGrid's clock is printed at 1e-17)
 PAIR_BYTES = (1, 4 << 20)
@@ -62,7 +63,7 @@ def compare_files(xml: str | Path, hostfile: str | Path, topo) -> list[str]:
             diffs.append(f"site {s}: NICs {plat.sites[s].sharing} in XML (expected SPLITDUPLEX: full duplex)")
     if plat.tcp_gamma is None or not _close(plat.tcp_gamma, float(topo.tcp_window or 0)):
         diffs.append(f"TCP window: YAML {topo.tcp_window}, XML network/TCP-gamma {plat.tcp_gamma}")
-    hosts = read_hostfile(hostfile)
+    hosts = load_platform(str(plat.path), str(hostfile)).hosts
     ranked = [topo.hosts[int(h)] for h in topo.rank_host]
     if hosts[:len(ranked)] != ranked:
         diffs.append(f"{hostfile}: rank placement differs from the topology's")

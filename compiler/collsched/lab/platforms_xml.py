@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from .simgrid_platform import parse_radical
 
 _BW = re.compile(r"^\s*([0-9.eE+-]+)\s*([kKMGT]?i?)(bps|Bps)?\s*$")
 _TIME = re.compile(r"^\s*([0-9.eE+-]+)\s*(s|ms|us|ns|ps|m|h)?\s*$")
@@ -92,16 +93,6 @@ class XmlPlatform:
         return out
 
 
-def _radical(text: str, where: str) -> list[int]:
-    out = []
-    for part in (text or "").split(","):
-        a, _, b = part.strip().partition("-")
-        if not a.isdigit() or (b and not b.isdigit()):
-            raise InputError(where, text, "expected a radical such as 0-15")
-        out += list(range(int(a), int(b or a) + 1))
-    return out
-
-
 def _hop(ctn, links: dict, forward: bool, where: str) -> tuple[str, str]:
     name = ctn.get("id", "")
     if name not in links:
@@ -136,7 +127,8 @@ def read_platform(path: str | Path) -> XmlPlatform:
     sites, links, routes = {}, {}, {}
     for c in zone.findall("cluster"):
         where = f"{p}: cluster {c.get('id')}"
-        hosts = [f"{c.get('prefix', '')}{i}{c.get('suffix', '')}" for i in _radical(c.get("radical"), where)]
+        hosts = [f"{c.get('prefix', '')}{i}{c.get('suffix', '')}"
+                 for i in parse_radical(c.get("radical") or "", (str(p), where))]
         sites[c.get("id")] = Site(c.get("id"), hosts, bandwidth(c.get("bw"), where), seconds(c.get("lat"), where),
                                   c.get("sharing_policy", "SHARED"), c.get("router_id") or "")
     for lk in zone.findall("link"):
@@ -153,15 +145,3 @@ def read_platform(path: str | Path) -> XmlPlatform:
         if zr.get("symmetrical", "YES").upper() != "NO":
             routes.setdefault((b, a), [_hop(c, links, False, where) for c in reversed(ctns)])
     return XmlPlatform(str(p), gamma, sites, links, routes)
-
-
-def read_hostfile(path: str | Path) -> list[str]:
-    """One SimGrid host per rank slot (`host:count` expands to count slots)."""
-    out = []
-    for line in Path(path).read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        host, _, count = line.partition(":")
-        out += [host] * (int(count) if count else 1)
-    return out

@@ -97,7 +97,7 @@ def _looks_like_yaml(data: bytes) -> bool:
     return isinstance(doc, (dict, list))
 
 
-def _radical(text: str, where: tuple[str, str]) -> list[int]:
+def parse_radical(text: str, where: tuple[str, str]) -> list[int]:
     """SimGrid's radical: comma-separated numbers and ranges A-B (A <= B)."""
     out: list[int] = []
     for item in text.split(","):
@@ -150,7 +150,7 @@ def platform_hosts(xml: str) -> list[str]:
             if el.get("radical") is None:
                 raise InputError(*where, "expected prefix, radical and suffix attributes")
             prefix, suffix = el.get("prefix", ""), el.get("suffix", "")
-            hosts.extend(f"{prefix}{k}{suffix}" for k in _radical(el.get("radical"), where))
+            hosts.extend(f"{prefix}{k}{suffix}" for k in parse_radical(el.get("radical"), where))
         if len(hosts) > MAX_PLATFORM_HOSTS:
             raise InputError(xml, "--platform", f"expected at most {MAX_PLATFORM_HOSTS} hosts")
     if not hosts:

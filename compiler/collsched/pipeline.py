@@ -415,19 +415,14 @@ def _fluid_check(found: dict, topo, pattern, nbytes: int, timings: dict) -> dict
     and they share its NIC; a schedule that forwards pieces while many are in flight then
     runs up to 1.9x later than the DAG model says (the segmented ring under SimGrid's SMPI
     model; docs/semantics.md), while the fluid model shares NICs as SimGrid does."""
-    from .model.fluid import fluid_pattern
-
     t = {n: found[n][0][1].avg_elapsed_s for n in found}
     best = min(t.values())
     near = [n for n in sorted(found, key=t.get)
             if t[n] <= best * (1 + FLUID_CHECK) and found[n][0][0].total_ops <= FLUID_CHECK_OPS]
     if len(near) < 2:
         return None
-    start = time.perf_counter()
-    out = {n: fluid_pattern(found[n][0][0], topo, nbytes, pattern)[2].avg_elapsed_s
-           for n in near[:FLUID_FINALISTS]}
-    timings["simulate"] += time.perf_counter() - start
-    return out
+    fluid = _fluid_metrics({n: found[n][0][0] for n in near[:FLUID_FINALISTS]}, topo, nbytes, pattern, timings)
+    return {n: m.avg_elapsed_s for n, m in fluid.items()}
 
 
 def _pick(found: dict, checked: dict | None = None) -> str:

@@ -47,7 +47,7 @@ from .. import passes, resources
 from ..algorithms import Request, block_transfers, hier as hier_alg, site_plan
 from ..errors import InputError
 from ..files import write_atomic
-from ..inputs import topology as topology_file
+from ..inputs import topology as topology_file, wan_links
 from ..inputs.schemas import TOPOLOGY_SCHEMA, read_yaml
 from ..ir import SEND, Schedule
 from ..verify import verify
@@ -130,7 +130,10 @@ def read_sites(path, nranks: int, duplex: str | None = None) -> Sites:
             used.append([site, take])
     if len(used) > MAX_SITES:
         raise NotServed(f"{len(used)} sites (the compact form of hier serves at most {MAX_SITES})")
-    lat, bw = _classes(reader, d, sites, index, [u[0] for u in used])
+    hosts = {}
+    for site, n in runs:
+        hosts[site] = hosts.get(site, 0) + n
+    lat, bw = _classes(reader, sites, index, [u[0] for u in used], hosts)
     window = float(reader.size("tcp_window", positive=True)) if "tcp_window" in d else None
     flow = bw.copy()
     if window is not None:  # Topology.flow_bandwidth's formula, per site pair
@@ -172,47 +175,29 @@ def _host_runs(reader, d, sites, index) -> list[tuple[int, int]]:
     return runs
 
 
-def _classes(reader, d, sites, index, used) -> tuple[np.ndarray, np.ndarray]:
+def _classes(reader, sites, index, used, hosts) -> tuple[np.ndarray, np.ndarray]:
     """(latency, bandwidth), S x S over the used sites: the LANs on the diagonal, the WAN
-    classes (and their *_back values) off it, read as the topology reader reads them."""
+    classes (and their *_back values) off it, read by the topology reader's own `wan:`
+    reader (inputs/wan_links.read_wan: the same checks, the same error lines). hosts: site
+    index -> its host count."""
     s = len(used)
     at = {site: k for k, site in enumerate(used)}
     lat, bw = np.full((s, s), np.nan), np.full((s, s), np.nan)
+    nic = {}
     for site, k in at.items():
         if "lan" not in sites[site]:
             raise reader.fail(["sites", site, "lan"], "missing required field; expected "
                               "{latency: <time>, bandwidth: <bandwidth>} for the site's LAN",
                               line_at=["sites", site])
         lat[k, k], bw[k, k] = reader.link_class(sites[site]["lan"], ["sites", site, "lan"])[:2]
-    seen = {}
-    for k, w in enumerate(d.get("wan", [])):
-        a, b = w["between"]
-        for j, name in enumerate((a, b)):
-            if name not in index:
-                raise reader.fail(["wan", k, "between", j], f"unknown site {name!r}; expected one "
-                                  f"of: {', '.join(index) or '(no sites declared)'}")
-        if a == b:
-            raise reader.fail(["wan", k, "between"], f"expected two different sites, got {a!r} "
-                              f"twice (a site's own links are its lan)")
-        key = frozenset((a, b))
-        if key in seen:
-            raise reader.fail(["wan", k, "between"], f"duplicate WAN link between {a!r} and {b!r} "
-                              f"(also wan[{seen[key]}])")
-        seen[key] = k
-        fwd = reader.link_class(w, ["wan", k])
-        back_lat = reader.time(w["latency_back"], ["wan", k, "latency_back"]) if "latency_back" in w else fwd[0]
-        back_bw = reader.bandwidth(w["bandwidth_back"], ["wan", k, "bandwidth_back"]) if "bandwidth_back" in w else fwd[1]
-        ia, ib = at.get(index[a]), at.get(index[b])
-        if ia is not None and ib is not None:
-            lat[ia, ib], bw[ia, ib] = fwd[0], fwd[1]
-            lat[ib, ia], bw[ib, ia] = back_lat, back_bw
-    for x in range(s):
-        for y in range(x + 1, s):
-            if np.isnan(lat[x, y]):
-                na, nb = sites[used[x]]["name"], sites[used[y]]["name"]
-                raise reader.fail(["wan"], f"no WAN link between sites {na!r} and {nb!r}; add "
-                                  f"{{between: [{na}, {nb}], latency: ..., bandwidth: ...}}",
-                                  line_at=[] if "wan" not in d else None)
+        # a site of one host: its NIC is the fastest class out of it (as the reader says)
+        nic[site] = (0.0, np.inf) if hosts.get(site, 0) == 1 else (lat[k, k], bw[k, k])
+
+    def put(i, j, cls):
+        if i in at and j in at:
+            lat[at[i], at[j]], bw[at[i], at[j]] = cls[0], cls[1]
+
+    wan_links.read_wan(reader, sites, index, used, nic, put)
     return lat, bw
 
 

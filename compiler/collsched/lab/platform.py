@@ -104,20 +104,28 @@ def _header(name: str) -> list[str]:
             '<zone id="world" routing="Full">']
 
 
-def _sites_platform(topo, classes, intra_lat, intra_bw, name) -> Platform:
-    sites, members, lan, wan = classes
-    xml = _header(name)
+def _clusters(xml, topo, sites, members, nic, intra_lat, intra_bw, comment) -> list[str]:
+    """One <cluster> per site (xml, appended): a split-duplex NIC per host at the site's
+    bandwidth, half its LAN latency; returns the SimGrid name of every topology host."""
     host_names = [""] * len(topo.hosts)
     for k, s in enumerate(sites):
         hs = members[s]
         for j, h in enumerate(hs):
             host_names[h] = f"s{k}-{j}"
-        L, B = lan[s]
+        L, B = nic[s]
         xml.append(
-            f'  <!-- site {s}: {len(hs)} hosts, LAN {B:.6g} B/s, {L:.6g} s -->\n'
+            f'  <!-- {comment(s, len(hs), L, B)} -->\n'
             f'  <cluster id="site{k}" prefix="s{k}-" suffix="" radical="0-{len(hs) - 1}" '
             f'speed="{HOST_SPEED}" bw="{_bps(B)}" lat="{_sec(L / 2)}" sharing_policy="SPLITDUPLEX" '
             f'loopback_bw="{_bps(intra_bw)}" loopback_lat="{_sec(intra_lat)}" router_id="s{k}-router"/>')
+    return host_names
+
+
+def _sites_platform(topo, classes, intra_lat, intra_bw, name) -> Platform:
+    sites, members, lan, wan = classes
+    xml = _header(name)
+    host_names = _clusters(xml, topo, sites, members, lan, intra_lat, intra_bw,
+                           lambda s, n, L, B: f"site {s}: {n} hosts, LAN {B:.6g} B/s, {L:.6g} s")
     for (a, b), (L, B) in wan.items():
         ka, kb = sites.index(a), sites.index(b)
         extra = L - (lan[a][0] + lan[b][0]) / 2
@@ -196,17 +204,9 @@ def _links_platform(topo, net, lat, bw, intra_lat, intra_bw, name) -> Platform:
     members = {s: [i for i, x in enumerate(topo.host_site) if x == s] for s in sites}
     nic = _site_nics(topo, sites, members, lat, bw)
     xml = _header(name)
-    host_names = [""] * len(topo.hosts)
-    for k, s in enumerate(sites):
-        hs = members[s]
-        for j, h in enumerate(hs):
-            host_names[h] = f"s{k}-{j}"
-        L, B = nic[s]
-        xml.append(
-            f'  <!-- site {quoteattr(str(s))[1:-1]}: {len(hs)} hosts, NIC {B:.6g} B/s, LAN {L:.6g} s -->\n'
-            f'  <cluster id="site{k}" prefix="s{k}-" suffix="" radical="0-{len(hs) - 1}" '
-            f'speed="{HOST_SPEED}" bw="{_bps(B)}" lat="{_sec(L / 2)}" sharing_policy="SPLITDUPLEX" '
-            f'loopback_bw="{_bps(intra_bw)}" loopback_lat="{_sec(intra_lat)}" router_id="s{k}-router"/>')
+    host_names = _clusters(xml, topo, sites, members, nic, intra_lat, intra_bw,
+                           lambda s, n, L, B: f"site {quoteattr(str(s))[1:-1]}: {n} hosts, NIC {B:.6g} "
+                                              f"B/s, LAN {L:.6g} s")
     ids = []
     for k, lk in enumerate(net.links):
         lid = f"wan-{k}"

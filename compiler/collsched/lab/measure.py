@@ -37,7 +37,7 @@ from ..inputs import units
 from ..errors import InputError
 from ..files import write_atomic
 from . import capacity, launch, sizecosts
-from .measured_links import write_links_form
+from .measured_links import measured_fields, write_links_form
 from .sizefit import log_sizes
 
 FORMAT = "collsched-measure/1"
@@ -510,13 +510,8 @@ def write_measurement(meas: Measurement, path, name: str | None = None, comment:
     from ..inputs.topology import write_matrix_topology
 
     path = Path(path)
-    extra: dict = {"placement": {"hosts": [meas.hosts[h] for h in meas.rank_host]}}
-    if overheads:
-        for key, val in (("send_overhead", meas.send_overhead), ("gap", meas.gap)):
-            if val is not None:
-                extra[key] = {"a": val[0], "per_byte": val[1]}
-    if meas.message_costs is not None:
-        extra["message_costs"] = meas.message_costs.to_dict()
+    extra: dict = {"placement": {"hosts": [meas.hosts[h] for h in meas.rank_host]},
+                   **measured_fields(meas, overheads)}
     write_matrix_topology(path, meas.hosts, meas.host_site, np.nan_to_num(meas.host_latency),
                           np.nan_to_num(meas.host_bandwidth, nan=1.0), name=name or path.stem,
                           intra_host=meas.intra_host, comment=comment, extra=extra)

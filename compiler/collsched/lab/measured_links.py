@@ -42,6 +42,19 @@ def _name(x: str) -> str:
     return text if plain else json.dumps(text)
 
 
+def measured_fields(meas, overheads: bool) -> dict:
+    """The fields a measured topology carries in either form besides its links or matrix:
+    os(m) and g(m) (when asked for) and the size-dependent costs."""
+    out = {}
+    if overheads:
+        for key, val in (("send_overhead", meas.send_overhead), ("gap", meas.gap)):
+            if val is not None:
+                out[key] = {"a": val[0], "per_byte": val[1]}
+    if meas.message_costs is not None:
+        out["message_costs"] = meas.message_costs.to_dict()
+    return out
+
+
 def links_form(meas, cap, name: str, comment: str | None = None, overheads: bool = False) -> str:
     """The YAML text of the measured topology in the links form."""
     net = capmod.network_description(cap)
@@ -84,13 +97,7 @@ def links_form(meas, cap, name: str, comment: str | None = None, overheads: bool
             out.append(f"  - {{from: {_name(r['from'])}, to: {_name(r['to'])}, links: [{hops}]{extra}}}")
     out.append("placement:")
     out.append("  hosts: [" + ", ".join(_name(meas.hosts[h]) for h in meas.rank_host) + "]")
-    tail = {}
-    if overheads:
-        for key, val in (("send_overhead", meas.send_overhead), ("gap", meas.gap)):
-            if val is not None:
-                tail[key] = {"a": val[0], "per_byte": val[1]}
-    if meas.message_costs is not None:
-        tail["message_costs"] = meas.message_costs.to_dict()
+    tail = measured_fields(meas, overheads)
     if tail:
         out.append(yaml.safe_dump(tail, sort_keys=False, default_flow_style=None, width=100).rstrip())
     return "\n".join(out) + "\n"

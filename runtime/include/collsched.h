@@ -49,6 +49,21 @@ COLLSCHED_API int collsched_inter_allgatherv_merged(const void *sendbuf, int sen
                                       void *recvbuf, const int recvcounts[], const int displs[],
                                       MPI_Datatype recvtype, MPI_Comm comm, int p);
 
+/* Collectives beyond allgather (schedule file format 1.2, docs/collectives.md): same
+ * arguments and MPI error codes as the MPI functions, same selection, whole-schedule
+ * proof and fallback as collsched_allgather. A schedule serves a call when it was compiled
+ * for that collective, communicator size, root (bcast, reduce) and size in bytes (one
+ * alltoall block; the whole vector otherwise); a schedule marked commutative-only never
+ * serves a non-commutative operation. MPI_IN_PLACE as MPI allows it. */
+COLLSCHED_API int collsched_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+COLLSCHED_API int collsched_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
+                    MPI_Comm comm);
+COLLSCHED_API int collsched_reduce(const void *sendbuf, void *recvbuf, int count,
+                     MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm);
+COLLSCHED_API int collsched_allreduce(const void *sendbuf, void *recvbuf, int count,
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
 /* Where schedules come from (a .sched file or a directory of them); overrides
  * COLLSCHED_SCHEDULES for communicators first used after this call. NULL restores the
  * environment variable. Returns MPI_SUCCESS. */

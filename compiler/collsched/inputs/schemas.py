@@ -18,6 +18,7 @@ import yaml
 
 from ..errors import InputError
 from ..files import read_input
+from .compute import SCHEMA as REDUCTION  # the `reduction:` section (reduction cost)
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -183,6 +184,7 @@ TOPOLOGY_SCHEMA = {
         "message_costs": {"type": "object",
                           "x-expect": "expected a mapping: preset: simgrid-smpi, or link "
                                       "classes (all, lan, wan, ...) with lists of segments"},
+        "reduction": REDUCTION,
     },
     "additionalProperties": False,
 }

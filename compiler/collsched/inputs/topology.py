@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from . import links, msgcosts, units, wan_links
+from . import compute, links, msgcosts, units, wan_links
 from . import network as network_mod
 from .. import resources
 from ..errors import InputError
@@ -89,6 +89,7 @@ class Topology:
     # route of every site pair; None for a measured matrix (every host pair its own path)
     # and a single site.
     network: "network_mod.Network | None" = None
+    reduction_gamma: float = 0.0  # s per reduced byte on the receiving host (compute.py)
 
     @property
     def nranks(self) -> int:
@@ -232,6 +233,7 @@ class Topology:
             # Only for a `links:` network (the `wan:` form's adds nothing the matrices miss).
             **({"network": network_mod.canonical(self.network)}
                if self.network is not None and self.network.origin == network_mod.FROM_LINKS else {}),
+            **compute.section(self),
         }
 
     def digest(self) -> str:
@@ -398,7 +400,7 @@ class _Reader:
             topo = dataclasses.replace(topo, tcp_window=float(self.size("tcp_window", positive=True)))
         if "message_costs" in d:
             topo = topo.with_message_costs(msgcosts.parse(self, d["message_costs"], host_site))
-        return topo
+        return compute.read(self, topo)
 
     def read_hosts(self):
         d = self.d
@@ -685,6 +687,7 @@ def write_topology(topo: Topology, path, comment=None) -> None:
         extra["tcp_window"] = int(topo.tcp_window)
     if topo.message_costs is not None:
         extra["message_costs"] = topo.message_costs.to_dict()
+    extra.update(compute.section(topo))
     duplex = "full" if topo.full_duplex else "half"
     if topo.network is not None and topo.network.origin == network_mod.FROM_LINKS:
         return wan_links.write_links_topology(topo, path, comment, duplex, intra, extra)

@@ -1,0 +1,414 @@
+"""The verifier of collectives beyond allgather (collectives/verify.py): hand-built good
+programs of every collective pass; every kind of mutation is caught by the right pass at
+the right rank and op."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from collsched.collectives.program import (RECV, RECV_REDUCE, SEND, Builder, Op, Piece,
+                                           from_op_lists)
+from collsched.collectives.verify import (VerificationFailed, check, order_preserving,
+                                          verify)
+
+# --- good programs, built here (independent of the algorithm modules) ----------------------
+
+
+def alltoall_ring(P: int, nseg: int = 1, split: bool = False):
+    b = Builder("alltoall", P, nseg, algorithm="ring")
+    for k in range(1, P):
+        for r in range(P):
+            d = (r + k) % P
+            if split:
+                for g in range(nseg):
+                    b.add(k, r, d, [(r, d, g)])
+            else:
+                b.add(k, r, d, [(r, d, g) for g in range(nseg)])
+    return b.build()
+
+
+def alltoall_relay(P: int, nseg: int = 1):
+    """Every block from s to d (s, d != 0) goes through rank 0; rank 0's own go direct."""
+    b = Builder("alltoall", P, nseg, algorithm="relay")
+    for s in range(1, P):
+        b.add(0, s, 0, [(s, d, g) for d in range(P) if d != s for g in range(nseg)])
+    for d in range(1, P):
+        b.add(1, 0, d, [(s, d, g) for s in range(P) if s != d for g in range(nseg)])
+    return b.build()
+
+
+def bcast_chain(P: int, nseg: int = 1, root: int = 0):
+    """A pipelined chain root -> root+1 -> ...: segment g leaves position i at step i + g."""
+    b = Builder("bcast", P, nseg, root=root, algorithm="chain")
+    for i in range(P - 1):
+        for g in range(nseg):
+            b.add(i + g, (root + i) % P, (root + i + 1) % P, [(0, 0, g)])
+    return b.build()
+
+
+def bcast_binomial(P: int, nseg: int = 1, root: int = 0):
+    b = Builder("bcast", P, nseg, root=root, algorithm="binomial")
+    step, have = 0, 1
+    while have < P:
+        for v in range(have):
+            if v + have < P:
+                b.add(step, (v + root) % P, (v + have + root) % P, [(0, 0, g) for g in range(nseg)])
+        have *= 2
+        step += 1
+    return b.build()
+
+
+def reduce_chain(P: int, nseg: int = 1, root: int = 0):
+    """Ordered: ranks above the root pass down (acc (op) in at the receiver), ranks below
+    pass up (in (op) acc)."""
+    b = Builder("reduce", P, nseg, root=root, algorithm="chain")
+    for g in range(nseg):
+        for i in range(P - 1, root, -1):  # i -> i - 1
+            b.add(P - 1 - i + g, i, i - 1, [(0, 0, g)], reduce=True, local_first=True)
+        for i in range(0, root):  # i -> i + 1
+            b.add(i + g, i, i + 1, [(0, 0, g)], reduce=True)
+    return b.build()
+
+
+def allreduce_rd(P: int, nseg: int = 1):
+    """Recursive doubling (P a power of two): ordered. Written per rank: in an exchange
+    each rank sends its value before it receives the partner's (Builder puts a step's
+    receives first, which would make the send wait for the receive: a deadlock)."""
+    segs = [(0, 0, g) for g in range(nseg)]
+    lists = [[] for _ in range(P)]
+    k = 0
+    while (1 << k) < P:
+        for r in range(P):
+            q = r ^ (1 << k)
+            lists[r] += [("send", q, segs), ("recv-reduce", q, segs, *(("local-first",) if q > r else ()))]
+        k += 1
+    return from_op_lists("allreduce", P, nseg, lists, algorithm="rd")
+
+
+def allreduce_ring(P: int):
+    """Reduce-scatter then allgather on a ring, segment s of P ends complete at rank s:
+    wraps around the ring, so not MPI's order: commutative_only."""
+    b = Builder("allreduce", P, P, algorithm="ring")
+    for t in range(P - 1):
+        for r in range(P):
+            s = (r - t - 1) % P
+            b.add(t, r, (r + 1) % P, [(0, 0, s)], reduce=True)
+    for t in range(P - 1):
+        for r in range(P):
+            s = (r - t) % P
+            b.add(P - 1 + t, r, (r + 1) % P, [(0, 0, s)])
+    prog = b.build()
+    prog.commutative_only = True
+    return prog
+
+
+GOOD = {
+    "alltoall_ring": lambda P, n: alltoall_ring(P, n),
+    "alltoall_ring_split": lambda P, n: alltoall_ring(P, n, split=True),
+    "alltoall_relay": alltoall_relay,
+    "bcast_chain": lambda P, n: bcast_chain(P, n, root=P // 2),
+    "bcast_binomial": lambda P, n: bcast_binomial(P, n, root=P - 1),
+    "reduce_chain": lambda P, n: reduce_chain(P, n, root=P // 2),
+    "allreduce_rd": lambda P, n: allreduce_rd(1 << (P.bit_length() - 1), n),
+    "allreduce_ring": lambda P, n: allreduce_ring(P),
+}
+
+
+def names(prog):
+    return {(v.check, v.rank, v.op) for v in verify(prog)}
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+@pytest.mark.parametrize("P", [1, 2, 3, 5, 8])
+def test_good_programs_pass(name, P):
+    for nseg in (1, 3):
+        prog = GOOD[name](P, nseg)
+        assert verify(prog) == [], (name, P, nseg, verify(prog)[:3])
+        check(prog)
+
+
+def test_order_preserving_flags():
+    assert order_preserving(reduce_chain(6, 2, root=3))
+    assert order_preserving(allreduce_rd(8))
+    assert order_preserving(alltoall_ring(4))
+    ring = allreduce_ring(5)
+    assert not order_preserving(ring)
+    ring.commutative_only = False
+    found = verify(ring)
+    assert found and {v.check for v in found} == {"order"}
+    assert "commutative_only" in found[0].reason
+
+
+# --- mutations -----------------------------------------------------------------------------
+
+
+def mutate(prog, rank, fn):
+    ops = [list(lst) for lst in prog.ops]
+    fn(ops[rank])
+    return dataclasses.replace(prog, ops=ops)
+
+
+def with_ops(prog, ops):
+    return dataclasses.replace(prog, ops=[list(lst) for lst in ops])
+
+
+def all_ops(prog):
+    return [(r, i, op) for r, lst in enumerate(prog.ops) for i, op in enumerate(lst)]
+
+
+programs = st.sampled_from(sorted(GOOD)).flatmap(
+    lambda n: st.tuples(st.just(n), st.integers(2, 7), st.integers(1, 3)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs, st.data())
+def test_dropped_send_is_a_matching_violation_at_its_peer(case, data):
+    name, P, nseg = case
+    prog = GOOD[name](P, nseg)
+    sends = [(r, i, op) for r, i, op in all_ops(prog) if op.kind == SEND]
+    r, i, op = data.draw(st.sampled_from(sends))
+    bad = mutate(prog, r, lambda lst: lst.pop(i))
+    found = verify(bad)
+    assert found and all(v.check == "matching" for v in found)
+    # the peer's receives from r lost their partner: the last one has none
+    assert any(v.rank == op.peer and bad.ops[v.rank][v.op].peer == r for v in found)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs, st.data())
+def test_dropped_recv_is_a_matching_violation(case, data):
+    name, P, nseg = case
+    prog = GOOD[name](P, nseg)
+    recvs = [(r, i, op) for r, i, op in all_ops(prog) if op.kind != SEND]
+    r, i, op = data.draw(st.sampled_from(recvs))
+    found = verify(mutate(prog, r, lambda lst: lst.pop(i)))
+    assert found and all(v.check == "matching" for v in found)
+    assert any(v.rank == op.peer for v in found)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs, st.data())
+def test_dropped_transfer_is_caught(case, data):
+    """Both ends of one transfer dropped: the data never arrives (or a relay forwards what
+    it never got, or a reduction misses a contribution)."""
+    name, P, nseg = case
+    prog = GOOD[name](P, nseg)
+    sends = [(r, i, op) for r, i, op in all_ops(prog) if op.kind == SEND and op.pieces]
+    r, i, op = data.draw(st.sampled_from(sends))
+    k = sum(1 for o in prog.ops[r][:i] if o.kind == SEND and o.peer == op.peer)
+    peer_recvs = [j for j, o in enumerate(prog.ops[op.peer]) if o.kind != SEND and o.peer == r]
+    j = peer_recvs[k]
+    ops = [list(lst) for lst in prog.ops]
+    ops[r].pop(i)
+    ops[op.peer].pop(j)
+    found = verify(with_ops(prog, ops))
+    assert found
+    assert found[0].check in ("holding", "delivery"), found[0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs, st.data())
+def test_swapped_pieces_in_a_message_break_matching(case, data):
+    name, P, nseg = case
+    prog = GOOD[name](P, nseg)
+    multi = [(r, i, op) for r, i, op in all_ops(prog) if op.kind == SEND and len(set(op.pieces)) > 1]
+    if not multi:
+        return
+    r, i, op = data.draw(st.sampled_from(multi))
+    pieces = list(op.pieces)
+    pieces[0], pieces[-1] = pieces[-1], pieces[0]
+    bad = mutate(prog, r, lambda lst: lst.__setitem__(i, dataclasses.replace(op, pieces=tuple(pieces))))
+    found = verify(bad)
+    assert [v.check for v in found] == ["matching"]
+    assert found[0].rank == op.peer and bad.ops[op.peer][found[0].op].peer == r
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["alltoall_ring", "alltoall_ring_split", "alltoall_relay", "bcast_chain",
+                        "bcast_binomial"]), st.integers(2, 7), st.integers(2, 3), st.data())
+def test_piece_renamed_at_both_ends_is_a_delivery_or_holding_violation(name, P, nseg, data):
+    prog = GOOD[name](P, nseg)
+    sends = [(r, i, op) for r, i, op in all_ops(prog) if op.kind == SEND and op.pieces]
+    r, i, op = data.draw(st.sampled_from(sends))
+    k = sum(1 for o in prog.ops[r][:i] if o.kind == SEND and o.peer == op.peer)
+    j = [j for j, o in enumerate(prog.ops[op.peer]) if o.kind != SEND and o.peer == r][k]
+    p = op.pieces[0]
+    other = Piece(p.src, p.dst, (p.seg + 1) % nseg)
+    pieces = (other,) + op.pieces[1:]
+    ops = [list(lst) for lst in prog.ops]
+    ops[r][i] = dataclasses.replace(op, pieces=pieces)
+    ops[op.peer][j] = dataclasses.replace(ops[op.peer][j], pieces=pieces)
+    found = verify(with_ops(prog, ops))
+    assert found and found[0].check in ("holding", "delivery")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["reduce_chain", "allreduce_rd", "allreduce_ring"]), st.integers(2, 7),
+       st.integers(1, 3), st.data())
+def test_duplicated_reduce_is_a_doubled_contribution_at_the_copy(name, P, nseg, data):
+    prog = GOOD[name](P, nseg)
+    reds = [(r, i, op) for r, i, op in all_ops(prog) if op.kind == RECV_REDUCE]
+    r, j, rop = data.draw(st.sampled_from(reds))
+    k = sum(1 for o in prog.ops[r][:j] if o.kind != SEND and o.peer == rop.peer)
+    src = rop.peer
+    i = [i for i, o in enumerate(prog.ops[src]) if o.kind == SEND and o.peer == r][k]
+    ops = [list(lst) for lst in prog.ops]
+    ops[src].insert(i + 1, ops[src][i])
+    ops[r].insert(j + 1, rop)
+    found = verify(with_ops(prog, ops))
+    assert found and found[0].check == "delivery"
+    assert ("delivery", r, j + 1) in {(v.check, v.rank, v.op) for v in found}
+    assert "doubled" in [v for v in found if (v.rank, v.op) == (r, j + 1)][0].reason
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["reduce_chain", "allreduce_rd"]), st.integers(2, 7), st.integers(1, 3),
+       st.data())
+def test_wrong_order_needs_the_commutative_flag(name, P, nseg, data):
+    prog = GOOD[name](P, nseg)
+    reds = [(r, i, op) for r, i, op in all_ops(prog) if op.kind == RECV_REDUCE]
+    r, i, op = data.draw(st.sampled_from(reds))
+    bad = mutate(prog, r, lambda lst: lst.__setitem__(i, dataclasses.replace(op, local_first=not op.local_first)))
+    found = verify(bad)
+    assert found and {v.check for v in found} == {"order"}
+    assert (r, i) in {(v.rank, v.op) for v in found}
+    assert not order_preserving(bad)
+    bad.commutative_only = True
+    assert verify(bad) == []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs, st.data())
+def test_fence_cycle_deadlocks(case, data):
+    """Two ranks each start with a receive from the other and a fenced sync send to it."""
+    name, P, nseg = case
+    prog = GOOD[name](P, nseg)
+    a, b = data.draw(st.sampled_from([(a, b) for a in range(prog.nranks) for b in range(prog.nranks) if a < b]))
+    ops = [list(lst) for lst in prog.ops]
+    ops[a][:0] = [Op(RECV, b, ()), Op(SEND, b, (), fence=True)]
+    ops[b][:0] = [Op(RECV, a, ()), Op(SEND, a, (), fence=True)]
+    found = verify(with_ops(prog, ops))
+    assert found and {v.check for v in found} == {"progress"}
+    assert {(a, 1), (b, 1)} <= {(v.rank, v.op) for v in found}
+    assert "deadlock" in found[0].reason
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["reduce_chain", "allreduce_rd", "allreduce_ring"]), st.integers(2, 7),
+       st.data())
+def test_data_dependency_cycle_deadlocks(name, P, data):
+    """Each of two ranks forwards (after its receive) what it receives from the other."""
+    prog = GOOD[name](P, 1)
+    a, b = data.draw(st.sampled_from([(a, b) for a in range(prog.nranks) for b in range(prog.nranks) if a < b]))
+    ops = [list(lst) for lst in prog.ops]
+    x = (Piece(0, 0, 0),)
+    ops[a][:0] = [Op(RECV, b, x), Op(SEND, b, x)]
+    ops[b][:0] = [Op(RECV, a, x), Op(SEND, a, x)]
+    found = verify(with_ops(prog, ops))
+    assert found and {v.check for v in found} == {"progress"}
+    assert {(a, 1), (b, 1)} <= {(v.rank, v.op) for v in found}
+
+
+def _fifo_program(fifo: bool):
+    """Rank 0 (the root) sends a sync then the data to rank 1, then the data to rank 2;
+    rank 1 posts the sync's receive behind a fence on a sync from rank 2, which rank 2
+    sends (fenced) once it holds the data."""
+    x = [(0, 0, 0)]
+    f = ("fifo",) if fifo else ()
+    lists = [
+        [("send", 1, [], *f), ("send", 1, x, *f), ("send", 2, x)],
+        [("recv", 2, []), ("recv", 0, [], "fence"), ("recv", 0, x)],
+        [("recv", 0, x), ("send", 1, [], "fence")],
+    ]
+    return from_op_lists("bcast", 3, 1, lists)
+
+
+def test_fifo_send_waits_for_the_posted_receive():
+    """Conservative completion: rank 0's second FIFO send waits until rank 1 posted the
+    first's receive, which waits (a cycle) for the data that send carries."""
+    assert verify(_fifo_program(False)) == []
+    found = verify(_fifo_program(True))
+    assert found and {v.check for v in found} == {"progress"}
+    assert {(v.rank, v.op) for v in found} == {(0, 1), (1, 1), (2, 1)}
+    assert all("deadlock" in v.reason for v in found)
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("collective", "gather", "collective"), ("nseg", 0, "nseg"), ("root", 9, "root"),
+])
+def test_program_shape(field, value, needle):
+    prog = dataclasses.replace(reduce_chain(4), **{field: value})
+    found = verify(prog)
+    assert found and found[0].check == "shape" and needle in found[0].reason
+
+
+@pytest.mark.parametrize("op,needle", [
+    (Op(7, 1, ()), "kind"),
+    (Op(SEND, 0, ()), "itself"),
+    (Op(SEND, 4, ()), "peer"),
+    (Op(SEND, 1, ((0, 0, 3),)), "segment"),
+    (Op(SEND, 1, ((1, 0, 0),)), "src = dst = 0"),
+    (Op(RECV, 1, (), fifo=True), "FIFO"),
+    (Op(RECV, 1, (), local_first=True), "local-first"),
+    (Op(SEND, 1, ((0, 0),)), "three integers"),
+])
+def test_op_shape(op, needle):
+    prog = reduce_chain(4)
+    bad = mutate(prog, 0, lambda lst: lst.insert(0, op))
+    found = verify(bad)
+    assert found and found[0].check == "shape" and (found[0].rank, found[0].op) == (0, 0)
+    assert needle in found[0].reason
+
+
+def test_recv_reduce_only_in_reductions_and_alltoall_ranges():
+    prog = alltoall_ring(3)
+    bad = mutate(prog, 1, lambda lst: lst.append(Op(RECV_REDUCE, 0, ())))
+    assert "recv-reduce" in verify(bad)[0].reason
+    bad = mutate(prog, 1, lambda lst: lst.append(Op(SEND, 0, ((3, 0, 0),))))
+    assert "src and dst" in verify(bad)[0].reason
+
+
+def test_holding_and_delivery_named():
+    # rank 1 forwards rank 2's block for rank 0 before receiving it
+    prog = from_op_lists("alltoall", 3, 1, [
+        [("send", 1, [(0, 1, 0)]), ("send", 2, [(0, 2, 0)]), ("recv", 1, [(1, 0, 0)]),
+         ("recv", 1, [(2, 0, 0)])],
+        [("recv", 0, [(0, 1, 0)]), ("send", 0, [(1, 0, 0)]), ("send", 0, [(2, 0, 0)]),
+         ("send", 2, [(1, 2, 0)]), ("recv", 2, [(2, 1, 0)]), ("recv", 2, [(2, 0, 0)])],
+        [("recv", 0, [(0, 2, 0)]), ("recv", 1, [(1, 2, 0)]), ("send", 1, [(2, 1, 0)]),
+         ("send", 1, [(2, 0, 0)])],
+    ])
+    found = verify(prog)
+    assert [(v.check, v.rank, v.op) for v in found] == [("holding", 1, 2)]
+    # a bcast root that receives, a rank that receives twice, one that never does
+    prog = from_op_lists("bcast", 3, 1, [
+        [("send", 1, [(0, 0, 0)]), ("recv", 1, [(0, 0, 0)])],
+        [("recv", 0, [(0, 0, 0)]), ("send", 0, [(0, 0, 0)])],
+        [],
+    ])
+    found = verify(prog)
+    assert [(v.check, v.rank, v.op) for v in found] == [("delivery", 0, 1), ("delivery", 2, None)]
+
+
+def test_missing_contribution_named():
+    prog = reduce_chain(4, root=0)
+    ops = [list(lst) for lst in prog.ops]
+    # rank 1 overwrites instead of combining: its own contribution is lost
+    i = next(i for i, o in enumerate(ops[1]) if o.kind == RECV_REDUCE)
+    ops[1][i] = dataclasses.replace(ops[1][i], kind=RECV, local_first=False)
+    found = verify(with_ops(prog, ops))
+    assert [(v.check, v.rank, v.op) for v in found] == [("delivery", 0, None)]
+    assert "rank 1" in found[0].reason
+
+
+def test_check_raises_with_the_first_violation():
+    prog = mutate(reduce_chain(3), 0, lambda lst: lst.insert(0, Op(SEND, 0, ())))
+    with pytest.raises(VerificationFailed, match="peer is the rank itself"):
+        check(prog)
+
+
+def test_order_preserving_needs_a_valid_program():
+    prog = mutate(reduce_chain(3), 0, lambda lst: lst.insert(0, Op(SEND, 1, ())))
+    assert not order_preserving(prog)

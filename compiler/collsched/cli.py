@@ -327,6 +327,10 @@ def cmd_bench(a) -> int:
 
     if a.suite == "intergroup" or a.collective.startswith("inter-"):  # two groups: lab/intergroup.py
         return _intergroup(a)
+    if a.collective in ("alltoall", "bcast", "reduce", "allreduce"):  # issue 18: lab/coll_bench.py
+        from .lab.coll_bench import cmd_bench as coll_bench
+
+        return coll_bench(a)
     check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to, a.platform)  # before anything
     if a.suite == "compile-grid":
         from .lab.bench_compiler import run_grid_compile_bench

@@ -324,13 +324,10 @@ def cmd_plot(a) -> int:
 
 def cmd_bench(a) -> int:
     from .lab.launch import check_options
-
+    if a.collective in ("alltoall", "bcast", "reduce", "allreduce"):  # issue 18: lab/coll_bench.py
+        return _collectives(a)
     if a.suite == "intergroup" or a.collective.startswith("inter-"):  # two groups: lab/intergroup.py
         return _intergroup(a)
-    if a.collective in ("alltoall", "bcast", "reduce", "allreduce"):  # issue 18: lab/coll_bench.py
-        from .lab.coll_bench import cmd_bench as coll_bench
-
-        return coll_bench(a)
     check_options(a.suite, a.backend, a.launcher, a.hostfile, a.bind_to, a.platform)  # before anything
     if a.suite == "compile-grid":
         from .lab.bench_compiler import run_grid_compile_bench
@@ -445,6 +442,13 @@ def cmd_bench(a) -> int:
         rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
         replace_section(a.doc, a.section or "lab-run", markdown(report, rel))
     return EXIT_OK if all(r["data_ok"] for r in report["results"]) else EXIT_INVALID
+
+
+def _collectives(a) -> int:
+    """alltoall, bcast, reduce, allreduce (issue 18): lab/coll_bench.py."""
+    from .lab.coll_bench import cmd_bench as coll_bench
+
+    return coll_bench(a)
 
 
 def _intergroup(a) -> int:

@@ -16,6 +16,8 @@ import numpy as np
 from . import __version__
 from .errors import InputError, ScheduleFileError
 from .files import read_input, replacing, write_atomic
+from .collectives import schedfile as coll_file
+from .collectives.program import COLLECTIVES as COLL_COLLECTIVES, Program
 from .intergroup import schedfile as inter_file
 from .intergroup.schedule import COLLECTIVES as INTER_COLLECTIVES, InterSchedule
 from .ir import COLLECTIVES, MAX_RANKS, MAX_SEGMENTS, Schedule
@@ -37,10 +39,14 @@ assert _HEADER.size == HEADER_BYTES - 4 and _INDEX.itemsize == INDEX_ENTRY
 assert _OP.itemsize == OP_BYTES
 _COLLECTIVE_NAMES = {v: k for k, v in COLLECTIVES.items()}
 _INTER_NAMES = {v: k for k, v in INTER_COLLECTIVES.items()}
+_COLL_IDS = set(COLL_COLLECTIVES.values())  # version 1.2: collectives/schedfile.py
 
 
 def encode(sched) -> bytes:
-    """The whole file as bytes (a Schedule, or an intergroup InterSchedule: version 1.1)."""
+    """The whole file as bytes (a Schedule; an intergroup InterSchedule: version 1.1; a
+    collectives Program: version 1.2)."""
+    if isinstance(sched, Program):
+        return coll_file.encode(sched)
     if isinstance(sched, InterSchedule):
         return inter_file.encode(sched, header=_HEADER, index=_index, magic=MAGIC,
                                  major=VERSION_MAJOR, flag_full_duplex=FLAG_FULL_DUPLEX,
@@ -113,7 +119,7 @@ def _index(offsets: np.ndarray, body: bytes, start: int, op_bytes: int) -> bytes
 def write(sched, path: str | os.PathLike) -> int:
     """Write atomically (files.py: whole or not at all, mode 0666 & ~umask); returns the
     number of bytes written. A Schedule is streamed (_stream), never encoded whole."""
-    if isinstance(sched, InterSchedule):
+    if isinstance(sched, (InterSchedule, Program)):
         return write_atomic(path, encode(sched))
     if sched.collective not in COLLECTIVES:  # before a temporary file is made
         raise ValueError(f"unknown collective {sched.collective!r}")
@@ -160,7 +166,8 @@ def read(path: str | os.PathLike):
 
 
 def decode(data: bytes, source: str = "<bytes>"):
-    """The schedule a file holds: a Schedule, or an InterSchedule for collectives 3 and 4."""
+    """The schedule a file holds: a Schedule, an InterSchedule for collectives 3 and 4, a
+    collectives Program for 5..8 (version 1.2)."""
     def bad(field: str, expected: str) -> ScheduleFileError:
         return ScheduleFileError(source, field, expected)
 
@@ -172,6 +179,8 @@ def decode(data: bytes, source: str = "<bytes>"):
         raise bad("magic", f"expected {MAGIC.decode()!r}, found {magic!r}: not a collsched schedule")
     if major != VERSION_MAJOR:
         raise bad("version_major", f"expected {VERSION_MAJOR}, found {major}")
+    if coll in _COLL_IDS:  # alltoall, bcast, reduce, allreduce: version 1.2
+        return coll_file.decode(data, source)
     inter = coll in _INTER_NAMES
     if header_bytes != HEADER_BYTES and not inter:
         raise bad("header_bytes", f"expected {HEADER_BYTES}, found {header_bytes}")
@@ -179,7 +188,7 @@ def decode(data: bytes, source: str = "<bytes>"):
     if zlib.crc32(data[:HEADER_BYTES - 4]) != header_crc:
         raise bad("header_crc32", "header checksum mismatch (corrupt file)")
     if coll not in _COLLECTIVE_NAMES and not inter:
-        raise bad("collective", f"expected one of {sorted(_COLLECTIVE_NAMES) + sorted(_INTER_NAMES)}, "
+        raise bad("collective", f"expected one of {sorted(_COLLECTIVE_NAMES) + sorted(_INTER_NAMES) + sorted(_COLL_IDS)}, "
                   f"found {coll}")
     if inter:
         fields = dict(major=major, minor=minor, header_bytes=header_bytes, collective=coll,

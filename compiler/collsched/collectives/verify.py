@@ -107,7 +107,7 @@ def _op_shape(prog: Program, r: int, op) -> str | None:
     if op.kind not in (SEND, RECV, RECV_REDUCE):
         return f"kind {op.kind!r} is not send, recv or recv-reduce"
     if op.kind == RECV_REDUCE and prog.collective not in REDUCING:
-        return f"recv-reduce in a {prog.collective} (reduce and allreduce only)"
+        return f"recv-reduce in {prog.collective} (reduce and allreduce only)"
     if not isinstance(op.peer, int) or not 0 <= op.peer < P:
         return f"peer {op.peer!r} out of range 0..{P - 1}"
     if op.peer == r:
@@ -128,7 +128,7 @@ def _op_shape(prog: Program, r: int, op) -> str | None:
             if not (0 <= src < P and 0 <= dst < P):
                 return f"piece {_piece_text(p)}: src and dst must be ranks 0..{P - 1}"
         elif src != 0 or dst != 0:
-            return f"piece {_piece_text(p)}: expected src = dst = 0 in a {prog.collective}"
+            return f"piece {_piece_text(p)}: expected src = dst = 0 for {prog.collective}"
     return None
 
 

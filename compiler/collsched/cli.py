@@ -446,7 +446,7 @@ def cmd_bench(a) -> int:
 
 def _collectives(a) -> int:
     """alltoall, bcast, reduce, allreduce (issue 18): lab/coll_bench.py."""
-    from .lab.coll_bench import cmd_bench as coll_bench
+    from .lab.coll_report import cmd_bench as coll_bench
 
     return coll_bench(a)
 

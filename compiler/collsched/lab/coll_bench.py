@@ -47,10 +47,10 @@ PROGRAM = "collsched-coll-bench"
 RUN_TIMEOUT_S = 1800
 COLLECTIVES = coll_natives.COLLECTIVES
 DTYPES = {"int": 4, "double": 8}
-DEFAULT_ALGORITHMS = {"alltoall": "pair,ring,simple,native,native:ompi,native:mpich",
+DEFAULT_ALGORITHMS = {"alltoall": "pair,ring,pair-light,ring-light,simple,native,native:ompi,native:mpich",
                       "bcast": "binomial,chain,scatter-allgather,native,native:ompi,native:mpich",
-                      "reduce": "binomial,chain,native,native:ompi,native:mpich",
-                      "allreduce": "ring,recursive-doubling,rabenseifner,native,native:ompi,native:mpich"}
+                      "reduce": "binomial,chain,rsag,native,native:ompi,native:mpich",
+                      "allreduce": "ring,rd,rabenseifner,native,native:ompi,native:mpich"}
 
 
 class LabRunError(RuntimeError):
@@ -133,7 +133,7 @@ def check_algorithms(cfg: CollConfig, algorithms: list[str]) -> None:
     known = compiled_names(cfg.collective)
     for name in algorithms:
         if coll_natives.is_native(name):
-            coll_natives.resolve(cfg.collective, name, cfg.backend)
+            coll_natives.check_ranks(cfg.collective, name, cfg.backend, cfg.ranks)
             continue
         base, _ = split_name(name)
         if base != "auto" and base not in known:
@@ -431,76 +431,10 @@ def best(report: dict, kind: str, key: str = "avg_elapsed_s") -> dict | None:
     return min(rows, key=lambda r: r[key]) if rows else None
 
 
-def _list(text: str | None, default: str, flag: str) -> list[str]:
-    items = [t.strip() for t in (default if text is None else text).split(",") if t.strip()]
-    if not items:
-        raise InputError(flag, str(text), "expected a comma-separated list")
-    return items
 
-
-def configs_from_args(a) -> tuple[list[CollConfig], list[str]]:
-    """Every case `collsched bench --collective C` asks for (comma lists of --ranks, --bytes,
-    --network-model multiply), and the algorithms; every option checked before anything runs."""
-    from ..pipeline import parse_bytes_arg
-
-    if a.suite != "lab":
-        raise InputError("--suite", a.suite, f"expected lab with --collective {a.collective}")
-    for flag, value in (("--pap", a.pap), ("--platform", a.platform), ("--measured", a.measured)):
-        if value is not None:
-            raise InputError(flag, str(value), f"expected only with --collective allgather")
-    ranks = []
-    for t in _list(a.ranks, "8", "--ranks"):
-        if not (t.isascii() and t.isdigit()) or not 2 <= int(t) <= 4096:
-            raise InputError("--ranks", t, "expected rank counts of 2 to 4096")
-        ranks.append(int(t))
-    sizes = []
-    for t in _list(a.bytes, "64KiB", "--bytes"):
-        lo, hi = parse_bytes_arg(t)
-        if lo != hi:
-            raise InputError("--bytes", t, "expected sizes, not ranges")
-        sizes.append(lo)
-    models = [check_model(m) for m in _list(a.network_model, "CM02", "--network-model")]
-    algorithms = _list(a.algorithms, DEFAULT_ALGORITHMS[a.collective], "--algorithms")
-    cfgs = []
-    for model in (models if a.backend == "smpi" else models[:1]):
-        for p in ranks:
-            for n in sizes:
-                cfg = CollConfig(a.collective, backend=a.backend, topology=a.topology, ranks=p, nbytes=n,
-                                 root=int(getattr(a, "root", 0) or 0), iterations=a.iterations or 4,
-                                 max_delay_ms=a.max_delay_ms, seed=a.seed, network_model=model,
-                                 launcher=a.launcher, hostfile=a.hostfile, bind_to=a.bind_to,
-                                 workdir=a.keep and str(Path(a.keep) / f"{model}-P{p}-{n}"))
-                check_case(cfg)
-                check_algorithms(cfg, algorithms)
-                cfgs.append(cfg)
-    return cfgs, algorithms
-
-
-def cmd_bench(a) -> int:
-    """`collsched bench --collective alltoall|bcast|reduce|allreduce ...`: exit 0, 1 when a
-    data check failed, 3 when a launch failed (LabRunError, the CLI's run-failed status)."""
-    from rich.progress import Progress
-
-    from . import coll_report
-
-    cfgs, algorithms = configs_from_args(a)
-    reports = []
-    with Progress(transient=True, disable=a.json) as prog:
-        task = prog.add_task("collectives", total=len(cfgs) * len(algorithms))
-        for cfg in cfgs:
-            label = f"{cfg.collective} P={cfg.ranks} {cfg.nbytes} B {cfg.network_model if cfg.backend == 'smpi' else 'mpi'}"
-            reports.append(run_coll(cfg, algorithms, progress=lambda name, label=label: prog.update(
-                task, description=f"{label}: {name}", advance=1)))
-    if a.json:
-        print(json.dumps(reports if len(reports) > 1 else reports[0], indent=1, default=float))
-    else:
-        for r in reports:
-            coll_report.print_report(r)
-    if a.plot:
-        coll_report.plot_reports(reports, a.plot)
-    if a.doc:
-        rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
-        from .benchdoc import replace_section
-
-        replace_section(a.doc, a.section or "lab-collectives-run", coll_report.markdown(reports, rel))
-    return 0 if all(r["data_ok"] for rep in reports for r in rep["results"]) else 1
+def size_text(n: int) -> str:
+    """1048576 -> "1 MiB", 131072 -> "128 KiB", else bytes."""
+    for unit, f in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f and n % f == 0:
+            return f"{n // f} {unit}"
+    return f"{n} B"

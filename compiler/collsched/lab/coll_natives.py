@@ -111,6 +111,8 @@ ALIASES: dict[str, dict[str, str]] = {
     "allreduce": {"redbcast": "nonoverlapping", "rdb": "recursive_doubling", "lr": "ring",
                   "ompi_ring_segmented": "segmented_ring", "rab": "rabenseifner"},
 }
+# SimGrid 3.32 throws (std::invalid_argument) for these at a P that is not a power of two.
+SMPI_POW2 = {"alltoall": {"pair", "pair_light_barrier", "pair_one_barrier", "pair_mpi_barrier", "pair_rma"}}
 SELECTORS = {"smpi": ("ompi", "mpich", "mvapich2", "impi", "default"), "mpi": ("ompi",)}
 
 
@@ -139,6 +141,15 @@ def _refuse(collective: str, full: str, why: str) -> errors.InputError:
 
 def _mca(collective: str, n: int) -> dict:
     return {"coll_tuned_use_dynamic_rules": "1", f"coll_tuned_{collective}_algorithm": str(n)}
+
+
+def check_ranks(collective: str, name: str, backend: str, ranks: int) -> None:
+    """One InputError when the backend's algorithm cannot run on `ranks` ranks."""
+    chosen = resolve(collective, name, backend)
+    sg = (chosen.smpi_cfg or "").rpartition(":")[2]
+    if backend == "smpi" and sg in SMPI_POW2.get(collective, ()) and ranks & (ranks - 1):
+        raise errors.InputError("--algorithms", name, f"a power-of-two --ranks (SimGrid's {collective} {sg} "
+                                                      f"refuses {ranks} ranks)")
 
 
 def resolve(collective: str, name: str, backend: str) -> Native:

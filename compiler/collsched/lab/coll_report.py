@@ -1,4 +1,7 @@
-"""Tables, plots and the benchmarks section of the collectives lab (coll_bench.py).
+"""Tables, plots, the command line and the benchmarks section of the collectives lab
+(coll_bench.py runs the cases).
+
+- `cmd_bench(a)`: `collsched bench --collective alltoall|bcast|reduce|allreduce ...`;
 
 - `print_report(report)`: one case as a terminal table;
 - `markdown(reports, plot_rel)`: cases as Markdown (the section `collsched bench
@@ -9,11 +12,17 @@
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from .charts import backend_text, topology_name
+from .coll_bench import DEFAULT_ALGORITHMS, CollConfig, check_algorithms, check_case, run_coll, size_text
+from .netmodel import check_model
 
 
 def _ms(x) -> str:
@@ -28,13 +37,6 @@ def _ratio(x) -> str:
 
 def _pct(x) -> str:
     return "-" if x is None else f"{x * 100:+.1f}%"
-
-
-def size_text(n: int) -> str:
-    for unit, f in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f and n % f == 0:
-            return f"{n // f} {unit}"
-    return f"{n} B"
 
 
 def title(report: dict) -> str:
@@ -218,3 +220,76 @@ def plot_reports(reports: list[dict], path) -> None:
     from .charts import save
 
     save(figure(reports), path)
+
+
+def _list(text: str | None, default: str, flag: str) -> list[str]:
+    items = [t.strip() for t in (default if text is None else text).split(",") if t.strip()]
+    if not items:
+        raise InputError(flag, str(text), "expected a comma-separated list")
+    return items
+
+
+def configs_from_args(a) -> tuple[list[CollConfig], list[str]]:
+    """Every case `collsched bench --collective C` asks for (comma lists of --ranks, --bytes,
+    --network-model multiply), and the algorithms; every option checked before anything runs."""
+    from ..pipeline import parse_bytes_arg
+
+    if a.suite != "lab":
+        raise InputError("--suite", a.suite, f"expected lab with --collective {a.collective}")
+    for flag, value in (("--pap", a.pap), ("--platform", a.platform), ("--measured", a.measured)):
+        if value is not None:
+            raise InputError(flag, str(value), f"expected only with --collective allgather")
+    ranks = []
+    for t in _list(a.ranks, "8", "--ranks"):
+        if not (t.isascii() and t.isdigit()) or not 2 <= int(t) <= 4096:
+            raise InputError("--ranks", t, "expected rank counts of 2 to 4096")
+        ranks.append(int(t))
+    sizes = []
+    for t in _list(a.bytes, "64KiB", "--bytes"):
+        lo, hi = parse_bytes_arg(t)
+        if lo != hi:
+            raise InputError("--bytes", t, "expected sizes, not ranges")
+        sizes.append(lo)
+    models = [check_model(m) for m in _list(a.network_model, "CM02", "--network-model")]
+    algorithms = _list(a.algorithms, DEFAULT_ALGORITHMS[a.collective], "--algorithms")
+    cfgs = []
+    for model in (models if a.backend == "smpi" else models[:1]):
+        for p in ranks:
+            for n in sizes:
+                cfg = CollConfig(a.collective, backend=a.backend, topology=a.topology, ranks=p, nbytes=n,
+                                 root=int(getattr(a, "root", 0) or 0), iterations=a.iterations or 4,
+                                 max_delay_ms=a.max_delay_ms, seed=a.seed, network_model=model,
+                                 launcher=a.launcher, hostfile=a.hostfile, bind_to=a.bind_to,
+                                 workdir=a.keep and str(Path(a.keep) / f"{model}-P{p}-{n}"))
+                check_case(cfg)
+                check_algorithms(cfg, algorithms)
+                cfgs.append(cfg)
+    return cfgs, algorithms
+
+
+def cmd_bench(a) -> int:
+    """`collsched bench --collective alltoall|bcast|reduce|allreduce ...`: exit 0, 1 when a
+    data check failed, 3 when a launch failed (LabRunError, the CLI's run-failed status)."""
+    from rich.progress import Progress
+
+    cfgs, algorithms = configs_from_args(a)
+    reports = []
+    with Progress(transient=True, disable=a.json) as prog:
+        task = prog.add_task("collectives", total=len(cfgs) * len(algorithms))
+        for cfg in cfgs:
+            label = f"{cfg.collective} P={cfg.ranks} {cfg.nbytes} B {cfg.network_model if cfg.backend == 'smpi' else 'mpi'}"
+            reports.append(run_coll(cfg, algorithms, progress=lambda name, label=label: prog.update(
+                task, description=f"{label}: {name}", advance=1)))
+    if a.json:
+        print(json.dumps(reports if len(reports) > 1 else reports[0], indent=1, default=float))
+    else:
+        for r in reports:
+            print_report(r)
+    if a.plot:
+        plot_reports(reports, a.plot)
+    if a.doc:
+        rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.doc))) if a.plot else None
+        from .benchdoc import replace_section
+
+        replace_section(a.doc, a.section or "lab-collectives-run", markdown(reports, rel))
+    return 0 if all(r["data_ok"] for rep in reports for r in rep["results"]) else 1

@@ -1,0 +1,279 @@
+"""Alltoall algorithms (collectives/algorithms/alltoall.py, alltoall_grid.py): every program
+verifies for any P, nseg and topology, and has the structure its docstring promises (xor
+and ring partners, a real barrier before the exchange, the light barrier's pairwise
+signals, Bruck's ceil(log2 P) messages, the grid's single WAN crossing per block spread
+over every member)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from collsched.collectives.algorithms import CollRequest, generate, names
+from collsched.collectives.algorithms import alltoall, alltoall_grid
+from collsched.collectives.program import RECV, SEND
+from collsched.collectives.verify import verify
+from collsched.errors import InputError
+from collsched.inputs.topology import homogeneous, load_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PLAIN = ["pair", "ring", "pair-barrier", "ring-barrier", "pair-light", "ring-light", "simple", "bruck"]
+
+
+def req(p, nseg=1, **kw):
+    return CollRequest("alltoall", p, nbytes=kw.pop("nbytes", 4096), nseg=nseg, **kw)
+
+
+def data_ops(ops):
+    return [(i, op) for i, op in enumerate(ops) if op.pieces]
+
+
+def test_registered():
+    assert set(PLAIN) | {"grid"} <= set(names("alltoall"))
+
+
+@given(st.integers(1, 40), st.integers(1, 3), st.sampled_from(PLAIN))
+@settings(max_examples=80, **SLOW)
+def test_verified_any_p(p, nseg, name):
+    prog = generate(name, req(p, nseg))
+    assert verify(prog) == []
+    assert (prog.collective, prog.nranks, prog.nseg, prog.algorithm) == ("alltoall", p, nseg, name)
+    assert not prog.commutative_only
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 8, 12, 16, 17])
+def test_direct_partners(p):
+    """pair: step i's partner is r xor i (skipping partners >= P); ring: r + i / r - i;
+    simple: all receives before all sends; one whole block per message."""
+    for r, ops in enumerate(generate("pair", req(p, 2)).ops):
+        sends = [op.peer for op in ops if op.kind == SEND]
+        assert sends == [r ^ i for i in range(1, 1 << (p - 1).bit_length()) if r ^ i < p]
+        assert all(op.pieces == alltoall.block(r, op.peer, 2) for op in ops if op.kind == SEND)
+    for r, ops in enumerate(generate("ring", req(p)).ops):
+        assert [op.peer for op in ops if op.kind == SEND] == [(r + i) % p for i in range(1, p)]
+        assert [op.peer for op in ops if op.kind == RECV] == [(r - i) % p for i in range(1, p)]
+    for name in ("pair", "ring"):  # phased: step i's send waits for the earlier receives
+        for ops in generate(name, req(p)).ops:
+            assert [op.kind for op in ops] == [SEND, RECV] * (len(ops) // 2)
+            assert [op.fence for op in ops[::2]] == [False] + [True] * (len(ops) // 2 - 1)
+    for r, ops in enumerate(generate("simple", req(p)).ops):
+        kinds = [op.kind for op in ops]
+        assert kinds == [RECV] * (p - 1) + [SEND] * (p - 1)
+        assert not any(op.fence for op in ops)
+
+
+def knowledge(prog):
+    """Per rank and op, which ranks' starts are known to have happened when the op is
+    issued: a fenced op knows everything its earlier receives brought; a receive brings
+    what its matching send knew."""
+    p = prog.nranks
+    sent = {}  # (a, b, k) -> known set
+    known_at = [[None] * len(ops) for ops in prog.ops]
+    changed = True
+    while changed:  # fixed point over the acyclic (verified) programs
+        changed = False
+        for r, ops in enumerate(prog.ops):
+            got, count, cur = {r}, {}, {r}
+            for i, op in enumerate(ops):
+                key = (r, op.peer, count.get((op.kind, op.peer), 0))
+                count[(op.kind, op.peer)] = key[2] + 1
+                if op.fence:  # issued once every earlier receive settled
+                    cur = set(got)
+                if op.kind == SEND:
+                    k = frozenset(cur)
+                    if sent.get(key) != k:
+                        sent[key], changed = k, True
+                    known_at[r][i] = k
+                else:
+                    known_at[r][i] = frozenset(cur)
+                    got |= sent.get((op.peer, r, key[2]), set())
+    return known_at
+
+
+@pytest.mark.parametrize("name", ["pair-barrier", "ring-barrier"])
+@pytest.mark.parametrize("p", [2, 3, 5, 8, 11])
+def test_barrier_precedes_exchange(name, p):
+    prog = generate(name, req(p))
+    nbar = 2 * ((p - 1).bit_length())
+    known = knowledge(prog)
+    for r, ops in enumerate(prog.ops):
+        assert all(not op.pieces for op in ops[:nbar])
+        assert all(op.pieces for op in ops[nbar:])
+        first = ops[nbar]
+        assert first.fence
+        # Nothing of the exchange is issued before every rank entered the barrier.
+        assert known[r][nbar] == frozenset(range(p))
+
+
+def test_barrier_needs_its_fences():
+    """The knowledge check fails when the barrier's fences are dropped (the test can fail)."""
+    from dataclasses import replace
+
+    prog = generate("ring-barrier", req(8))
+    prog.ops = [[replace(op, fence=False) if not op.pieces else op for op in ops] for ops in prog.ops]
+    assert knowledge(prog)[0][6] != frozenset(range(8))
+
+
+@pytest.mark.parametrize("name,steps", [("ring-light", alltoall.ring_steps), ("pair-light", alltoall.pair_steps)])
+@pytest.mark.parametrize("p", [2, 3, 4, 6, 7, 8, 13])
+def test_light_barrier(name, steps, p):
+    """Each step-i data message (i >= 2) to d is fenced behind a zero-byte signal from d,
+    which d sent (fenced) after its receives of the earlier steps."""
+    prog = generate(name, req(p))
+    step_of = {(s, d): i for i, st_ in enumerate(steps(p)) for s, d in st_}
+    for r, ops in enumerate(prog.ops):
+        for i, op in data_ops(ops):
+            if op.kind != SEND:
+                continue
+            d = op.peer
+            if step_of[(r, d)] == min(step_of[(r, x)] for x in range(p) if (r, x) in step_of):
+                continue  # the rank's first data send needs no signal
+            assert op.fence
+            sig = [j for j, o in enumerate(ops[:i]) if o.kind == RECV and o.peer == d and not o.pieces]
+            assert sig, (r, i)
+            # at d: that signal was sent fenced, after every data receive of earlier steps
+            dops = prog.ops[d]
+            sends = [j for j, o in enumerate(dops) if o.kind == SEND and o.peer == r and not o.pieces]
+            assert sends and all(dops[j].fence for j in sends)
+            earlier = {s for s, dd in step_of if dd == d and step_of[(s, d)] < step_of[(r, d)]}
+            before = {o.peer for o in dops[:sends[0]] if o.kind == RECV and o.pieces}
+            assert earlier <= before
+    assert verify(prog) == []
+
+
+@given(st.integers(2, 40), st.integers(1, 3))
+@settings(max_examples=40, **SLOW)
+def test_bruck_structure(p, nseg):
+    prog = generate("bruck", req(p, nseg))
+    rounds = (p - 1).bit_length()
+    total = 0
+    for r, ops in enumerate(prog.ops):
+        sends = [op for op in ops if op.kind == SEND]
+        assert len(sends) == rounds
+        assert [op.peer for op in sends] == [(r + (1 << k)) % p for k in range(rounds)]
+        total += sum(len(op.pieces) for op in sends)
+    # every block hops once per set bit of its offset
+    assert total == p * nseg * sum(bin(j).count("1") for j in range(1, p))
+    assert verify(prog) == []
+
+
+def test_bruck_one_rank_and_segments():
+    assert generate("bruck", req(1)).total_ops == 0
+    assert verify(generate("bruck", req(2, 5))) == []
+
+
+# --- grid ---------------------------------------------------------------------------
+
+def grouped_topology(tmp_path, labels, lan=5e-6, wan_lat=0.01, bw=1.25e9):
+    """A class-form topology, one host per rank, host i in site labels[i] (any order)."""
+    names_ = sorted(set(labels))
+    lines = ["hosts:"] + [f"  - {{name: h{i}, site: {s}}}" for i, s in enumerate(labels)]
+    lines += ["sites:"] + [f"  - {{name: {s}, lan: {{latency: {lan}, bandwidth: {bw}}}}}" for s in names_]
+    pairs = [(a, b) for i, a in enumerate(names_) for b in names_[i + 1:]]
+    if pairs:
+        lines += ["wan: [" + ", ".join(f"{{between: [{a}, {b}], latency: {wan_lat * (1 + k % 3)}, "
+                                       f"bandwidth: {bw / (1 + k % 2)}}}" for k, (a, b) in enumerate(pairs)) + "]"]
+    path = tmp_path / "g.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return load_topology(str(path))
+
+
+def wan_messages(prog, topo):
+    site = topo.rank_site()
+    return [(r, op) for r, ops in enumerate(prog.ops) for op in ops
+            if op.kind == SEND and site[r] != site[op.peer]]
+
+
+def check_wan_once(prog, topo):
+    """Every block between two sites crosses the wide area exactly once, from its source's
+    site to its destination's; nothing else crosses."""
+    site = topo.rank_site()
+    seen = {}
+    for r, op in wan_messages(prog, topo):
+        for pc in op.pieces:
+            assert site[pc.src] == site[r] and site[pc.dst] == site[op.peer], (r, op.peer, pc)
+            seen[pc] = seen.get(pc, 0) + 1
+    want = {(s, d, g) for s in range(prog.nranks) for d in range(prog.nranks)
+            if site[s] != site[d] for g in range(prog.nseg)}
+    assert set(seen) == want and set(seen.values()) <= {1}
+
+
+@given(st.lists(st.sampled_from("ABCD"), min_size=1, max_size=40), st.integers(1, 3),
+       st.sampled_from(alltoall_grid.MODES))
+@settings(max_examples=40, **SLOW)
+def test_grid_any_grouping(tmp_path, labels, nseg, mode):
+    topo = grouped_topology(tmp_path, labels)
+    p = len(labels)
+    prog = generate("grid", req(p, nseg, topology=topo, options={"mode": mode}))
+    assert verify(prog) == []
+    check_wan_once(prog, topo)
+    groups = alltoall_grid.site_groups(req(p, topology=topo))
+    sizes = {g[0]: len(g) for g in groups}
+    msgs = wan_messages(prog, topo)
+    site = topo.rank_site()
+    lead = {site[g[0]]: g[0] for g in groups}
+    per_pair = {}
+    for r, op in msgs:
+        per_pair[(site[r], site[op.peer])] = per_pair.get((site[r], site[op.peer]), 0) + 1
+    for (x, y), n in per_pair.items():
+        nx_, ny_ = sizes[lead[x]], sizes[lead[y]]
+        expect = {"leader": 1, "source": nx_, "dest": ny_, "spread": max(nx_, ny_)}[mode]
+        assert n == expect * nseg
+    if mode == "spread" and len(groups) > 1:
+        # every member's NIC carries wide-area traffic both ways
+        senders = {r for r, _ in msgs}
+        receivers = {op.peer for _, op in msgs}
+        assert senders == receivers == set(range(p))
+
+
+@pytest.mark.parametrize("name", ["three-site-grid", "wan-3x16"])
+def test_grid_bundled_topologies(name):
+    topo = load_topology(str(ROOT / "topologies" / f"{name}.yaml"))
+    prog = generate("grid", req(topo.nranks, 2, topology=topo, nbytes=1 << 17))
+    assert verify(prog) == []
+    check_wan_once(prog, topo)
+    note = prog.notes["grid"]
+    assert note["mode"] in alltoall_grid.MODES
+    if note["chosen_by"] == "model":  # the choice is the model's best
+        assert note["predicted_s"][note["mode"]] == min(note["predicted_s"].values())
+
+
+def test_grid_pools_match_sites_on_three_site_grid():
+    topo = load_topology(str(ROOT / "topologies" / "three-site-grid.yaml"))
+    r = req(topo.nranks, topology=topo)
+    by_pool = alltoall_grid.site_groups(req(topo.nranks, topology=topo, options={"groups": "pools"}))
+    assert by_pool == alltoall_grid.site_groups(r)
+    prog = generate("grid", req(topo.nranks, topology=topo, options={"groups": "pools", "mode": "spread"}))
+    assert verify(prog) == []
+
+
+def test_grid_one_site_has_no_relays():
+    topo = homogeneous(6)
+    prog = generate("grid", req(6, topology=topo, options={"mode": "spread"}))
+    assert verify(prog) == []
+    for r, ops in enumerate(prog.ops):
+        assert all(op.pieces == alltoall.block(r, op.peer, 1) for op in ops if op.kind == SEND)
+
+
+def test_grid_refusals():
+    with pytest.raises(InputError, match="topology"):
+        generate("grid", req(4))
+    with pytest.raises(InputError, match="mode"):
+        generate("grid", req(4, topology=homogeneous(4), options={"mode": "nope"}))
+    with pytest.raises(InputError, match="groups"):
+        generate("grid", req(4, topology=homogeneous(4), options={"groups": "nope"}))
+    with pytest.raises(InputError, match="4 ranks"):
+        generate("grid", req(4, topology=homogeneous(5)))
+
+
+def test_grid_beats_pair_over_the_wan():
+    """Under the event model on wan-3x16 the grid alltoall is faster than the pairwise
+    exchange (its reason to exist)."""
+    from collsched.collectives.model import simulate
+
+    topo = load_topology(str(ROOT / "topologies" / "wan-3x16.yaml"))
+    n = 1 << 15
+    t = {a: simulate(generate(a, req(topo.nranks, topology=topo, nbytes=n)), topo, nbytes=n).run_time_s
+         for a in ("grid", "pair")}
+    assert t["grid"] < t["pair"]

@@ -82,6 +82,16 @@ bench: deps bench-compiler bench-runtime bench-trace bench-lab bench-bound bench
 bench-platforms: deps runtime lab measure
 	$(CLI) bench --backend smpi --suite platforms --doc docs/benchmarks.md --plot docs/img/lab-platforms.png
 
+# Issue 18: alltoall, bcast, reduce and allreduce under SMPI, compiled against the natives
+# (docs/collectives.md; docs/benchmarks.md, sections lab-collectives (CM02) and
+# lab-collectives-smpi (SimGrid's default model: the allreduce and alltoall target cases)).
+.PHONY: bench-collectives
+bench-collectives: deps runtime lab
+	$(PY) -m collsched.lab.coll_report --suite --network-model CM02 --doc docs/benchmarks.md \
+	    --img-dir docs/img --json out/collectives-cm02.json
+	$(PY) -m collsched.lab.coll_report --suite --network-model SMPI --no-faraj-grid \
+	    --doc docs/benchmarks.md --img-dir docs/img --json out/collectives-smpi.json
+
 # The lab at scale with compact schedules (issue 24 part 5; docs/benchmarks.md, section
 # lab-scale-compact): compact ring and bruck against native:ompi and native:mpich on the
 # default cluster, hier against native:ompi on grid-8x512, under SMPI at 1024 and 4096

@@ -293,3 +293,296 @@ def cmd_bench(a) -> int:
 
         replace_section(a.doc, a.section or "lab-collectives-run", markdown(reports, rel))
     return 0 if all(r["data_ok"] for rep in reports for r in rep["results"]) else 1
+
+
+# --- the issue's targets (make bench-collectives; docs/benchmarks.md "lab-collectives") -----
+
+TRYTON = "topologies/tryton-48.yaml"
+GRIDS = (("topologies/three-site-grid.yaml", 20), ("topologies/wan-3x16.yaml", 48))
+ALLREDUCE_RANKS = (16, 48)
+ALLREDUCE_SIZES = (1 << 20, 4 << 20, 16 << 20)
+ALLREDUCE_NATIVES = ("native", "native:ompi", "native:mpich", "native:ring", "native:rabenseifner")
+GRID_NATIVES = ("native", "native:ompi", "native:mpich")
+GRID_ALLTOALL_BYTES = 128 << 10
+TARGET_ALLTOALL = (28, 128 << 10)
+
+
+def _registered(collective: str, topology: bool) -> list[str]:
+    from ..collectives.algorithms import REGISTRY
+
+    return sorted(n for (c, n), a in REGISTRY.items() if c == collective and a.needs_topology == topology)
+
+
+def run_suite(network_model: str = "CM02", progress=None, faraj_grid: bool = True) -> dict:
+    """Every case of the issue's targets under SMPI (docs/collectives.md, "The lab")."""
+    import datetime
+    import time
+
+    from . import faraj
+
+    say = progress or (lambda text: None)
+    t0, started = time.time(), datetime.datetime.now(datetime.timezone.utc)
+    out = {"network_model": network_model, "started": started.strftime("%Y-%m-%d %H:%M UTC")}
+    algs = _registered("allreduce", False) + list(ALLREDUCE_NATIVES)
+    out["allreduce"] = []
+    for p in ALLREDUCE_RANKS:
+        for n in ALLREDUCE_SIZES:
+            cfg = CollConfig("allreduce", topology=TRYTON, ranks=p, nbytes=n, iterations=1,
+                             network_model=network_model)
+            out["allreduce"].append(run_coll(cfg, algs, progress=lambda a, p=p, n=n: say(
+                f"allreduce P={p} {size_text(n)}: {a}")))
+    grid = dict(ranks=faraj.RANKS, sizes=faraj.SIZES) if faraj_grid else \
+        dict(ranks=(TARGET_ALLTOALL[0],), sizes=(TARGET_ALLTOALL[1],))
+    out["alltoall"] = faraj.run_faraj(network_model=network_model, progress=say, **grid)
+    out["grid_allreduce"] = []
+    for topo, p in GRIDS:
+        names = _registered("allreduce", True) + ["ring", "rabenseifner"] + list(GRID_NATIVES)
+        cfg = CollConfig("allreduce", topology=topo, ranks=p, nbytes=1 << 20, iterations=1,
+                         network_model=network_model)
+        out["grid_allreduce"].append(run_coll(cfg, [n for n in names if n in _known("allreduce") or
+                                                    n.startswith("native")],
+                                              progress=lambda a, t=topo: say(f"allreduce {t}: {a}")))
+    names = _registered("alltoall", True) + ["pair", "simple"] + list(GRID_NATIVES)
+    cfg = CollConfig("alltoall", topology=GRIDS[1][0], ranks=GRIDS[1][1], nbytes=GRID_ALLTOALL_BYTES,
+                     iterations=1, network_model=network_model)
+    out["grid_alltoall"] = [run_coll(cfg, names, progress=lambda a: say(f"alltoall wan-3x16: {a}"))]
+    out["wall_s"] = time.time() - t0
+    return out
+
+
+def _known(collective: str) -> set[str]:
+    from .coll_bench import compiled_names
+
+    return set(compiled_names(collective))
+
+
+def _row(rep: dict, name: str) -> dict | None:
+    return next((r for r in rep["results"] if r["algorithm"] == name and r["data_ok"]), None)
+
+
+def _ring_formula(rep: dict) -> float:
+    """The issue's bound for the ring: 2 (P - 1) / P * n / B + its latency terms, 2 (P - 1) L,
+    with the topology's LAN latency and bandwidth (one rank per host)."""
+    from ..pipeline import resolve_topology
+
+    i = rep["inputs"]
+    topo = resolve_topology(i["ranks"], i["topology"], None)
+    lat, bw = float(topo.host_latency[0, 1]), float(topo.host_bandwidth[0, 1])
+    p, n = i["ranks"], i["nbytes"]
+    return 2 * (p - 1) / p * n / bw + 2 * (p - 1) * lat
+
+
+def _target(what: str, case: str, measured: str, met: bool | None) -> dict:
+    return {"target": what, "case": case, "measured": measured,
+            "met": "n/a" if met is None else ("yes" if met else "**no**")}
+
+
+def _allreduce_targets(suite: dict) -> list[dict]:
+    out = []
+    for rep in suite["allreduce"]:
+        i = rep["inputs"]
+        case = f"tryton-48 P={i['ranks']} {size_text(i['nbytes'])}"
+        ring = _row(rep, "ring")
+        if ring is None:
+            out.append(_target("ring within 10% of 2(P-1)/P n/B + 2(P-1)L", case, "ring did not run correctly", False))
+            continue
+        f = _ring_formula(rep)
+        lb = (rep.get("bound") or {}).get("run_time_s")
+        out.append(_target("ring within 10% of 2(P-1)/P n/B + 2(P-1)L", case,
+                           f"{_ms(ring['run_time_s'])} ms / {_ms(f)} ms = {ring['run_time_s'] / f:.3f}"
+                           + (f" (LB {_ms(lb)} ms: {ring['run_time_s'] / lb:.3f})" if lb else ""),
+                           ring["run_time_s"] <= 1.10 * f))
+        nat = {n: _row(rep, n) for n in ("native", "native:ompi", "native:mpich")}
+        worst = [f"{n} {_ms(r['run_time_s'])}" for n, r in nat.items() if r]
+        out.append(_target("ring at least as fast as native, native:ompi, native:mpich", case,
+                           f"ring {_ms(ring['run_time_s'])} ms; " + ", ".join(worst),
+                           all(r is None or ring["run_time_s"] <= r["run_time_s"] for r in nat.values())))
+    return out
+
+
+def _alltoall_targets(suite: dict) -> list[dict]:
+    out = []
+    for rep in suite["alltoall"]:
+        i = rep["inputs"]
+        if (i["ranks"], i["nbytes"]) != TARGET_ALLTOALL:
+            continue
+        case = f"tryton-48 P=28 128 KiB maxDelay {i['max_delay_ms']:g} ms"
+        comp = [r for r in rep["results"] if r["kind"] == "compiled" and r["data_ok"]]
+        nats = [r for r in rep["results"] if r["kind"] == "native" and r["data_ok"]]
+        if not comp or not nats:
+            out.append(_target("alltoall", case, "no compiled or native row ran correctly", False))
+            continue
+        b = min(comp, key=lambda r: r["avg_elapsed_s"])
+        bn = min(nats, key=lambda r: r["avg_elapsed_s"])
+        plain = _row(rep, "native")
+        if i["max_delay_ms"] == 0:
+            out.append(_target("balanced: collsched's best within 5% of native's best", case,
+                               f"{b['algorithm']} {_ms(b['avg_elapsed_s'])} ms vs {bn['algorithm']} "
+                               f"{_ms(bn['avg_elapsed_s'])} ms ({b['avg_elapsed_s'] / bn['avg_elapsed_s']:.3f})",
+                               b["avg_elapsed_s"] <= 1.05 * bn["avg_elapsed_s"]))
+            continue
+        out.append(_target("imbalanced: best robust faster than native", case,
+                           f"{b['algorithm']} {_ms(b['avg_elapsed_s'])} ms vs native {_ms(plain and plain['avg_elapsed_s'])} ms"
+                           f" (best native {bn['algorithm']} {_ms(bn['avg_elapsed_s'])} ms)",
+                           plain is not None and b["avg_elapsed_s"] < plain["avg_elapsed_s"]))
+        lb = (rep.get("bound") or {}).get("avg_elapsed_s")
+        out.append(_target("imbalanced: best robust within 15% of the LB on the average elapsed time", case,
+                           f"{_ms(b['avg_elapsed_s'])} ms / LB {_ms(lb)} ms" + (f" = {b['avg_elapsed_s'] / lb:.3f}" if lb else ""),
+                           None if not lb else b["avg_elapsed_s"] <= 1.15 * lb))
+    return out
+
+
+def _grid_targets(suite: dict) -> list[dict]:
+    out = []
+    for rep in suite["grid_allreduce"]:
+        i = rep["inputs"]
+        case = f"{topology_name(i['topology'])} P={i['ranks']} 1 MiB"
+        hier = [r for r in rep["results"] if r["kind"] == "compiled" and r["data_ok"]
+                and r["algorithm"] in _registered("allreduce", True)]
+        nat = _row(rep, "native")
+        if not hier or nat is None:
+            out.append(_target("hierarchical allreduce >= 3x native, <= 1.5x LB", case, "no hierarchical or native row", False))
+            continue
+        h = min(hier, key=lambda r: r["run_time_s"])
+        out.append(_target("hierarchical allreduce at least 3x faster than native", case,
+                           f"{h['algorithm']} {_ms(h['run_time_s'])} ms vs native {_ms(nat['run_time_s'])} ms "
+                           f"({nat['run_time_s'] / h['run_time_s']:.2f}x)", nat["run_time_s"] >= 3 * h["run_time_s"]))
+        lb = (rep.get("bound") or {}).get("run_time_s")
+        out.append(_target("hierarchical allreduce within 1.5x of the LB", case,
+                           f"{_ms(h['run_time_s'])} ms / LB {_ms(lb)} ms" + (f" = {h['run_time_s'] / lb:.2f}" if lb else ""),
+                           None if not lb else h["run_time_s"] <= 1.5 * lb))
+    for rep in suite["grid_alltoall"]:
+        g = [r for r in rep["results"] if r["kind"] == "compiled" and r["algorithm"] in _registered("alltoall", True)
+             and r["data_ok"]]
+        nat = _row(rep, "native")
+        case = f"wan-3x16 P=48 {size_text(rep['inputs']['nbytes'])} per pair"
+        if not g or nat is None:
+            out.append(_target("grid alltoall at least 2x faster than native", case, "no grid or native row", False))
+            continue
+        out.append(_target("grid alltoall at least 2x faster than native", case,
+                           f"{g[0]['algorithm']} {_ms(g[0]['run_time_s'])} ms vs native {_ms(nat['run_time_s'])} ms "
+                           f"({nat['run_time_s'] / g[0]['run_time_s']:.2f}x)", nat["run_time_s"] >= 2 * g[0]["run_time_s"]))
+    return out
+
+
+def all_reports(suite: dict) -> list[dict]:
+    return [r for k in ("allreduce", "alltoall", "grid_allreduce", "grid_alltoall") for r in suite.get(k, [])]
+
+
+def targets(suite: dict) -> list[dict]:
+    out = _allreduce_targets(suite) + _alltoall_targets(suite) + _grid_targets(suite)
+    fid = fidelity_rows(all_reports(suite))
+    ok = sum(abs(r["fluid_ratio"] - 1) <= 0.15 for r in fid)
+    out.append(_target("model fidelity: every compiled algorithm within +-15% of SMPI (fluid)", "every compiled row",
+                       f"{ok} of {len(fid)} within", bool(fid) and ok == len(fid)))
+    return out
+
+
+def _simgrid_version() -> str:
+    import subprocess
+
+    try:
+        done = subprocess.run(["smpirun", "-version"], capture_output=True, text=True, timeout=30)
+        return next((ln.strip() for ln in done.stdout.splitlines() if "SimGrid" in ln), "SimGrid (version unknown)")
+    except (OSError, subprocess.SubprocessError):
+        return "SimGrid (version unknown)"
+
+
+def suite_markdown(suite: dict, plots: dict) -> str:
+    """The section: how it ran, the targets, then every case."""
+    from . import faraj
+
+    model = suite["network_model"]
+    rows = all_reports(suite)
+    runs = sum(len(r["results"]) for r in rows)
+    lines = [f"Written by `make bench-collectives` (`python -m collsched.lab.coll_report --suite --network-model "
+             f"{model}`), started {suite['started']}, {suite['wall_s'] / 60:.1f} min for {runs} runs on this "
+             f"2-core machine; {_simgrid_version()}, network model {model}, no cross traffic, TCP-gamma from the "
+             "topology (4 MiB). Times are SimGrid's simulated times: average elapsed time = mean over ranks and "
+             "iterations of exit - arrival; run time = last exit - first arrival. Flat cases run 1 iteration "
+             "(SimGrid is deterministic), imbalanced ones 4 (seeded 100 ms + u x maxDelay computation before the "
+             "call, the allgather lab's pattern). Every byte of every result is checked against the driver's "
+             "closed-form reference (data column). Predictions (fluid, DAG) are for the measured arrivals; the "
+             "lower bound (LB) is collectives/bounds.py's for any schedule.", "",
+             "### Targets", "", "| target | case | measured | met |", "|---|---|---|---|"]
+    for t in targets(suite):
+        lines.append(f"| {t['target']} | {t['case']} | {t['measured']} | {t['met']} |")
+    lines += ["", "### Allreduce on tryton-48", ""]
+    lines.append(markdown(suite["allreduce"], plots.get("allreduce"), heading="####"))
+    lines += ["### Alltoall under imbalanced arrivals (Faraj-style)", "",
+              faraj.table_markdown(faraj.table_rows(suite["alltoall"]), plots.get("faraj")), "",
+              "#### The alltoall target case in full", ""]
+    target = [r for r in suite["alltoall"] if (r["inputs"]["ranks"], r["inputs"]["nbytes"]) == TARGET_ALLTOALL]
+    lines.append(markdown(target, None, heading="#####"))
+    lines += ["### Grids", ""]
+    lines.append(markdown(suite["grid_allreduce"] + suite["grid_alltoall"], plots.get("grid"), heading="####"))
+    lines += ["### Model fidelity (compiled algorithms, fluid and DAG models vs SMPI)", "",
+              fidelity_markdown(fidelity_rows(rows))]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def record_suite(suite: dict, doc: str | None, img_dir: str | None, section: str | None = None) -> str:
+    """Plots into img_dir, the section into doc; the Markdown."""
+    from . import faraj
+
+    model = suite["network_model"].lower()
+    plots, rel = {}, {}
+    if img_dir:
+        Path(img_dir).mkdir(parents=True, exist_ok=True)
+        for key, fn, reps in (("allreduce", plot_reports, suite["allreduce"]),
+                              ("faraj", faraj.plot, suite["alltoall"]),
+                              ("grid", plot_reports, suite["grid_allreduce"] + suite["grid_alltoall"])):
+            if reps:
+                path = Path(img_dir) / f"collectives-{key}-{model}.png"
+                fn(reps, path)
+                plots[key] = path
+    if doc:
+        base = os.path.dirname(os.path.abspath(doc))
+        rel = {k: os.path.relpath(os.path.abspath(v), base) for k, v in plots.items()}
+    md = suite_markdown(suite, rel or {k: str(v) for k, v in plots.items()})
+    if doc:
+        from .benchdoc import replace_section
+
+        replace_section(doc, section or ("lab-collectives" if model == "cm02" else f"lab-collectives-{model}"), md)
+    return md
+
+
+def main(argv=None) -> int:
+    """python -m collsched.lab.coll_report --suite [--network-model M] [--doc D] [--img-dir I]
+    [--json OUT] | --from-json IN [--doc D] [--img-dir I]."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m collsched.lab.coll_report",
+                                 description="the collectives lab's targets (issue 18) under SMPI")
+    ap.add_argument("--suite", action="store_true", help="run every case of the targets")
+    ap.add_argument("--from-json", help="render a suite's JSON again instead of running")
+    ap.add_argument("--network-model", default="CM02")
+    ap.add_argument("--no-faraj-grid", action="store_true", help="alltoall only at the target case")
+    ap.add_argument("--doc")
+    ap.add_argument("--section")
+    ap.add_argument("--img-dir")
+    ap.add_argument("--json", help="write the suite's JSON here")
+    a = ap.parse_args(argv)
+    if a.from_json:
+        suite = json.loads(Path(a.from_json).read_text())
+    elif a.suite:
+        from rich.progress import Progress
+
+        check_model(a.network_model)
+        with Progress(transient=True) as prog:
+            task = prog.add_task("collectives", total=None)
+            suite = run_suite(a.network_model, progress=lambda t: prog.update(task, description=t),
+                              faraj_grid=not a.no_faraj_grid)
+        if a.json:
+            from ..files import write_atomic
+
+            write_atomic(a.json, json.dumps(suite, default=float))
+    else:
+        ap.error("expected --suite or --from-json")
+    print(record_suite(suite, a.doc, a.img_dir, a.section))
+    bad = [r["algorithm"] for rep in all_reports(suite) for r in rep["results"] if not r["data_ok"]]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

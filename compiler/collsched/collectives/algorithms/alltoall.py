@@ -112,15 +112,19 @@ def exchange(req: CollRequest, steps, *, with_barrier: bool = False,
     """The phased exchange of `steps` (module docstring), optionally behind one barrier or
     with the light barrier. Keys per step i: (1, i, 0) receive the signal of the step-i
     receiver, (1, i, 1) the data send (fenced from the rank's second step on), (1, i, 2) the
-    data receive, (1, i, 3) signal the step-(i+1) sender."""
+    data receive, (1, i, 3) signal the step-(i+1) sender. A rank's first step (step 0, or
+    later where pair idles) needs neither fence nor signal."""
     p, lists = req.nranks, KeyedLists(req.nranks)
     if with_barrier:
         barrier(lists, p)
+    started = [False] * p  # the rank has sent in an earlier step
     for i, step in enumerate(steps):
         for s, d in step:
-            if light and i > 0:  # d tells s it finished receiving the steps before i
+            if light and started[s]:  # d tells s it finished receiving the steps before i
                 lists.add(d, s, (), (1, i - 1, 3), (1, i, 0), fence_send=True)
-            lists.add(s, d, block(s, d, req.nseg), (1, i, 1), (1, i, 2), fence_send=i > 0)
+            lists.add(s, d, block(s, d, req.nseg), (1, i, 1), (1, i, 2), fence_send=started[s])
+        for s, _d in step:
+            started[s] = True
     ops = lists.lists()
     if with_barrier:
         nbar = 2 * barrier_rounds(p)  # barrier operations per rank

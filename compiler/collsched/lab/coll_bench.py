@@ -85,6 +85,11 @@ class CollConfig:
     extra: dict = field(default_factory=dict)
 
     @property
+    def coll_root(self) -> int:
+        """The root the schedule and the bound take (0 for alltoall and allreduce)."""
+        return self.root if self.collective in ("bcast", "reduce") else 0
+
+    @property
     def elem_bytes(self) -> int:
         return DTYPES[self.dtype] if self.collective in ("reduce", "allreduce") else 1
 
@@ -286,8 +291,10 @@ def predictions(cfg: CollConfig, prog, topo, arrivals: np.ndarray) -> dict:
         except ImportError:
             continue
         avg, run = [], []
+        # SimGrid's small messages wait for their receive (fluid.py's simgrid_eager)
+        kw = {"simgrid_eager": True} if model == "fluid" and cfg.backend == "smpi" else {}
         for a in uniq:
-            t = sim(prog, topo, nbytes=cfg.nbytes, elem_bytes=cfg.elem_bytes, arrivals=a)
+            t = sim(prog, topo, nbytes=cfg.nbytes, elem_bytes=cfg.elem_bytes, arrivals=a, **kw)
             avg.append(float(t.avg_elapsed_s))
             run.append(float(t.run_time_s))
         out[f"predicted_{model}_avg_elapsed_s"] = float(np.average(avg, weights=counts))
@@ -306,11 +313,11 @@ def lower_bound(cfg: CollConfig, topo, arrivals: np.ndarray) -> dict | None:
     uniq, counts = _distinct(arrivals)
     runs, avgs, terms = [], [], {}
     for a in uniq:
-        b = lb(cfg.collective, topo, nranks=cfg.ranks, nbytes=cfg.nbytes, root=cfg.root,
+        b = lb(cfg.collective, topo, nranks=cfg.ranks, nbytes=cfg.nbytes, root=cfg.coll_root,
                elem_bytes=cfg.elem_bytes, arrivals=a)
         runs.append(float(b.seconds))
         avgs.append(float(b.terms.get("avg_elapsed_s", np.nan)))
-    flat = lb(cfg.collective, topo, nranks=cfg.ranks, nbytes=cfg.nbytes, root=cfg.root,
+    flat = lb(cfg.collective, topo, nranks=cfg.ranks, nbytes=cfg.nbytes, root=cfg.coll_root,
               elem_bytes=cfg.elem_bytes)
     terms = {k: float(v) for k, v in flat.terms.items()}
     out = {"run_time_s": float(np.average(runs, weights=counts)), "flat_run_time_s": float(flat.seconds),
@@ -332,7 +339,7 @@ def compile_one(cfg: CollConfig, name: str, env: _Env, path: Path):
         mean = pattern.mean(axis=0)
         arrivals = mean - mean.min()
     kw = {} if nseg is None else {"nseg": nseg}
-    res = compile_collective(cfg.collective, base, nranks=cfg.ranks, nbytes=cfg.nbytes, root=cfg.root,
+    res = compile_collective(cfg.collective, base, nranks=cfg.ranks, nbytes=cfg.nbytes, root=cfg.coll_root,
                              elem_bytes=cfg.elem_bytes, topology=env.topology_file or env.topo,
                              arrivals=arrivals, model=cfg.compile_model, out=str(path), **kw)
     prog = res.program

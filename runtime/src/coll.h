@@ -57,12 +57,25 @@ static inline int cs_coll_is(uint32_t collective)
 int cs_coll_read_header(const char *path, cs_coll_header *h, char *err, size_t errlen);
 int cs_coll_load(const char *path, uint32_t nranks, uint32_t rank, cs_coll_section **out,
                  char *err, size_t errlen);
+/* The same from a file image in memory (the fuzz target, tests). */
+int cs_coll_load_memory(const void *data, size_t size, const char *name, uint32_t nranks,
+                        uint32_t rank, cs_coll_section **out, char *err, size_t errlen);
+/* The whole file: header, index, every rank's section read and checked as above, then
+ * cs_coll_check_whole ("NAME: whole schedule: <the first violation>"). */
+int cs_coll_check_file(const char *path, char *err, size_t errlen);
+int cs_coll_check_memory(const void *data, size_t size, const char *name, char *err,
+                         size_t errlen);
 void cs_coll_free(cs_coll_section *s);
 
 /* coll_check.c: proves the whole program (every rank's section, in rank order) under the
  * rules of docs/semantics.md, as compiler/collsched/collectives/verify.py does: shape,
  * matching, holding, delivery (contribution sets), reduction order against the
- * commutative-only flag, progress. 0 = proven; else 1 with the first violation in reason. */
+ * commutative-only flag, progress. CS_COLL_PROVEN; CS_COLL_VIOLATION with the first
+ * violation in reason ("rank R, op I: what [pass]", verify.py's words); CS_COLL_NOMEM when
+ * the check cannot be made (memory: above CS_COLL_CHECK_MAX_BYTES of working memory it
+ * refuses with the reason, as it does when an allocation fails). */
+enum { CS_COLL_PROVEN = 0, CS_COLL_VIOLATION = 1, CS_COLL_NOMEM = 2 };
+#define CS_COLL_CHECK_MAX_BYTES (256ull << 20)
 int cs_coll_check_whole(const cs_coll_section *const *sections, uint32_t nranks,
                         char *reason, size_t len);
 

@@ -1,0 +1,178 @@
+"""Arrival-aware reduce and allreduce: trees built from the predicted arrival pattern
+(req.arrivals, seconds per rank, from --pap), so that early ranks combine among
+themselves while the late ones are still computing, and a late rank's data needs as few
+hops as possible after it arrives.
+
+Both grow the tree greedily from a small cost model (as Huffman's code or an optimal
+merge): every rank starts as a partial result ready at its arrival; repeatedly two
+partials merge - the sender's holder sends its value to the receiver's holder, which
+combines - and the merged partial is ready at
+    max(max(ready_sender, arrival_receiver) + L + n / b, ready_receiver + n / b) + gamma n
+(L, b: latency and one flow's bandwidth between the two holders from the topology, 50 us
+and 125 MB/s without one; gamma: the topology's reduction cost; a large message moves
+only once the receiver has arrived and posted its receive; a receiver takes its messages
+one after the other through its port). The receiver is the holder of
+the partial that holds the root (reduce's root; allreduce's reduction root), else the
+partial ready later, so a late rank receives rather than sends and the latest rank's data
+is combined last, one combine away from the root. Each holder's list is its receives in
+merge order, then its one send: no step waits for a rank that is not needed yet.
+
+- reduce "arrival": the merge tree toward req.root.
+- allreduce "arrival": the reduction root is the latest rank (ties: the highest rank), so
+  its own contribution is combined last at no message cost, then a binomial broadcast
+  from it (reduce.binomial_down over the ranks from the root upward, wrapping). What it
+  buys over ring/rabenseifner under imbalance: nobody waits for the late rank until the
+  very end, and the late rank's critical path is one reduction plus log2 P broadcast
+  messages; under a balanced pattern it is a plain (cost-shaped) tree, not bandwidth
+  optimal - for small and medium vectors.
+
+Order (option `order` in req.options): "preserve" merges only partials that are
+neighbouring rank intervals (the pair whose merge is ready first): MPI's order, so valid
+for non-commutative operations; "any" merges the two partials ready first, whatever their
+ranks: the Huffman-like tree, commutative-only unless it happens to keep the order;
+"auto" (default) builds both and keeps "preserve" unless "any" is predicted faster (then
+prog.commutative_only says so). prog.notes gets the predicted finish of both (s, from the
+first arrival).
+
+Every message carries the whole vector (all nseg segments): trees pay for arrival slack
+with latency, not bandwidth.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..program import MAX_SEGMENTS, Builder
+from .reduce import binomial_down, segs
+from .registry import CollRequest, register
+
+ORDERS = ("auto", "preserve", "any")
+DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 50e-6, 125e6
+
+
+class _Costs:
+    """Message time and receive-port time per (sender, receiver), and the reduction time
+    of n bytes."""
+
+    def __init__(self, req: CollRequest):
+        n = float(req.nbytes)
+        topo = req.topology
+        if topo is None:
+            self.msg = lambda s, r: DEFAULT_LATENCY_S + n / DEFAULT_BANDWIDTH_BPS
+            self.port = lambda s, r: n / DEFAULT_BANDWIDTH_BPS
+            self.red = 0.0
+        else:
+            lat, flow = topo.latency, topo.flow_bandwidth()
+            self.msg = lambda s, r: float(lat[s, r]) + n / float(flow[s, r])
+            self.port = lambda s, r: n / float(flow[s, r])
+            self.red = float(getattr(topo, "reduction_gamma", 0.0) or 0.0) * n
+
+
+def _arrivals(req: CollRequest) -> np.ndarray:
+    if req.arrivals is None:
+        return np.zeros(req.nranks)
+    a = np.asarray(req.arrivals, np.float64)
+    return a - a.min()
+
+
+def merge_tree(req: CollRequest, root: int, ordered: bool):
+    """Greedy merges (module docstring): ([(sender, receiver, incoming ranks, own ranks)]
+    in merge order, predicted ready time of the last partial)."""
+    arr = _arrivals(req)
+    cost = _Costs(req)
+    # A partial: [holder, ranks (sorted list), ready time]; kept in rank order (ordered).
+    parts = [[r, [r], float(arr[r])] for r in range(req.nranks)]
+    merges = []
+
+    def outcome(u, v):
+        if root in v[1] or (root not in u[1] and (v[2], v[0]) >= (u[2], u[0])):
+            snd, rcv = u, v
+        else:
+            snd, rcv = v, u
+        t = max(max(snd[2], arr[rcv[0]]) + cost.msg(snd[0], rcv[0]),
+                rcv[2] + cost.port(snd[0], rcv[0])) + cost.red
+        return t, snd, rcv
+
+    while len(parts) > 1:
+        if ordered:
+            cands = [(outcome(parts[i], parts[i + 1])[0], i, i + 1) for i in range(len(parts) - 1)]
+        else:
+            by_ready = sorted(range(len(parts)), key=lambda i: (parts[i][2], parts[i][0]))
+            cands = [(0.0, *sorted(by_ready[:2]))]
+        _, i, k = min(cands)
+        t, snd, rcv = outcome(parts[i], parts[k])
+        merges.append((snd[0], rcv[0], list(snd[1]), list(rcv[1])))
+        merged = [rcv[0], sorted(snd[1] + rcv[1]), t]
+        parts[i] = merged
+        del parts[k]
+    return merges, (parts[0][2] if parts else 0.0)
+
+
+def _in_order(incoming, own) -> tuple[bool, bool]:
+    """(keeps MPI's order, local_first) of combining `incoming` into `own`."""
+    if incoming[-1] + 1 == own[0] and incoming == list(range(incoming[0], own[0])):
+        return own == list(range(own[0], own[-1] + 1)), False
+    if own[-1] + 1 == incoming[0] and own == list(range(own[0], incoming[0])):
+        return incoming == list(range(incoming[0], incoming[-1] + 1)), True
+    return False, incoming[0] > own[-1]
+
+
+def _tree(req: CollRequest, coll: str, root: int) -> tuple[Builder, int, bool, dict]:
+    """The merge tree toward root in a Builder: (builder, steps used, ordered, notes)."""
+    order = req.options.get("order", "auto")
+    plans = {}
+    if order in ("auto", "preserve"):
+        plans["preserve"] = merge_tree(req, root, True)
+    if order in ("auto", "any"):
+        plans["any"] = merge_tree(req, root, False)
+    pick = order
+    if order == "auto":
+        pick = "any" if plans["any"][1] < plans["preserve"][1] * (1 - 1e-9) else "preserve"
+    merges = plans[pick][0]
+    b = Builder(coll, req.nranks, req.nseg, root=root if coll == "reduce" else 0, algorithm="arrival")
+    pieces = segs(0, req.nseg)
+    ordered = True
+    for step, (snd, rcv, incoming, own) in enumerate(merges):
+        keeps, lf = _in_order(incoming, own)
+        ordered &= keeps
+        b.add(step, snd, rcv, pieces, reduce=True, local_first=lf)
+    notes = {"order": pick, "predicted_s": {k: v[1] for k, v in plans.items()}}
+    return b, len(merges), ordered, notes
+
+
+def _check(req: CollRequest) -> str | None:
+    order = req.options.get("order", "auto")
+    if order not in ORDERS:
+        return f"expected option order = auto, preserve or any, got {order!r}"
+    if not 1 <= req.nseg <= MAX_SEGMENTS:
+        return f"expected 1 to {MAX_SEGMENTS} segments, got {req.nseg}"
+    if req.arrivals is not None and len(req.arrivals) != req.nranks:
+        return f"expected {req.nranks} arrival times, got {len(req.arrivals)}"
+    if req.topology is not None and req.topology.nranks != req.nranks:
+        return f"expected a topology with {req.nranks} ranks, got one with {req.topology.nranks}"
+    return None
+
+
+@register("reduce", "arrival", "arrival-aware tree: early ranks combine first, late ranks "
+          "receive and are combined last, next to the root (order kept unless breaking it "
+          "is predicted faster)", _check, arrival_aware=True)
+def reduce_arrival(req: CollRequest):
+    b, _, ordered, notes = _tree(req, "reduce", req.root)
+    prog = b.build()
+    prog.commutative_only = not ordered
+    prog.notes.update(notes)
+    return prog
+
+
+@register("allreduce", "arrival", "arrival-aware: merge tree into the latest rank (early "
+          "ranks combine first), then a binomial broadcast from it", _check, arrival_aware=True)
+def allreduce_arrival(req: CollRequest):
+    arr = _arrivals(req)
+    p = req.nranks
+    root = int(max(range(p), key=lambda r: (arr[r], r)))
+    b, steps, ordered, notes = _tree(req, "allreduce", root)
+    binomial_down(b, [(root + i) % p for i in range(p)], steps, segs(0, req.nseg))
+    prog = b.build()
+    prog.commutative_only = not ordered
+    notes["reduction_root"] = root
+    prog.notes.update(notes)
+    return prog

@@ -1,0 +1,195 @@
+"""Allreduce algorithms (collectives/algorithms/allreduce.py, allreduce_grid.py,
+arrival_trees.py): every program passes the verifier and the independent value executor
+of test_coll_reduce (every rank ends with every contribution once, in rank order unless
+commutative-only) for any rank count, segment count, arrival pattern and site grouping;
+the ring sends exactly 2 (P-1)/P n bytes per rank; hier crosses each slow link the
+minimum number of times."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from collsched.collectives.algorithms import CollRequest, generate, names
+from collsched.collectives.algorithms.allreduce_grid import pool_sites
+from collsched.collectives.program import SEND, piece_units
+from collsched.errors import InputError
+from collsched.inputs.topology import homogeneous, load_topology
+from test_coll_reduce import check_result, sent_units
+
+SLOW = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                  HealthCheck.function_scoped_fixture])
+FLAT = ("ring", "rd", "rabenseifner", "arrival")
+GRID = ("hier", "hier-spread")
+
+
+def test_all_registered():
+    assert set(FLAT + GRID) <= set(names("allreduce"))
+
+
+@pytest.mark.parametrize("name", FLAT)
+@given(p=st.integers(1, 40), nseg=st.integers(1, 3),
+       arrivals=st.one_of(st.none(), st.lists(st.floats(0, 1e-2), min_size=40, max_size=40)),
+       order=st.sampled_from(["auto", "preserve", "any"]))
+@settings(max_examples=30, **SLOW)
+def test_flat_correct(name, p, nseg, arrivals, order):
+    req = CollRequest("allreduce", p, nbytes=1 << 16, nseg=nseg,
+                      arrivals=None if arrivals is None else np.array(arrivals[:p]),
+                      options={"order": order} if name == "arrival" else {})
+    prog = generate(name, req)
+    assert prog.algorithm == name and prog.root == 0
+    check_result(prog, range(p))
+    if name in ("rd", "rabenseifner") or (name == "arrival" and order == "preserve"):
+        assert not prog.commutative_only
+
+
+@given(p=st.integers(1, 40), nseg=st.integers(1, 4), per=st.integers(1, 50))
+@settings(max_examples=40, **SLOW)
+def test_ring_bytes_and_messages(p, nseg, per):
+    """Each rank sends exactly 2 (P-1) of the P chunks, one message per segment, to its
+    successor: 2 (P-1)/P n bytes when n divides into the P x nseg segments; the flag says
+    commutative-only exactly when P > 2."""
+    prog = generate("ring", CollRequest("allreduce", p, nseg=nseg))
+    assert prog.nseg == p * nseg
+    n = prog.nseg * per
+    assert sent_units(prog, n) == [2 * (p - 1) * n // p] * p
+    for r, lst in enumerate(prog.ops):
+        sends = [op for op in lst if op.kind == SEND]
+        assert len(sends) == 2 * (p - 1) * nseg
+        assert all(op.peer == (r + 1) % p and len(op.pieces) == 1 for op in sends)
+    assert prog.commutative_only == (p > 2)
+    if p <= 12:
+        check_result(prog, range(p))
+
+
+def test_ring_has_no_phase_barrier():
+    """No fence or FIFO anywhere; rank 1 forwards the first reduced segment of the
+    allgather before it has received its last reduce-scatter segment... of a later chunk:
+    the lists interleave by step only, and a send waits only on receives of its pieces."""
+    prog = generate("ring", CollRequest("allreduce", 6, nseg=4))
+    assert not any(op.fence or op.fifo for lst in prog.ops for op in lst)
+
+
+@given(p=st.integers(1, 40), nseg=st.integers(1, 3), per=st.integers(1, 20))
+@settings(max_examples=30, **SLOW)
+def test_rabenseifner_and_rd_bytes(p, nseg, per):
+    pof2 = 1 << (p.bit_length() - 1)
+    rab = generate("rabenseifner", CollRequest("allreduce", p, nseg=nseg))
+    rd = generate("rd", CollRequest("allreduce", p, nseg=nseg))
+    n = rab.nseg * per
+    steps = pof2.bit_length() - 1
+    for r, (a, b) in enumerate(zip(sent_units(rab, n), sent_units(rd, rd.nseg * per))):
+        folded = r < 2 * (p - pof2)
+        # The group's ranks: 2 (1 - 1/pof2) n, plus n to return the result to a folded rank.
+        assert a == (n if folded and r % 2 == 0 else 2 * (n - n // pof2) + (n if folded else 0))
+        assert b == rd.nseg * per * (1 if folded and r % 2 == 0 else steps + folded)
+
+
+# --- grid -------------------------------------------------------------------------------
+
+
+def grouped_topology(tmp_path, labels, lan=5e-6, wan_lat=0.01, bw=1.25e9):
+    """One host per rank, host i in site labels[i] (any grouping: non-contiguous too);
+    wide-area links 10 to 20 times slower than the LANs, so the pool tree's sites are the
+    labels."""
+    names_ = sorted(set(labels))
+    lines = ["hosts:"] + [f"  - {{name: h{i}, site: {s}}}" for i, s in enumerate(labels)]
+    lines += ["sites:"] + [f"  - {{name: {s}, lan: {{latency: {lan}, bandwidth: {bw}}}}}" for s in names_]
+    pairs = [(a, b) for i, a in enumerate(names_) for b in names_[i + 1:]]
+    lines += ["wan: [" + ", ".join(f"{{between: [{a}, {b}], latency: {wan_lat * (1 + k % 3)}, "
+                                   f"bandwidth: {bw / (10 + 10 * (k % 2))}}}"
+                                   for k, (a, b) in enumerate(pairs)) + "]"]
+    path = tmp_path / "g.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return load_topology(str(path))
+
+
+def wide_area(prog, sites, nunits):
+    """(messages, units) per ordered site pair crossing the wide area."""
+    site = {r: k for k, m in enumerate(sites) for r in m}
+    units = piece_units(nunits, prog.nseg)
+    count, size = {}, {}
+    for r, lst in enumerate(prog.ops):
+        for op in lst:
+            if op.kind == SEND and site[r] != site[op.peer]:
+                key = (site[r], site[op.peer])
+                count[key] = count.get(key, 0) + 1
+                size[key] = size.get(key, 0) + sum(units[q.seg] for q in op.pieces)
+    return count, size
+
+
+@pytest.mark.parametrize("name", GRID)
+@given(labels=st.lists(st.sampled_from("ABCD"), min_size=1, max_size=24), nseg=st.integers(1, 2),
+       wan=st.sampled_from(["auto", "exchange", "rsag"]), per=st.integers(1, 6))
+@settings(max_examples=25, **SLOW)
+def test_grid_correct_and_wide_area_minimal(tmp_path, name, labels, nseg, wan, per):
+    topo = grouped_topology(tmp_path, labels)
+    p = len(labels)
+    sites = pool_sites(topo)
+    assert sorted(map(tuple, sites)) == sorted(
+        tuple(i for i, x in enumerate(labels) if x == s) for s in set(labels))
+    prog = generate(name, CollRequest("allreduce", p, nbytes=1 << 20, nseg=nseg, topology=topo,
+                                      options={"wan": wan}))
+    check_result(prog, range(p))
+    contiguous = all(m == list(range(m[0], m[0] + len(m))) for m in sites)
+    assert prog.commutative_only == (not contiguous)
+    mode = prog.notes["wan"]
+    assert wan == "auto" or mode == wan
+    s = len(sites)
+    n = prog.nseg * per
+    count, size = wide_area(prog, sites, n)
+    pairs = {(x, y) for x in range(s) for y in range(s) if x != y}
+    assert set(count) == pairs
+    if mode == "exchange":
+        # Each slow link carries each site's partial once each way: n per direction.
+        assert all(size[k] == n for k in pairs)
+    else:
+        # Reduce-scatter + allgather: 2 n / S per direction.
+        assert all(size[k] == 2 * n // s for k in pairs)
+    if name == "hier":
+        # From the leaders only: one message per segment (per phase) and direction.
+        assert all(count[k] == nseg * (1 if mode == "exchange" else 2) for k in pairs)
+
+
+def test_hier_on_the_bundled_grids():
+    for tname, sizes, mode in (("three-site-grid", [8, 4, 8], "rsag"), ("wan-3x16", [16, 16, 16], "exchange")):
+        topo = load_topology(tname)
+        p = topo.nranks
+        assert [len(m) for m in pool_sites(topo)] == sizes
+        for name in GRID:
+            prog = generate(name, CollRequest("allreduce", p, nbytes=1 << 20, nseg=1, topology=topo))
+            assert prog.notes["wan"] == mode  # bandwidth-bound vs latency-bound wide area
+            assert not prog.commutative_only
+            check_result(prog, range(p))
+
+
+def test_one_site_is_reduce_then_bcast():
+    topo = homogeneous(9)
+    prog = generate("hier", CollRequest("allreduce", 9, nbytes=1000, nseg=2, topology=topo))
+    check_result(prog, range(9))
+    # binomial up (8 edges) and down (8 edges), per segment
+    assert sum(op.kind == SEND for lst in prog.ops for op in lst) == 2 * 8 * 2
+
+
+def test_grid_refusals():
+    with pytest.raises(InputError, match="--topology"):
+        generate("hier", CollRequest("allreduce", 4))
+    with pytest.raises(InputError, match="wan"):
+        generate("hier", CollRequest("allreduce", 4, topology=homogeneous(4), options={"wan": "x"}))
+    with pytest.raises(InputError, match="topology with 5 ranks"):
+        generate("hier-spread", CollRequest("allreduce", 5, topology=homogeneous(4)))
+    with pytest.raises(InputError, match="segments"):
+        generate("ring", CollRequest("allreduce", 40, nseg=2000))
+
+
+def test_arrival_allreduce_roots_at_the_latest_rank():
+    p = 12
+    arr = np.linspace(0, 1e-3, p)
+    arr[3] = 5e-2
+    prog = generate("arrival", CollRequest("allreduce", p, nbytes=4096, arrivals=arr))
+    assert prog.notes["reduction_root"] == 3
+    check_result(prog, range(p))
+    # Rank 3 sends nothing before its last receive-and-reduce (it only receives, then
+    # broadcasts), and receives nothing after it.
+    kinds = [op.kind for op in prog.ops[3]]
+    assert SEND not in kinds[:max(i for i, k in enumerate(kinds) if k != SEND) + 1]

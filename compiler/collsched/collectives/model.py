@@ -132,33 +132,70 @@ class Plan:
         sends: dict = {}  # (src, dst) -> [send op]
         recvs: dict = {}
         msg_bytes: dict = {}
+        rank_l, kind_l, fence_l, fifo_l = self.rank, self.kind, self.fence, self.fifo
+        deps_l, war_l, prev_l, fprev_l = self.deps, self.war, self.prev, self.fifo_prev
         for r in range(p):
             last_recv: dict = {}  # piece -> last receive op writing it
             readers: dict = {}  # piece -> sends reading it since its last receive
             last_send_to: dict = {}
             since_fence: list = []
-            for i, op in enumerate(prog.ops[r]):
-                o = first[r] + i
-                self.rank[o], self.kind[o], self.fence[o] = r, op.kind, op.fence
+            o = first[r]
+            for op in prog.ops[r]:
+                pieces = op.pieces
+                rank_l[o], kind_l[o] = r, op.kind
                 if op.fence:
+                    fence_l[o] = True
                     self.fence_deps[o] = tuple(since_fence)
                     since_fence = []
                 if op.kind == SEND:
-                    self.fifo[o] = op.fifo
-                    self.deps[o] = tuple({last_recv[x] for x in op.pieces if x in last_recv})
-                    self.fifo_prev[o] = last_send_to.get(op.peer, -1)
+                    fifo_l[o] = op.fifo
+                    if len(pieces) == 1:
+                        x = pieces[0]
+                        q = last_recv.get(x)
+                        if q is not None:
+                            deps_l[o] = (q,)
+                        rd = readers.get(x)
+                        if rd is None:
+                            readers[x] = [o]
+                        else:
+                            rd.append(o)
+                        msg_bytes[o] = seg[x.seg]
+                    else:
+                        deps_l[o] = tuple({last_recv[x] for x in pieces if x in last_recv})
+                        for x in pieces:
+                            readers.setdefault(x, []).append(o)
+                        msg_bytes[o] = sum(seg[x.seg] for x in pieces)
+                    fprev_l[o] = last_send_to.get(op.peer, -1)
                     last_send_to[op.peer] = o
-                    for x in op.pieces:
-                        readers.setdefault(x, []).append(o)
-                    sends.setdefault((r, op.peer), []).append(o)
-                    msg_bytes[o] = sum(seg[x.seg] for x in op.pieces)
+                    key = (r, op.peer)
+                    lst = sends.get(key)
+                    if lst is None:
+                        sends[key] = [o]
+                    else:
+                        lst.append(o)
                 else:
-                    self.war[o] = tuple({s for x in op.pieces for s in readers.pop(x, ())})
-                    self.prev[o] = tuple({last_recv[x] for x in op.pieces if x in last_recv})
-                    for x in op.pieces:
+                    if len(pieces) == 1:
+                        x = pieces[0]
+                        rd = readers.pop(x, None)
+                        if rd:
+                            war_l[o] = tuple(rd)
+                        q = last_recv.get(x)
+                        if q is not None:
+                            prev_l[o] = (q,)
                         last_recv[x] = o
+                    else:
+                        war_l[o] = tuple({s for x in pieces for s in readers.pop(x, ())})
+                        prev_l[o] = tuple({last_recv[x] for x in pieces if x in last_recv})
+                        for x in pieces:
+                            last_recv[x] = o
                     since_fence.append(o)
-                    recvs.setdefault((op.peer, r), []).append(o)
+                    key = (op.peer, r)
+                    lst = recvs.get(key)
+                    if lst is None:
+                        recvs[key] = [o]
+                    else:
+                        lst.append(o)
+                o += 1
         self._match(prog, sends, recvs, msg_bytes)
 
     def _match(self, prog, sends, recvs, msg_bytes):
@@ -240,10 +277,14 @@ class _Executor:
     def walk(self, r, now) -> None:
         pl = self.plan
         i, stop = self.ptr[r], pl.first[r + 1]
-        settled, kind = self.settled, pl.kind
+        settled, kind, deps = self.settled, pl.kind, pl.deps
         while i < stop:
             if pl.fence[i]:
-                blocked = next((d for d in pl.fence_deps[i] if settled[d] == INF), -1)
+                blocked = -1
+                for d in pl.fence_deps[i]:
+                    if settled[d] == INF:
+                        blocked = d
+                        break
                 if blocked >= 0:
                     self._wait(("s", blocked), ("walk", r))
                     break
@@ -255,7 +296,11 @@ class _Executor:
                     self.try_apply(i, now)
                 i += 1
                 continue
-            blocked = next((d for d in pl.deps[i] if settled[d] == INF), -1)
+            blocked = -1
+            for d in deps[i]:
+                if settled[d] == INF:
+                    blocked = d
+                    break
             if blocked >= 0:
                 self._wait(("s", blocked), ("walk", r))
                 break
@@ -386,6 +431,8 @@ class _PortNetwork:
         self.pair_free: dict = {}
         self.link_free: dict = {}
         self.ready_at = [0.0] * n
+        self.queue: list = [[] for _ in range(plan.p)]  # per sender: (ready, prio, transfer)
+        self.head = [-1] * plan.p  # the transfer of each queue competing for its receiver
         first, rank = plan.first, plan.rank
         # A port serves, of the transfers that could start, the earliest in its lists.
         self.prio = [so - first[rank[so]] + ro - first[rank[ro]]
@@ -405,7 +452,22 @@ class _PortNetwork:
                    self.port_free[r] - (self.early[t] if self.last_recv[r] else 0.0))
 
     def ready(self, t, now) -> None:
+        """t may move: it joins its sender's queue, served in (ready, list position) order."""
         self.ready_at[t] = now
+        s = self.src[t]
+        q = self.queue[s]
+        heapq.heappush(q, (now, self.prio[t], t))
+        if q[0][2] == t:  # the new head of the queue (the old head's entry goes stale)
+            self._offer(s)
+
+    def _offer(self, s) -> None:
+        """The head of s's send queue competes for its receiver's port."""
+        q = self.queue[s]
+        if not q:
+            self.head[s] = -1
+            return
+        t = q[0][2]
+        self.head[s] = t
         heapq.heappush(self.heap, (self._earliest(t), self.prio[t], self.seq, ("try", t)))
         self.seq += 1
 
@@ -434,12 +496,17 @@ class _PortNetwork:
             what = ev[0]
             if what == "try":
                 t = ev[1]
+                s = self.src[t]
+                if self.head[s] != t:
+                    continue  # stale: another transfer went ahead of it in the queue
                 c = self._earliest(t)
-                if c > now:  # a port was taken since: wait in line again
+                if c > now:  # the receiver's port was taken since: wait in line again
                     heapq.heappush(heap, (c, self.prio[t], self.seq, ev))
                     self.seq += 1
                 else:
+                    heapq.heappop(self.queue[s])
                     self._take(t, now)
+                    self._offer(s)
             elif what == "end":
                 ex.transfer_end(ev[1], now)
             else:

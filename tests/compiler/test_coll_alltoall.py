@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collsched.collectives.algorithms import CollRequest, generate, names
 from collsched.collectives.algorithms import alltoall, alltoall_grid
-from collsched.collectives.program import RECV, SEND
+from collsched.collectives.program import RECV, SEND, Piece
 from collsched.collectives.verify import verify
 from collsched.errors import InputError
 from collsched.inputs.topology import homogeneous, load_topology
@@ -48,8 +48,9 @@ def test_direct_partners(p):
     simple: all receives before all sends; one whole block per message."""
     for r, ops in enumerate(generate("pair", req(p, 2)).ops):
         sends = [op.peer for op in ops if op.kind == SEND]
-        assert sends == [r ^ i for i in range(1, 1 << (p - 1).bit_length()) if r ^ i < p]
-        assert all(op.pieces == alltoall.block(r, op.peer, 2) for op in ops if op.kind == SEND)
+        assert sends[::2] == [r ^ i for i in range(1, 1 << (p - 1).bit_length()) if r ^ i < p]
+        segs = [(op.peer, op.pieces) for op in ops if op.kind == SEND]  # a message per segment
+        assert segs == [(d, (Piece(r, d, g),)) for d in sends[::2] for g in range(2)]
     for r, ops in enumerate(generate("ring", req(p)).ops):
         assert [op.peer for op in ops if op.kind == SEND] == [(r + i) % p for i in range(1, p)]
         assert [op.peer for op in ops if op.kind == RECV] == [(r - i) % p for i in range(1, p)]
@@ -57,6 +58,9 @@ def test_direct_partners(p):
         for ops in generate(name, req(p)).ops:
             assert [op.kind for op in ops] == [SEND, RECV] * (len(ops) // 2)
             assert [op.fence for op in ops[::2]] == [False, True, True][:min(2, len(ops) // 2)] + [True] * (len(ops) // 2 - 2)
+    for ops in generate("ring-light", req(p, 3)).ops if p > 1 else []:  # a step's first segment waits
+        data = [op for op in ops if op.kind == SEND and op.pieces]
+        assert len(data) == 3 * (p - 1) and [op.fence for op in data] == [False] * 3 + [True, False, False] * (p - 2)
     for r, ops in enumerate(generate("simple", req(p)).ops):
         kinds = [op.kind for op in ops]
         assert kinds == [RECV] * (p - 1) + [SEND] * (p - 1)

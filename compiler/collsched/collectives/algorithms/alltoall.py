@@ -2,10 +2,13 @@
 
 Pieces are (src, dst, seg): segment seg of the block rank src sends to rank dst
 (docs/semantics.md, "Collectives beyond allgather"). Except for `bruck`, every block goes
-straight from its source to its destination, in one message carrying all its nseg
-segments (segments cost nothing here: a direct exchange has nothing to pipeline, so nseg
-only changes the pieces' granularity; the grid-aware alltoall, alltoall_grid.py, is the
-one that uses them). A rank's own block (r, r, *) never appears: the runtime copies it.
+straight from its source to its destination as nseg messages, one per segment, issued
+back to back (nseg = 1: the whole block in one message). Segments buy more concurrent
+flows per block (over long links whose single flow is capped by the TCP window) and
+smaller messages (eager instead of rendezvous), at one message latency and overhead each;
+the compiler's segment search decides. `bruck` sends every segment of a block in the same
+message (its point is few messages). A rank's own block (r, r, *) never appears: the
+runtime copies it.
 
 Algorithms (Faraj, Patarasuk and Yuan, "A study of process arrival patterns for MPI
 collective operations", ICS 2007 / IJPP 2008):
@@ -122,7 +125,9 @@ def exchange(req: CollRequest, steps, *, with_barrier: bool = False,
         for s, d in step:
             if light and started[s]:  # d tells s it finished receiving the steps before i
                 lists.add(d, s, (), (1, i - 1, 3), (1, i, 0), fence_send=True)
-            lists.add(s, d, block(s, d, req.nseg), (1, i, 1), (1, i, 2), fence_send=started[s])
+            for g in range(req.nseg):  # one message per segment; the first waits
+                lists.add(s, d, [Piece(s, d, g)], (1, i, 1), (1, i, 2),
+                          fence_send=started[s] and g == 0)
         for s, _d in step:
             started[s] = True
     ops = lists.lists()
@@ -173,7 +178,8 @@ def simple_builder(req: CollRequest) -> Builder:
     p, b = req.nranks, Builder("alltoall", req.nranks, req.nseg)
     for i in range(1, p):  # one step: every rank's receives (from r-1, r-2, ...) then sends
         for r in range(p):
-            b.add(0, r, (r + i) % p, block(r, (r + i) % p, req.nseg))
+            for g in range(req.nseg):
+                b.add(0, r, (r + i) % p, [Piece(r, (r + i) % p, g)])
     return b
 
 

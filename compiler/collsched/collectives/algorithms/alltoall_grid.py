@@ -5,7 +5,8 @@ or, with option groups="pools", the lowest pools of the pool tree (inputs/pools.
 pools whose sub-pools are single ranks; a rank in no such pool is a group of its own), for
 measured topologies whose site labels say nothing. Inside a site the blocks go directly
 (every member posts its receives, then sends to member +1, +2, ...). Every block (s, d)
-between two sites X -> Y crosses the wide area exactly once, inside one message of a
+between two sites X -> Y crosses the wide area once (route direct; see Routes for a relay
+through a third site), inside one message of a
 *relay pair* (a, b), a in X and b in Y, that carries every block of the pair X -> Y that
 (a, b) relays: s -> a over X's LAN when s != a (gather), a -> b over the WAN, b -> d over
 Y's LAN when b != d (scatter). Which blocks a relay pair carries is the *mode*, per
@@ -25,18 +26,34 @@ ordered site pair (n_X, n_Y members):
   LAN hop besides its WAN hop.
 
 rot = the index of the other site, so that different site pairs use different members
-first. Option mode (req.options["mode"]): "spread", "source", "dest", "leader" or "auto"
-(the default): with the collectives' cost model (collectives/model.py, simulate) the
-fastest of the four for this request's topology and sizes, else "spread". The choice and
-the predictions are kept in prog.notes["grid"].
+first.
+
+Routes (option route): "direct" (every block crosses one WAN link, X -> Y) or "relay":
+the blocks of a site pair X -> Y for which a third site Z has lat(X, Z) + lat(Z, Y) <
+lat(X, Y) (the Z of least sum) go X -> Z -> Y: the X-side relay sends them to member
+Z[(i + j + rot) mod n_Z] (spread over Z's members by source and destination index),
+which forwards them to the Y-side relay. A block still enters every site at most once
+(Z, then Y) and its destination site exactly once. On wan-3x16 (A-B 20 ms, A-C 40 ms,
+B-C 80 ms) B <-> C goes through A: 60 ms instead of 80 for small blocks (the lower
+bound's 60 ms).
+
+Choice (options mode and route, each "auto" by default): every (mode, route) candidate
+(source only where some site sends to a larger one, relay only where some pair has a
+faster path through a third site) is timed by the model the compiler trusts on this
+topology (the fluid model where pipeline.fluid_matters, i.e. shared WAN links or
+size-dependent costs, else the event model) and the fastest kept; without the models
+(ImportError) the heuristic ("spread", "direct"). The choice, the model and every
+candidate's prediction are in prog.notes["grid"].
 
 Segments: the WAN message of a relay pair is cut in nseg messages, message g carrying
 segment g of its blocks (gather messages likewise), so a relay forwards segment g while
-segment g + 1 crosses the WAN (nseg = 1: one message per relay pair). Order in every
-rank's list: gathers, then WAN messages (to the site with the longest latency first: the
-message that arrives last leaves first), then the intra-site exchange, then scatters (of
-the sites whose data arrives first, i.e. least latency, first), so the in-order walk never
-blocks on a far site's data while a near site's could be forwarded.
+segment g + 1 crosses the WAN (nseg = 1: one message per relay pair); more segments also
+mean more concurrent flows, which window-capped long links need. Inside a site a block
+goes in one message. Order in every rank's list: gathers, then first WAN hops (the route
+of longest latency first: the message that arrives last leaves first), then the
+intra-site exchange, then every forward and scatter in order of the estimated arrival
+(route latency) of what it forwards, so the in-order walk never blocks on a far site's
+data while a near site's could be forwarded.
 """
 from __future__ import annotations
 
@@ -45,7 +62,9 @@ import numpy as np
 from ..program import Builder, Piece, Program
 from .registry import CollRequest, register
 
-MODES = ("spread", "source", "dest", "leader")
+MODES = ("spread", "dest", "source", "leader")
+ROUTES = ("direct", "relay")
+HEURISTIC = ("spread", "direct")  # without a cost model
 
 
 def site_groups(req: CollRequest) -> list[list[int]]:
@@ -89,93 +108,149 @@ def _latency(req: CollRequest, groups) -> np.ndarray:
     return np.asarray(req.topology.latency, np.float64)[np.ix_(lead, lead)]
 
 
-def grid_builder(req: CollRequest, mode: str) -> Builder:
-    p, nseg = req.nranks, req.nseg
-    groups = site_groups(req)
-    s = len(groups)
-    lat = _latency(req, groups)
-    b = Builder("alltoall", p, nseg)
-    # Order keys: gather 0, WAN 1 .. s-1 (longest latency first, per sending site), intra-site
-    # s, scatter s + 1 .. (least latency first, per receiving site).
-    wan_rank = np.zeros((s, s), np.int64)
-    scat_rank = np.zeros((s, s), np.int64)
+def via_sites(lat: np.ndarray, route: str) -> dict[tuple[int, int], int | None]:
+    """Per ordered site pair (x, y) the site z its blocks are relayed through, or None
+    (direct): with route "relay" the z of least lat[x, z] + lat[z, y] where that is below
+    lat[x, y]."""
+    s = len(lat)
+    out = {}
     for x in range(s):
-        others = [y for y in range(s) if y != x]
-        for k, y in enumerate(sorted(others, key=lambda y: (-lat[x, y], y))):
-            wan_rank[x, y] = k
-        for k, y in enumerate(sorted(others, key=lambda y: (lat[y, x], y))):
-            scat_rank[y, x] = k
-    gathers, wans, scatters = {}, {}, {}
+        for y in range(s):
+            if x == y:
+                continue
+            best, z = lat[x, y], None
+            if route == "relay":
+                for c in range(s):
+                    if c not in (x, y) and lat[x, c] + lat[c, y] < best:
+                        best, z = lat[x, c] + lat[c, y], c
+            out[(x, y)] = z
+    return out
+
+
+def _paths(mode: str, groups, via, lat):
+    """Every remote block's path: (x, y, src, dst, path of ranks from the X-side relay to
+    the Y-side relay, estimated arrival at the Y-side relay)."""
     for x, xm in enumerate(groups):
         for y, ym in enumerate(groups):
             if x == y:
                 continue
+            z = via[(x, y)]
             for i, src in enumerate(xm):
                 for j, dst in enumerate(ym):
                     a, r = relay_of(mode, xm, ym, y, i, j)
-                    for g in range(nseg):
-                        piece = Piece(src, dst, g)
-                        if src != a:
-                            gathers.setdefault((src, a, g), []).append(piece)
-                        wans.setdefault((x, y, a, r, g), []).append(piece)
-                        if dst != r:
-                            scatters.setdefault((x, y, a, r, g, dst), []).append(piece)
+                    if z is None:
+                        yield x, y, src, dst, (a, r), float(lat[x, y])
+                    else:
+                        zm = groups[z]
+                        yield x, y, src, dst, (a, zm[(i + j + y) % len(zm)], r), float(lat[x, z] + lat[z, y])
+
+
+def grid_builder(req: CollRequest, mode: str, route: str = "direct") -> Builder:
+    p, nseg = req.nranks, req.nseg
+    groups = site_groups(req)
+    s = len(groups)
+    lat = _latency(req, groups)
+    via = via_sites(lat, route)
+    b = Builder("alltoall", p, nseg)
+    # Order keys: gather 0; first WAN hop 1 .. s-1 (per sending site, the route of longest
+    # latency first); intra-site exchange s; then every relay's forwards and scatters at
+    # s + 1 + the estimated arrival of what they forward (earliest first).
+    route_lat = {k: float(lat[k] if z is None else lat[k[0], z] + lat[z, k[1]]) for k, z in via.items()}
+    wan_rank = {}
+    for x in range(s):
+        mine = sorted((k for k in via if k[0] == x), key=lambda k: (-route_lat[k], k[1]))
+        wan_rank.update((k, n) for n, k in enumerate(mine))
+    gathers, first, later = {}, {}, {}
+    for x, y, src, dst, path, arrive in _paths(mode, groups, via, lat):
+        for g in range(nseg):
+            piece = Piece(src, dst, g)
+            if src != path[0]:
+                gathers.setdefault((src, path[0], g), []).append(piece)
+            first.setdefault((wan_rank[(x, y)], g, x, y, path[0], path[1]), []).append(piece)
+            if len(path) == 3:  # the intermediate site forwards
+                est = float(lat[x, via[(x, y)]])
+                later.setdefault((est, g, x, y, path[1], path[2]), []).append(piece)
+            if dst != path[-1]:
+                later.setdefault((arrive, g, x, y, path[-2], path[-1], dst), []).append(piece)
     for (src, a, g), pieces in gathers.items():
         b.add(0, src, a, pieces)
-    for (x, y, a, r, g), pieces in sorted(wans.items(), key=lambda kv: (wan_rank[kv[0][0], kv[0][1]], kv[0][4])):
-        b.add(1 + int(wan_rank[x, y]), a, r, pieces)
+    for key, pieces in sorted(first.items()):
+        b.add(1 + key[0], key[-2], key[-1], pieces)
     for m in groups:
         n = len(m)
         for i in range(1, n):
             for k in range(n):
                 b.add(s, m[k], m[(k + i) % n], [Piece(m[k], m[(k + i) % n], g) for g in range(nseg)])
-    for (x, y, a, r, g, dst), pieces in sorted(scatters.items(), key=lambda kv: (scat_rank[kv[0][0], kv[0][1]], kv[0][4])):
-        b.add(s + 1 + int(scat_rank[x, y]), r, dst, pieces)
+    for key, pieces in sorted(later.items()):
+        snd, rcv = (key[4], key[5]) if len(key) == 6 else (key[5], key[6])
+        b.add(s + 1 + key[0], snd, rcv, pieces)
     return b
 
 
-def _predict(req: CollRequest, prog: Program) -> float | None:
-    """The collectives' cost model's run time, or None when it is not available."""
+def _predict(req: CollRequest, prog: Program) -> tuple[float, str] | None:
+    """(run time, model) by the collectives' cost model the compiler would trust here: the
+    fluid model where pipeline.fluid_matters says the event model is off (shared wide-area
+    links, size-dependent costs), else the event model; None when they are not available."""
     try:
+        from ...pipeline import fluid_matters
+        from ..fluid import simulate_fluid
         from ..model import simulate
     except ImportError:
         return None
-    timing = simulate(prog, req.topology, nbytes=req.nbytes, elem_bytes=req.elem_bytes,
-                      arrivals=req.arrivals)
-    return float(timing.run_time_s)
+    fluid = fluid_matters(req.topology) is not None
+    timing = (simulate_fluid if fluid else simulate)(prog, req.topology, nbytes=req.nbytes,
+                                                     elem_bytes=req.elem_bytes, arrivals=req.arrivals)
+    return float(timing.run_time_s), "fluid" if fluid else "dag"
 
 
 def _check(req: CollRequest) -> str | None:
     if req.topology is not None and req.topology.nranks != req.nranks:
         return f"expected a topology with {req.nranks} ranks, got one with {req.topology.nranks}"
-    mode = req.options.get("mode", "auto")
-    if mode not in MODES + ("auto",):
-        return f"expected option mode one of auto, {', '.join(MODES)}, got {mode!r}"
-    groups = req.options.get("groups", "sites")
-    if groups not in ("sites", "pools"):
-        return f"expected option groups sites or pools, got {groups!r}"
+    for key, allowed in (("mode", MODES + ("auto",)), ("route", ROUTES + ("auto",)),
+                         ("groups", ("sites", "pools"))):
+        value = req.options.get(key, allowed[-1] if key != "groups" else "sites")
+        if value not in allowed:
+            return f"expected option {key} one of {', '.join(allowed)}, got {value!r}"
     return None
 
 
-@register("alltoall", "grid", "grid-aware: every block crosses the WAN once, aggregated per "
-          "site pair into one message per relay pair, relays spread over the members",
+def candidates(req: CollRequest) -> list[tuple[str, str]]:
+    """The (mode, route) pairs option "auto" compares (module docstring)."""
+    mode, route = req.options.get("mode", "auto"), req.options.get("route", "auto")
+    groups = site_groups(req)
+    modes = MODES if mode == "auto" else (mode,)
+    if mode == "auto":  # source is spread unless a site sends to a larger one
+        sizes = sorted({len(g) for g in groups})
+        modes = tuple(m for m in MODES if m != "source" or sizes[0] != sizes[-1])
+    routes = ROUTES if route == "auto" else (route,)
+    if route == "auto" and all(z is None for z in via_sites(_latency(req, groups), "relay").values()):
+        routes = ("direct",)  # no site pair has a faster path through a third site
+    return [(m, r) for r in routes for m in modes]
+
+
+@register("alltoall", "grid", "grid-aware: every block crosses the WAN once per site it "
+          "enters, aggregated per site pair into one message per relay pair, relays spread "
+          "over the members, optionally through a third site of lower latency",
           _check, needs_topology=True)
 def build_grid(req: CollRequest) -> Program:
-    mode = req.options.get("mode", "auto")
-    if mode != "auto":
-        prog = grid_builder(req, mode).build()
-        prog.notes["grid"] = {"mode": mode}
+    cands = candidates(req)
+    if len(cands) == 1:
+        prog = grid_builder(req, *cands[0]).build()
+        prog.notes["grid"] = {"mode": cands[0][0], "route": cands[0][1], "chosen_by": "options"}
         return prog
     best, predicted = None, {}
-    for m in MODES:
-        prog = grid_builder(req, m).build()
-        t = _predict(req, prog)
-        if t is None:  # no model: the heuristic
-            prog = grid_builder(req, "spread").build()
-            prog.notes["grid"] = {"mode": "spread", "chosen_by": "heuristic"}
+    for m, r in cands:
+        prog = grid_builder(req, m, r).build()
+        got = _predict(req, prog)
+        if got is None:  # no model: the heuristic
+            m, r = HEURISTIC
+            prog = grid_builder(req, m, r).build()
+            prog.notes["grid"] = {"mode": m, "route": r, "chosen_by": "heuristic"}
             return prog
-        predicted[m] = t
-        if best is None or t < predicted[best[0]]:
-            best = (m, prog)
-    best[1].notes["grid"] = {"mode": best[0], "chosen_by": "model", "predicted_s": predicted}
-    return best[1]
+        t, model = got
+        predicted[f"{m}/{r}"] = t
+        if best is None or t < best[0]:
+            best = (t, m, r, prog)
+    _, m, r, prog = best
+    prog.notes["grid"] = {"mode": m, "route": r, "chosen_by": model, "predicted_s": predicted}
+    return prog

@@ -241,6 +241,23 @@ fuzz: $(RT_BUILD)/fuzz/fuzz_schedfile
 	    -artifact_prefix=$(RT_BUILD)/fuzz/artifacts/ -print_final_stats=1 \
 	    $(RT_BUILD)/fuzz/corpus $(RT)/fuzz/corpus 2>&1 | tee $(RT_BUILD)/fuzz/last-run.log | tail -n 25
 
+# The format 1.2 reader and the whole-program check of alltoall/bcast/reduce/allreduce
+# (make fuzz-coll; seeds: runtime/fuzz/make_coll_corpus.py writes runtime/fuzz/corpus-coll/).
+.PHONY: fuzz-coll
+RT_FUZZ_COLL_SRC := $(addprefix $(RT)/src/,coll_file.c coll_check.c schedfile.c crc32.c)
+$(RT_BUILD)/fuzz/fuzz_coll: $(RT)/fuzz/fuzz_coll.c $(RT_FUZZ_COLL_SRC) $(RT_HDRS)
+	@command -v clang >/dev/null 2>&1 || { echo "fuzz: installing clang"; \
+	    $$( [ "$$(id -u)" -eq 0 ] || echo sudo ) apt-get install -y -qq clang >/dev/null; }
+	@mkdir -p $(@D)
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -DCOLLSCHED_FUZZING -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=undefined -I$(RT)/include -I$(RT)/src $(RT)/fuzz/fuzz_coll.c $(RT_FUZZ_COLL_SRC) -o $@
+
+fuzz-coll: $(RT_BUILD)/fuzz/fuzz_coll
+	@mkdir -p $(RT_BUILD)/fuzz/corpus-coll $(RT_BUILD)/fuzz/artifacts-coll
+	$(RT_BUILD)/fuzz/fuzz_coll -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	    -artifact_prefix=$(RT_BUILD)/fuzz/artifacts-coll/ -print_final_stats=1 \
+	    $(RT_BUILD)/fuzz/corpus-coll $(RT)/fuzz/corpus-coll 2>&1 | tee $(RT_BUILD)/fuzz/last-run-coll.log | tail -n 25
+
 # ---- benchmark: executor overhead against Open MPI's own ring ----
 bench-runtime: deps runtime
 	$(PY) $(RT)/bench/bench_runtime.py --doc docs/benchmarks.md

@@ -110,7 +110,7 @@ static int op_shape(cc *c, uint32_t g)
     uint32_t r = c->rank[g], i = local(c, g);
     if (o->kind > CS_COLL_RECV_REDUCE) return say(c, r, i, "kind %u is not send, recv or recv-reduce", o->kind);
     if (o->kind == CS_COLL_RECV_REDUCE && !c->reducing)
-        return say(c, r, i, "recv-reduce in a %s (reduce and allreduce only)", NAMES[c->coll - 5]);
+        return say(c, r, i, "recv-reduce in %s (reduce and allreduce only)", NAMES[c->coll - 5]);
     if (o->peer >= c->P) return say(c, r, i, "peer %u out of range 0..%u", o->peer, c->P - 1);
     if (o->peer == r) return say(c, r, i, "peer is the rank itself");
     if (o->flags & ~(CS_COLL_OP_FIFO | CS_COLL_OP_FENCE | CS_COLL_OP_LOCAL_FIRST))
@@ -128,7 +128,7 @@ static int op_shape(cc *c, uint32_t g)
                 return say(c, r, i, "piece (%u,%u,%u): src and dst must be ranks 0..%u", p->src, p->dst, p->seg,
                            c->P - 1);
         } else if (p->src != 0 || p->dst != 0) {
-            return say(c, r, i, "piece (%u,%u,%u): expected src = dst = 0 in a %s", p->src, p->dst, p->seg,
+            return say(c, r, i, "piece (%u,%u,%u): expected src = dst = 0 for %s", p->src, p->dst, p->seg,
                        NAMES[c->coll - 5]);
         }
     }

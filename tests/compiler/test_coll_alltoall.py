@@ -217,6 +217,10 @@ def check_wan_once(prog, topo, route="direct"):
 def test_grid_any_grouping(tmp_path, labels, nseg, mode, route):
     topo = grouped_topology(tmp_path, labels)
     p = len(labels)
+    if len(set(labels)) == 1:
+        with pytest.raises(InputError, match="two sites"):
+            generate("grid", req(p, nseg, topology=topo))
+        return
     prog = generate("grid", req(p, nseg, topology=topo, options={"mode": mode, "route": route}))
     assert verify(prog) == []
     check_wan_once(prog, topo, route)
@@ -283,23 +287,20 @@ def test_grid_pools_match_sites_on_three_site_grid():
     assert verify(prog) == []
 
 
-def test_grid_one_site_has_no_relays():
-    topo = homogeneous(6)
-    prog = generate("grid", req(6, topology=topo, options={"mode": "spread"}))
-    assert verify(prog) == []
-    for r, ops in enumerate(prog.ops):
-        assert all(op.pieces == alltoall.block(r, op.peer, 1) for op in ops if op.kind == SEND)
+def test_grid_refuses_one_site():
+    with pytest.raises(InputError, match="two sites"):
+        generate("grid", req(6, topology=homogeneous(6)))
+    with pytest.raises(InputError, match="two sites"):
+        generate("grid", req(6, topology=homogeneous(6), options={"groups": "pools"}))
 
 
 def test_grid_refusals():
     with pytest.raises(InputError, match="topology"):
         generate("grid", req(4))
-    with pytest.raises(InputError, match="mode"):
-        generate("grid", req(4, topology=homogeneous(4), options={"mode": "nope"}))
-    with pytest.raises(InputError, match="route"):
-        generate("grid", req(4, topology=homogeneous(4), options={"route": "nope"}))
-    with pytest.raises(InputError, match="groups"):
-        generate("grid", req(4, topology=homogeneous(4), options={"groups": "nope"}))
+    topo = load_topology(str(ROOT / "topologies" / "three-site-grid.yaml"))
+    for key in ("mode", "route", "groups"):
+        with pytest.raises(InputError, match=key):
+            generate("grid", req(20, topology=topo, options={key: "nope"}))
     with pytest.raises(InputError, match="4 ranks"):
         generate("grid", req(4, topology=homogeneous(5)))
 

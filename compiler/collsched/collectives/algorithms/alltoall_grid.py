@@ -3,7 +3,8 @@
 Sites are the topology's (ranks grouped by site label, sites ordered by their lowest rank)
 or, with option groups="pools", the lowest pools of the pool tree (inputs/pools.py: the
 pools whose sub-pools are single ranks; a rank in no such pool is a group of its own), for
-measured topologies whose site labels say nothing. Inside a site the blocks go directly
+measured topologies whose site labels say nothing. A topology of one site is refused (grid
+would be `simple` there, and compile's auto would pick it on a tie). Inside a site the blocks go directly
 (every member posts its receives, then sends to member +1, +2, ...). Every block (s, d)
 between two sites X -> Y crosses the wide area once (route direct; see Routes for a relay
 through a third site), inside one message of a
@@ -211,6 +212,9 @@ def _check(req: CollRequest) -> str | None:
         value = req.options.get(key, allowed[-1] if key != "groups" else "sites")
         if value not in allowed:
             return f"expected option {key} one of {', '.join(allowed)}, got {value!r}"
+    if req.topology is not None and len(site_groups(req)) < 2:
+        return ("expected a topology of at least two sites (with one site grid is simple: "
+                "use simple)")
     return None
 
 

@@ -315,3 +315,16 @@ def test_grid_beats_pair_over_the_wan():
     t = {a: simulate(generate(a, req(topo.nranks, topology=topo, nbytes=n)), topo, nbytes=n).run_time_s
          for a in ("grid", "pair")}
     assert t["grid"] < t["pair"]
+
+
+def test_programs_round_trip_through_format_1_2():
+    """Every algorithm's name fits the header (16 bytes) and its program survives the file."""
+    from collsched.collectives import schedfile
+
+    topo = load_topology(str(ROOT / "topologies" / "three-site-grid.yaml")) if "alltoall" == "alltoall" else None
+    for name in names("alltoall"):
+        assert len(name) <= 16
+        p = topo.nranks if topo is not None else 5
+        prog = generate(name, req(p, 2, topology=topo))
+        back = schedfile.decode(schedfile.encode(prog), "x")
+        assert back.same_ops(prog) and back.algorithm == name

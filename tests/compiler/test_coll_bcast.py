@@ -1,6 +1,8 @@
 """Broadcast algorithms (collectives/algorithms/bcast.py): every program verifies for any
 P, root and nseg, and has its shape (binomial tree, chain, scatter + ring allgather, the
 arrival-aware tree's late leaves)."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -9,10 +11,11 @@ from collsched.collectives.algorithms import CollRequest, bcast, generate, names
 from collsched.collectives.program import RECV, SEND
 from collsched.collectives.verify import verify
 from collsched.errors import InputError
-from collsched.inputs.topology import homogeneous
+from collsched.inputs.topology import homogeneous, load_topology
 
+ROOT = Path(__file__).resolve().parents[2]
 SLOW = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-ALGS = ["binomial", "chain", "scatter-allgather", "arrival-tree"]
+ALGS = ["binomial", "chain", "scatter-ring", "arrival-tree"]
 
 
 def req(p, nseg=1, root=0, **kw):
@@ -34,7 +37,7 @@ def test_verified_any_p_root(p, nseg, data, name, with_arrivals):
     prog = generate(name, req(p, nseg, root, arrivals=arrivals))
     assert verify(prog) == []
     assert (prog.collective, prog.root, prog.algorithm) == ("bcast", root, name)
-    assert prog.nseg == (p * nseg if name == "scatter-allgather" else nseg)
+    assert prog.nseg == (p * nseg if name == "scatter-ring" else nseg)
 
 
 def messages(prog):
@@ -93,7 +96,7 @@ def test_chain(p, nseg, data):
 @settings(max_examples=40, **SLOW)
 def test_scatter_allgather(p, n, data):
     root = data.draw(st.integers(0, p - 1))
-    prog = generate("scatter-allgather", req(p, n, root))
+    prog = generate("scatter-ring", req(p, n, root))
     assert prog.nseg == p * n
     msgs = messages(prog)
     for r, op in msgs:
@@ -112,7 +115,7 @@ def test_scatter_allgather(p, n, data):
 
 def test_scatter_allgather_refuses_too_many_segments():
     with pytest.raises(InputError, match="65535"):
-        generate("scatter-allgather", req(300, 300))
+        generate("scatter-ring", req(300, 300))
 
 
 def test_arrival_tree_late_ranks_are_leaves():
@@ -159,3 +162,16 @@ def test_arrival_tree_refuses_bad_arrivals():
         generate("arrival-tree", req(4, arrivals=np.zeros(3)))
     with pytest.raises(InputError, match="arrival"):
         generate("arrival-tree", req(4, arrivals=np.array([0, 1, np.nan, 2])))
+
+
+def test_programs_round_trip_through_format_1_2():
+    """Every algorithm's name fits the header (16 bytes) and its program survives the file."""
+    from collsched.collectives import schedfile
+
+    topo = load_topology(str(ROOT / "topologies" / "three-site-grid.yaml")) if "bcast" == "alltoall" else None
+    for name in names("bcast"):
+        assert len(name) <= 16
+        p = topo.nranks if topo is not None else 5
+        prog = generate(name, req(p, 2, topology=topo))
+        back = schedfile.decode(schedfile.encode(prog), "x")
+        assert back.same_ops(prog) and back.algorithm == name

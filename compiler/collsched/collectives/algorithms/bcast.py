@@ -15,7 +15,9 @@ other rank receives every segment exactly once. Ranks are taken relative to the 
 - `chain`: the pipelined chain root -> v=1 -> v=2 -> ... -> v=P-1: segment g crosses edge
   k -> k+1 at step g + k, so with nseg segments the broadcast takes P - 2 + nseg message
   times of nbytes / nseg. Use it with large buffers and many segments.
-- `scatter-allgather` (van de Geijn; MPICH's large-message bcast): the buffer is cut in
+- `scatter-ring`: scatter + allgather (van de Geijn; MPICH's large-message bcast, its
+  scatter_ring_allgather; named so because a file's header holds 16 bytes of algorithm
+  name and "scatter-allgather" has 17): the buffer is cut in
   P chunks, chunk v being segments v*n .. v*n + n - 1 with n = req.nseg, so the program's
   nseg is P * req.nseg (refused above 65535); a binomial scatter gives rank v the chunks
   of its subtree [v, v + lowbit(v)) (one message per tree edge, carrying them all), then
@@ -120,7 +122,7 @@ def scatter_allgather_builder(req: CollRequest) -> Builder:
     return b
 
 
-@register("bcast", "scatter-allgather", "van de Geijn: binomial scatter of P chunks, then ring "
+@register("bcast", "scatter-ring", "van de Geijn: binomial scatter of P chunks, then ring "
           "allgather (large buffers)", _check_scatter)
 def build_scatter_allgather(req: CollRequest) -> Program:
     return scatter_allgather_builder(req).build()

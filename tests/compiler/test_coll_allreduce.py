@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collsched.collectives.algorithms import CollRequest, generate, names
-from collsched.collectives.algorithms.allreduce_grid import pool_sites
+from collsched.collectives.algorithms.allreduce_grid import part_units, part_weights, pool_sites
 from collsched.collectives.program import SEND, piece_units
 from collsched.errors import InputError
 from collsched.inputs.topology import homogeneous, load_topology
@@ -120,15 +120,16 @@ def wide_area(prog, sites, nunits):
 
 @pytest.mark.parametrize("name", GRID)
 @given(labels=st.lists(st.sampled_from("ABCD"), min_size=1, max_size=24), nseg=st.integers(1, 2),
-       wan=st.sampled_from(["auto", "exchange", "rsag"]), per=st.integers(1, 6))
+       wan=st.sampled_from(["auto", "exchange", "rsag"]), per=st.integers(1, 6),
+       nbytes=st.sampled_from([1 << 20, 1 << 26]))
 @settings(max_examples=25, **SLOW)
-def test_grid_correct_and_wide_area_minimal(tmp_path, name, labels, nseg, wan, per):
+def test_grid_correct_and_wide_area_minimal(tmp_path, name, labels, nseg, wan, per, nbytes):
     topo = grouped_topology(tmp_path, labels)
     p = len(labels)
     sites = pool_sites(topo)
     assert sorted(map(tuple, sites)) == sorted(
         tuple(i for i, x in enumerate(labels) if x == s) for s in set(labels))
-    prog = generate(name, CollRequest("allreduce", p, nbytes=1 << 20, nseg=nseg, topology=topo,
+    prog = generate(name, CollRequest("allreduce", p, nbytes=nbytes, nseg=nseg, topology=topo,
                                       options={"wan": wan}))
     check_result(prog, range(p))
     contiguous = all(m == list(range(m[0], m[0] + len(m))) for m in sites)
@@ -138,17 +139,55 @@ def test_grid_correct_and_wide_area_minimal(tmp_path, name, labels, nseg, wan, p
     s = len(sites)
     n = prog.nseg * per
     count, size = wide_area(prog, sites, n)
-    pairs = {(x, y) for x in range(s) for y in range(s) if x != y}
-    assert set(count) == pairs
     if mode == "exchange":
         # Each slow link carries each site's partial once each way: n per direction.
-        assert all(size[k] == n for k in pairs)
+        assert set(count) == {(x, y) for x in range(s) for y in range(s) if x != y}
+        assert all(v == n for v in size.values())
     else:
-        # Reduce-scatter + allgather: 2 n / S per direction.
-        assert all(size[k] == 2 * n // s for k in pairs)
+        # Reduce-scatter + allgather: the pair x, y carries parts x and y each way, and
+        # nothing else (equal parts: 2 n / S per direction).
+        u = prog.notes["part_units"]
+        assert len(u) == s and (prog.notes["wan_fifo"] or u == [1] * s)
+        want = {(x, y): n * (u[x] + u[y]) // sum(u) for x in range(s) for y in range(s)
+                if x != y and u[x] + u[y]}
+        assert size == want
     if name == "hier":
-        # From the leaders only: one message per segment (per phase) and direction.
-        assert all(count[k] == nseg * (1 if mode == "exchange" else 2) for k in pairs)
+        # From the leaders only: one message per segment and direction (rsag: one per
+        # phase that moves a non-empty part).
+        u = prog.notes["part_units"]
+        for (x, y), v in count.items():
+            assert v == nseg * (1 if mode == "exchange" else (u[x] > 0) + (u[y] > 0))
+
+
+@given(st.integers(2, 6), st.data())
+@settings(max_examples=40, **SLOW)
+def test_part_weights_minimise_the_busiest_link(s, data):
+    """The simplex's shares are feasible and no worse than uniform shares or random ones."""
+    rate = np.array(data.draw(st.lists(st.floats(0.1, 100.0), min_size=s * s, max_size=s * s))).reshape(s, s)
+    np.fill_diagonal(rate, np.inf)
+    c = np.minimum(rate, rate.T)
+
+    def busiest(w):
+        return max((w[x] + w[y]) / c[x, y] for x in range(s) for y in range(s) if x != y)
+
+    w = part_weights(rate)
+    assert np.all(w >= 0) and abs(w.sum() - 1) < 1e-9
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    for other in [np.full(s, 1.0 / s)] + list(rng.dirichlet(np.ones(s), 30)):
+        assert busiest(w) <= busiest(other) * (1 + 1e-9)
+    u = part_units(w, 8 * s)
+    assert sum(u) == 8 * s and all(abs(a - b * 8 * s) < 1 for a, b in zip(u, w))
+
+
+def test_three_site_grid_pipelined_parts_spare_the_slow_site():
+    """Pipelined on three-site-grid, UT (all its links slow) homes no part; every link
+    then carries what the cut around UT needs, not 2 n / 3."""
+    topo = load_topology("three-site-grid")
+    prog = generate("hier-spread", CollRequest("allreduce", 20, nbytes=1 << 20, nseg=4, topology=topo))
+    assert prog.notes["wan"] == "rsag" and prog.notes["wan_fifo"]
+    u = prog.notes["part_units"]
+    assert u[0] == 0 and u[1] > 0 and u[2] > 0
+    check_result(prog, range(20))
 
 
 def test_hier_on_the_bundled_grids():

@@ -49,12 +49,12 @@ class XBuilder(Builder):
     within their kind)."""
 
     def send_first(self, step: int, src: int, dst: int, pieces, *, reduce: bool = False,
-                   local_first: bool = False) -> None:
+                   local_first: bool = False, fifo: bool = False) -> None:
         if src == dst:
             raise ValueError(f"transfer from rank {src} to itself")
         pieces = tuple(Piece(*p) for p in pieces)
         i = len(self._rows)
-        self._rows.append((src, step, -1, i, Op(SEND, dst, pieces)))
+        self._rows.append((src, step, -1, i, Op(SEND, dst, pieces, fifo=fifo)))
         kind = RECV_REDUCE if reduce else RECV
         self._rows.append((dst, step, 0, i, Op(kind, src, pieces, local_first=local_first and reduce)))
 

@@ -19,7 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import __version__, cli_build, cli_cache, cli_measure, cli_sweep, cli_trace, resources
+from . import __version__, cli_build, cli_cache, cli_coll, cli_measure, cli_sweep, cli_trace, resources
 from .errors import InputError
 from .cli_args import (MAX_RANKS, _INT, UsageError, _algorithm_list, _float_opt, _int_list, _int_opt, _json,
                        _show, h, new_parser)
@@ -38,6 +38,7 @@ def _build_parser() -> argparse.ArgumentParser:
     cli_trace.add_parsers(sub)
     cli_cache.add_parsers(sub)
     cli_build.add_parsers(sub)
+    cli_coll.add_parsers(sub)
     return p
 
 
@@ -158,6 +159,8 @@ def cmd_compile(a) -> int:
     if a.collective.startswith("inter-"):  # two groups: cli_inter.py
         from . import cli_inter
         return cli_inter.cmd_compile(a)
+    if a.collective in cli_coll.NAMES:  # alltoall, bcast, reduce, allreduce: cli_coll.py
+        return cli_coll.cmd_compile(a)
     if a.ranks is None:
         raise InputError("--ranks", "", "expected the number of ranks (required for allgather)")
     if a.form != "explicit":  # the compact form where it applies (cli_compact.py)
@@ -209,6 +212,10 @@ def cmd_verify(a) -> int:
 
     several, status = len(a.file) > 1, EXIT_OK
     for path in a.file:
+        if cli_coll.is_coll_file(path):  # format 1.2: collectives/verify.py's passes
+            st = cli_coll.verify(path, several)
+            status = EXIT_INVALID if st == EXIT_INVALID else (status or st)
+            continue
         if cli_compact.is_compact(path):  # a compact description: the generators' check
             status = cli_compact.verify(path, several) or status
             continue
@@ -255,6 +262,8 @@ def cmd_simulate(a) -> int:
     from . import cli_inter
     if cli_inter.is_inter_file(a.file):  # an intergroup schedule: cli_inter.py
         return cli_inter.cmd_simulate(a)
+    if cli_coll.is_coll_file(a.file):  # alltoall, bcast, reduce, allreduce: cli_coll.py
+        return cli_coll.cmd_simulate(a)
     sched, per_iter, mean, _ = _simulate(a)
     if a.json:
         d = {k: v for k, v in mean.to_dict().items()}
@@ -284,6 +293,8 @@ def cmd_show(a) -> int:
     s = schedfile.read(a.file)
     if a.rank is not None and not 0 <= a.rank < s.nranks:
         raise InputError("--rank", str(a.rank), f"expected 0..{s.nranks - 1}")
+    if cli_coll.is_coll_file(a.file):  # alltoall, bcast, reduce, allreduce: cli_coll.py
+        return cli_coll.cmd_show(a, s)
     if not hasattr(s, "nseg"):  # an intergroup schedule: cli_inter.py
         from . import cli_inter
         return cli_inter.cmd_show(a, s)
@@ -311,6 +322,9 @@ def cmd_plot(a) -> int:
 
     if cli_inter.is_inter_file(a.file):  # an intergroup schedule: cli_inter.py
         return cli_inter.cmd_plot(a)
+    if cli_coll.is_coll_file(a.file):
+        raise InputError(a.file, "FILE", "expected an allgather or intergroup schedule: plot draws no "
+                                         "alltoall/bcast/reduce/allreduce timeline (collsched simulate times it)")
     out = Path(a.output)
     if not out.parent.is_dir():
         raise InputError(a.output, "-o", "expected a file in an existing directory")
@@ -531,6 +545,7 @@ _COMMANDS["pools"] = cmd_pools
 _COMMANDS.update(cli_trace.COMMANDS)  # trace
 _COMMANDS.update(cli_cache.COMMANDS)  # cache, tune
 _COMMANDS.update(cli_build.COMMANDS)  # build-runtime
+_COMMANDS.update(cli_coll.COMMANDS)  # algorithms
 
 if __name__ == "__main__":
     raise SystemExit(main())

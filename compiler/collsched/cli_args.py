@@ -126,21 +126,36 @@ def _add_compile(sub) -> None:
     c = sub.add_parser("compile", help="generate a verified schedule file",
                        description=f"Generate, verify and simulate a schedule, then write it. "
                                    f"Algorithms: {algs}; intercommunicator collectives (--collective "
-                                   f"inter-allgather|inter-allgatherv --groups P:Q): {inter}. Example: "
+                                   f"inter-allgather|inter-allgatherv --groups P:Q): {inter}; alltoall, "
+                                   f"bcast, reduce and allreduce (--collective; their algorithms: "
+                                   f"collsched algorithms; without --topology timed on the default "
+                                   f"cluster). Example: "
                                    f"collsched compile --algorithm ring --ranks 16 --bytes 64KiB -o ring.sched")
-    c.add_argument("--collective", default="allgather", choices=("allgather",) + INTER_COLLECTIVES,
-                   help=h("allgather, or an intercommunicator collective over two groups (--groups; "
-                          "docs/intergroup.md)", "allgather", "--collective inter-allgather"))
+    c.add_argument("--collective", default="allgather", choices=("allgather",) + COLL_COLLECTIVES + INTER_COLLECTIVES,
+                   help=h("allgather; alltoall, bcast, reduce or allreduce (format 1.2: `collsched "
+                          "algorithms` lists their algorithms; docs/collectives.md); or an "
+                          "intercommunicator collective over two groups (--groups; docs/intergroup.md)",
+                          "allgather", "--collective allreduce"))
+    c.add_argument("--root", type=_int_opt("--root", 0, MAX_RANKS - 1),
+                   help=h("bcast, reduce: the root rank", "0", "--root 3"))
+    c.add_argument("--elem-bytes", type=_int_opt("--elem-bytes", 1, 1 << 20), default=None,
+                   help=h("reduce, allreduce: bytes of one element of the datatype (segments never "
+                          "split an element; the models time nbytes / elem-bytes elements)", "4",
+                          "--elem-bytes 8"))
     _add_group_options(c)
     c.add_argument("--algorithm", required=True,
                    help=h(f"one of: {algs}; or auto: compile the applicable ones, write the fastest "
-                          f"predicted (--json: auto)", "none, required", "--algorithm ring"))
+                          f"predicted (--json: auto); alltoall, bcast, reduce, allreduce: the names "
+                          f"`collsched algorithms --collective C` lists, or auto", "none, required",
+                          "--algorithm ring"))
     c.add_argument("--ranks", type=_int_opt("--ranks", 2, MAX_RANKS),
                    help=h(f"number of ranks P, 2..{MAX_RANKS}", "none, required (intergroup: --groups "
                           "instead)", "--ranks 16"))
     c.add_argument("--bytes", required=True,
                    help=h("bytes per rank: B, or MIN:MAX for one file serving the range; units such "
-                          "as KiB, MiB", "none, required", "--bytes 64KiB or --bytes 1KiB:1MiB"))
+                          "as KiB, MiB; alltoall: bytes of one block per rank pair; bcast, reduce, "
+                          "allreduce: bytes of the whole vector", "none, required",
+                          "--bytes 64KiB or --bytes 1KiB:1MiB"))
     c.add_argument("--form", choices=("explicit", "compact", "auto"), default="explicit",
                    help=h("explicit: every rank's operations in the file; compact: a 56-byte description "
                           "each rank generates its list from at setup (regular algorithms on the default "
@@ -193,8 +208,11 @@ def _add_inspect(sub) -> None:
     s.add_argument("file", help=h("schedule file", "none, required", "ring.sched"))
     s.add_argument("--topology", help=_TOPOLOGY)
     s.add_argument("--pap", help=_PAP)
-    s.add_argument("--bytes", help=h("bytes per rank", "the largest the file serves", "--bytes 64KiB"))
+    s.add_argument("--bytes", help=h("bytes per rank (alltoall: per block; bcast, reduce, allreduce: "
+                                     "the vector)", "the largest the file serves", "--bytes 64KiB"))
     s.add_argument("--duplex", choices=("half", "full"), help=_DUPLEX)
+    s.add_argument("--elem-bytes", type=_int_opt("--elem-bytes", 1, 1 << 20), default=None,
+                   help=h("reduce, allreduce: bytes of one element of the datatype", "4", "--elem-bytes 8"))
     s.add_argument("--model", choices=("dag", "fluid"), default=None,
                    help=h("dag: ports serve one transfer after another, what compile reports; fluid: "
                           "the execution replayed with flows sharing ports and links max-min fairly, "
@@ -382,6 +400,7 @@ def _int_list(text: str, flag: str, lo: int = 1, hi: int = MAX_RANKS) -> list[in
 
 
 INTER_COLLECTIVES = ("inter-allgather", "inter-allgatherv")
+COLL_COLLECTIVES = ("alltoall", "bcast", "reduce", "allreduce")  # format 1.2: cli_coll.py
 
 
 def _add_group_options(p) -> None:

@@ -51,7 +51,7 @@ static int choose(cs_coll_comm *st, const cs_coll_need *need, const char *name, 
         return -1;
     }
     if (ch->plan) return 1;
-    if (!cs_strict()) return 0;
+    if (!cs_strict() || !ch->claimed) return 0; /* strict: only for collectives the source serves */
     cs_coll_refused(st, name, need->bytes);
     *rc = raise_error(comm, MPI_ERR_OTHER);
     return -1;

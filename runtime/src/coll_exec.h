@@ -74,6 +74,8 @@ typedef struct cs_coll_choice {
     MPI_Comm comm;
     MPI_Request *reqs;
     const char *path;
+    int claimed;              /* the source has schedules of this collective (or a broken
+                                 1.2 file): strict mode refuses a call none serves */
 } cs_coll_choice;
 
 /* The schedule for a call: the same decision on every rank of a correct call; collective

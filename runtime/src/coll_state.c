@@ -42,6 +42,7 @@ struct cs_coll_comm {
     MPI_Comm user, priv;
     int rank, size;
     int enabled, single_file, loud, warned, refused, released;
+    int claims;                  /* bit 0: a broken 1.2 single file; bit c - 4: schedules of collective c */
     char source[REASON_LEN], disabled[REASON_LEN];
     cand *cand;
     int ncand;
@@ -124,7 +125,13 @@ static int delete_state(MPI_Comm comm, int kv, void *value, void *extra)
 static int at_finalize(MPI_Comm comm, int kv, void *value, void *extra)
 {
     (void)comm; (void)kv; (void)value; (void)extra;
-    while (all_states) release(all_states, 1);
+    while (all_states) {
+        cs_coll_comm *st = all_states;
+        release(st, 1); /* the private communicator, while MPI works */
+        PMPI_Comm_delete_attr(st->user, keyval); /* the memory too, where MPI lets us */
+    }
+    PMPI_Comm_free_keyval(&keyval);
+    PMPI_Comm_free_keyval(&self_keyval);
     return MPI_SUCCESS;
 }
 
@@ -190,25 +197,34 @@ static void scan_directory(cs_coll_comm *st, const char *dir)
     if (!st->ncand) cs_text(st->disabled, sizeof st->disabled, "%s: no alltoall, bcast, reduce or allreduce schedule there", dir);
 }
 
-/* A single file: a 1.2 file that cannot be read is worth a line; a file of another kind
- * (allgather, intergroup) is simply not for these calls. */
+/* Does the file start like a 1.2 schedule (magic, version 1.2)? Only regular files are
+ * opened (a FIFO would block, a device never end). */
+static int looks_ours(const char *path)
+{
+    struct stat sb;
+    uint8_t b[12];
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    return n == sizeof b && memcmp(b, "COLLSCHD", 8) == 0 && b[8] == 1 && b[9] == 0 && b[10] == 2 && b[11] == 0;
+}
+
+/* A single file: a 1.2 file that cannot be read is worth a line (and strict mode refuses
+ * the four collectives); anything else (an allgather or intergroup schedule, a file that is
+ * no schedule at all: the allgather path says so) is simply not for these calls. */
 static void scan_file(cs_coll_comm *st, const char *path)
 {
-    char err[REASON_LEN], other_err[REASON_LEN];
-    collsched_header other;
+    char err[REASON_LEN];
     st->single_file = 1;
     if (add(st, path, err, sizeof err) == COLLSCHED_OK) return;
-    cs_inter_header ih;
-    int inter = cs_inter_read_header(path, &ih, other_err, sizeof other_err) == COLLSCHED_OK;
-    if (inter) other = ih.h;
-    cs_inter_header_free(&ih);
-    if (inter || cs_read_any_header(path, &other, other_err, sizeof other_err) == COLLSCHED_OK) {
-        cs_text(st->disabled, sizeof st->disabled, "%s: collective: expected 5..8 (alltoall, bcast, reduce, allreduce), "
-                "found %u", path, other.collective);
+    if (looks_ours(path)) {
+        cs_text(st->disabled, sizeof st->disabled, "%s", err);
+        st->loud = st->claims = 1;
         return;
     }
-    cs_text(st->disabled, sizeof st->disabled, "%s", err);
-    st->loud = 1;
+    cs_text(st->disabled, sizeof st->disabled, "%s: not an alltoall, bcast, reduce or allreduce schedule", path);
 }
 
 static uint64_t scan_source(cs_coll_comm *st)
@@ -225,6 +241,7 @@ static uint64_t scan_source(cs_coll_comm *st)
     else scan_file(st, src);
     for (int i = 0; i < st->ncand; i++) {
         const collsched_header *c = &st->cand[i].hdr.h;
+        st->claims |= 1 << (c->collective - CS_COLL_ALLTOALL + 1);
         uint64_t f[8] = { c->collective, c->nranks, c->nseg, c->bytes_min, c->bytes_max, c->total_ops,
                           c->index_crc32, st->cand[i].hdr.root };
         h = cs_hash64(h, st->cand[i].path, strlen(st->cand[i].path));
@@ -415,6 +432,7 @@ int cs_coll_select(cs_coll_comm *st, const cs_coll_need *need, cs_coll_choice *c
 {
     char why[REASON_LEN] = "", reason[REASON_LEN];
     memset(ch, 0, sizeof *ch);
+    ch->claimed = (st->claims & 1) || (st->claims >> (need->collective - CS_COLL_ALLTOALL + 1) & 1);
     if (!st->enabled) {
         no_match(st, st->disabled);
         return MPI_SUCCESS;
@@ -434,7 +452,7 @@ int cs_coll_select(cs_coll_comm *st, const cs_coll_need *need, cs_coll_choice *c
             note(st, NULL, reason);
             return MPI_SUCCESS;
         }
-        *ch = (cs_coll_choice){ c->plan, st->priv, c->reqs, c->path };
+        *ch = (cs_coll_choice){ c->plan, st->priv, c->reqs, c->path, ch->claimed };
         note(st, c->path, NULL);
         return MPI_SUCCESS;
     }

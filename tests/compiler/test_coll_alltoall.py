@@ -301,6 +301,8 @@ def test_grid_refusals():
     for key in ("mode", "route", "groups"):
         with pytest.raises(InputError, match=key):
             generate("grid", req(20, topology=topo, options={key: "nope"}))
+    with pytest.raises(InputError, match="at most 256"):
+        generate("grid", req(300, topology=homogeneous(300)))
     with pytest.raises(InputError, match="4 ranks"):
         generate("grid", req(4, topology=homogeneous(5)))
 

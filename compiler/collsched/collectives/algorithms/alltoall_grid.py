@@ -66,6 +66,9 @@ from .registry import CollRequest, register
 MODES = ("spread", "dest", "source", "leader")
 ROUTES = ("direct", "relay")
 HEURISTIC = ("spread", "direct")  # without a cost model
+# Every block is planned one by one in Python and auto times up to six candidates: 10 s at
+# 128 ranks, growing as P^2.
+MAX_RANKS = 256
 
 
 def site_groups(req: CollRequest) -> list[list[int]]:
@@ -205,6 +208,9 @@ def _predict(req: CollRequest, prog: Program) -> tuple[float, str] | None:
 
 
 def _check(req: CollRequest) -> str | None:
+    if req.nranks > MAX_RANKS:
+        return (f"expected at most {MAX_RANKS} ranks (grid plans every one of the P^2 blocks), "
+                f"got {req.nranks}")
     if req.topology is not None and req.topology.nranks != req.nranks:
         return f"expected a topology with {req.nranks} ranks, got one with {req.topology.nranks}"
     for key, allowed in (("mode", MODES + ("auto",)), ("route", ROUTES + ("auto",)),

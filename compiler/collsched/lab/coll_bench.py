@@ -48,7 +48,7 @@ RUN_TIMEOUT_S = 1800
 COLLECTIVES = coll_natives.COLLECTIVES
 DTYPES = {"int": 4, "double": 8}
 DEFAULT_ALGORITHMS = {"alltoall": "pair,ring,pair-light,ring-light,simple,native,native:ompi,native:mpich",
-                      "bcast": "binomial,chain,scatter-allgather,native,native:ompi,native:mpich",
+                      "bcast": "binomial,chain,scatter-ring,native,native:ompi,native:mpich",
                       "reduce": "binomial,chain,rsag,native,native:ompi,native:mpich",
                       "allreduce": "ring,rd,rabenseifner,native,native:ompi,native:mpich"}
 
@@ -82,6 +82,9 @@ class CollConfig:
     workdir: str | None = None
     inject_error: bool = False  # the driver flips one checked byte (tests)
     in_place: bool = False
+    # compile_collective's options per compiled algorithm (e.g. {"grid": {"mode": "dest"}}):
+    # the grid alltoall's "auto" options are searched by the fluid model, minutes at P = 48
+    options: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -339,11 +342,14 @@ def compile_one(cfg: CollConfig, name: str, env: _Env, path: Path):
         mean = pattern.mean(axis=0)
         arrivals = mean - mean.min()
     kw = {} if nseg is None else {"nseg": nseg}
+    if cfg.options.get(base):
+        kw["options"] = dict(cfg.options[base])
     res = compile_collective(cfg.collective, base, nranks=cfg.ranks, nbytes=cfg.nbytes, root=cfg.coll_root,
                              elem_bytes=cfg.elem_bytes, topology=env.topology_file or env.topo,
                              arrivals=arrivals, model=cfg.compile_model, out=str(path), **kw)
     prog = res.program
     rec = {"compiled": prog.algorithm, "nseg": int(prog.nseg), "total_ops": int(prog.total_ops),
+           **({"options": kw["options"]} if "options" in kw else {}),
            "commutative_only": bool(prog.commutative_only), "compile_model": getattr(res, "model", None)}
     if getattr(res, "timing", None) is not None:
         rec["compile_predicted_run_time_s"] = float(res.timing.run_time_s)

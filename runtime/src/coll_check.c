@@ -11,12 +11,12 @@
  * it meets, are the ones verify.py reports. No MPI here.
  *
  * Cost, N = total ops, T = total pieces, P = ranks, S = nseg, W = ceil(P / 64), M = the
- * largest section's pieces: time O(N + T log M + P) besides the execution, which visits
- * each op's writers and readers once per wake-up (O(N + T) wake-ups); reductions add
- * O(W) per piece applied or sent. Memory about 72 N + 28 T + 28 M + 16 P bytes, and for
- * reductions 8 W + 16 bytes per (rank, segment) and per piece a send carries (its
- * snapshot); above CS_COLL_CHECK_MAX_BYTES (256 MiB) the check refuses with the figure
- * (CS_COLL_NOMEM). Limits: N < 2^31.
+ * largest section's pieces: time O(N + T log M + P) (the execution looks at each of an
+ * op's writers and readers once: what it waited for stays true, so each op keeps a cursor
+ * where verify.py starts again from the first); reductions add O(W) per piece applied or
+ * sent. Memory about 104 N + 8 T + 36 M + 24 P bytes, and for reductions 8 W + 9 bytes per
+ * (rank, segment) and per piece (a send's snapshot); above CS_COLL_CHECK_MAX_BYTES (256 MiB)
+ * the check refuses with the figure (CS_COLL_NOMEM). Limits: N < 2^31.
  */
 #include "coll.h"
 
@@ -44,6 +44,7 @@ typedef struct cc {
     uint64_t *pfirst;                /* N + 1: global index of the op's first piece */
     uint32_t *match;                 /* N */
     uint64_t *wstart, *rstart;       /* N + 1: writers[g], readers[g] in wlist, rlist */
+    uint64_t *wcur, *rcur;           /* N: the first of them not known met (facts stay true) */
     uint32_t *wlist, *rlist;         /* T each */
     uint32_t *prev;                  /* N: FIFO send: previous send to its peer */
     uint8_t *done, *settled;         /* N */
@@ -57,8 +58,7 @@ typedef struct cc {
     uint32_t *alo, *ahi, *slo, *shi; /* P S; T */
     uint8_t *aord, *sord;            /* P S; T */
     int ordered;
-    char first_double[300], first_break[300];
-    char *reason;
+    char first_double[300], first_break[300], *reason;  /* the first doubled contribution, order break */
     size_t len;
 } cc;
 
@@ -299,8 +299,8 @@ static void static_waits(cc *c, uint32_t r, uint32_t *lastto)
                     uint32_t s = c->base[r] + c->refs[y].op;
                     if (c->stamp2[s] != g + 1) { c->stamp2[s] = g + 1; c->rlist[q++] = s; }
                 }
-        c->wstart[g + 1] = w;
-        c->rstart[g + 1] = q;
+        c->wstart[g + 1] = c->wcur[g + 1] = w;
+        c->rstart[g + 1] = c->rcur[g + 1] = q;
         c->prev[g] = NONE;
         if (o->kind == CS_COLL_SEND) {
             if (o->flags & CS_COLL_OP_FIFO) c->prev[g] = lastto[o->peer];
@@ -330,8 +330,8 @@ static uint32_t unmet_walk(cc *c, uint32_t r, uint32_t g)
         if (key != NONE) return key;
     }
     if (o->kind == CS_COLL_SEND) {
-        for (uint64_t y = c->wstart[g]; y < c->wstart[g + 1]; y++)
-            if (!c->settled[c->wlist[y]]) return c->N + c->wlist[y];
+        for (; c->wcur[g] < c->wstart[g + 1]; c->wcur[g]++)
+            if (!c->settled[c->wlist[c->wcur[g]]]) return c->N + c->wlist[c->wcur[g]];
         uint32_t p = c->prev[g];
         if (p != NONE && !c->done[c->match[p]]) return c->match[p];
     }
@@ -341,10 +341,10 @@ static uint32_t unmet_walk(cc *c, uint32_t r, uint32_t g)
 static uint32_t unmet_settle(cc *c, uint32_t q)
 {
     if (!c->done[c->match[q]]) return c->match[q];
-    for (uint64_t y = c->wstart[q]; y < c->wstart[q + 1]; y++)
-        if (!c->settled[c->wlist[y]]) return c->N + c->wlist[y];
-    for (uint64_t y = c->rstart[q]; y < c->rstart[q + 1]; y++)
-        if (!c->done[c->match[c->rlist[y]]]) return c->match[c->rlist[y]];
+    for (; c->wcur[q] < c->wstart[q + 1]; c->wcur[q]++)
+        if (!c->settled[c->wlist[c->wcur[q]]]) return c->N + c->wlist[c->wcur[q]];
+    for (; c->rcur[q] < c->rstart[q + 1]; c->rcur[q]++)
+        if (!c->done[c->match[c->rlist[c->rcur[q]]]]) return c->match[c->rlist[c->rcur[q]]];
     return NONE;
 }
 
@@ -571,9 +571,10 @@ static int check_order(cc *c)
 
 static void release(cc *c)
 {
-    void *all[] = { c->base, c->op, c->pc, c->rank, c->pfirst, c->match, c->wstart, c->rstart, c->wlist, c->rlist,
-                    c->prev, c->done, c->settled, c->walk, c->open, c->head, c->tail, c->tnext, c->stack, c->refs,
-                    c->stamp, c->stamp2, c->tmp, c->abits, c->sbits, c->alo, c->ahi, c->slo, c->shi, c->aord, c->sord };
+    void *all[] = { c->base, c->op, c->pc, c->rank, c->pfirst, c->match, c->wstart, c->rstart, c->wcur, c->rcur,
+                    c->wlist, c->rlist, c->prev, c->done, c->settled, c->walk, c->open, c->head, c->tail, c->tnext,
+                    c->stack, c->refs, c->stamp, c->stamp2, c->tmp, c->abits, c->sbits, c->alo, c->ahi, c->slo,
+                    c->shi, c->aord, c->sord };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
 }
 
@@ -592,23 +593,24 @@ static int setup(cc *c, uint32_t nranks)
         if (t > M) M = t;
     }
     uint64_t W = (P + 63) / 64, cells = c->reducing ? P * c->S + T : 0;
-    double need = 80.0 * N + 28.0 * T + 36.0 * M + 24.0 * P + (double)cells * (8.0 * W + 9.0);
+    double need = 104.0 * N + 8.0 * T + 36.0 * M + 24.0 * P + (double)cells * (8.0 * W + 9.0);
     if (N >= 0x7FFFFFFFull || need > (double)CS_COLL_CHECK_MAX_BYTES) {
-        snprintf(c->reason, c->len, "whole-program check: %llu ops, %llu pieces and %llu ranks need %.0f MiB of working "
-                 "memory, more than the %llu MiB it allows", (unsigned long long)N, (unsigned long long)T,
+        snprintf(c->reason, c->len, "whole-program check: %llu ops, %llu pieces and %llu ranks need %.0f MiB of "
+                 "working memory, more than the %llu MiB it allows", (unsigned long long)N, (unsigned long long)T,
                  (unsigned long long)P, need / 1048576.0, CS_COLL_CHECK_MAX_BYTES >> 20);
         return CS_COLL_NOMEM;
     }
     c->N = (uint32_t)N, c->W = (uint32_t)W;
     ALLOC(c->base, P + 1); ALLOC(c->op, N); ALLOC(c->pc, N); ALLOC(c->rank, N); ALLOC(c->pfirst, N + 1);
-    ALLOC(c->match, N); ALLOC(c->wstart, N + 1); ALLOC(c->rstart, N + 1); ALLOC(c->wlist, T); ALLOC(c->rlist, T);
+    ALLOC(c->match, N); ALLOC(c->wstart, N + 1); ALLOC(c->rstart, N + 1); ALLOC(c->wcur, N + 1);
+    ALLOC(c->rcur, N + 1); ALLOC(c->wlist, T); ALLOC(c->rlist, T);
     ALLOC(c->prev, N); c->done = calloc(N + 1, 1); c->settled = calloc(N + 1, 1); ALLOC(c->walk, P);
-    ALLOC(c->open, P); ALLOC(c->head, 2 * N + 1); ALLOC(c->tail, 2 * N + 1); ALLOC(c->tnext, N + P); ALLOC(c->stack, N + P);
-    ALLOC(c->refs, M); c->stamp = calloc(N + 1, sizeof *c->stamp); c->stamp2 = calloc(N + 1, sizeof *c->stamp2);
-    ALLOC(c->tmp, 4 * M);
-    int ok = c->base && c->op && c->pc && c->rank && c->pfirst && c->match && c->wstart && c->rstart && c->wlist
-             && c->rlist && c->prev && c->done && c->settled && c->walk && c->open && c->head && c->tail && c->tnext
-             && c->stack && c->refs && c->stamp && c->stamp2 && c->tmp;
+    ALLOC(c->open, P); ALLOC(c->head, 2 * N + 1); ALLOC(c->tail, 2 * N + 1); ALLOC(c->tnext, N + P);
+    ALLOC(c->stack, N + P); ALLOC(c->refs, M); ALLOC(c->tmp, 4 * M);
+    c->stamp = calloc(N + 1, sizeof *c->stamp), c->stamp2 = calloc(N + 1, sizeof *c->stamp2);
+    int ok = c->base && c->op && c->pc && c->rank && c->pfirst && c->match && c->wstart && c->rstart && c->wcur
+             && c->rcur && c->wlist && c->rlist && c->prev && c->done && c->settled && c->walk && c->open && c->head
+             && c->tail && c->tnext && c->stack && c->refs && c->stamp && c->stamp2 && c->tmp;
     if (ok && c->reducing) {
         ALLOC(c->abits, P * c->S * W); ALLOC(c->alo, P * c->S); ALLOC(c->ahi, P * c->S); ALLOC(c->aord, P * c->S);
         ALLOC(c->sbits, T * W); ALLOC(c->slo, T); ALLOC(c->shi, T); ALLOC(c->sord, T);
@@ -661,11 +663,9 @@ int cs_coll_check_whole(const cs_coll_section *const *sections, uint32_t nranks,
     char spare[8];
     cc c;
     memset(&c, 0, sizeof c);
-    c.secs = sections;
-    c.reason = reason && len ? reason : spare;
-    c.len = reason && len ? len : sizeof spare;
+    c.secs = sections, c.ordered = 1;
+    c.reason = reason && len ? reason : spare, c.len = reason && len ? len : sizeof spare;
     c.reason[0] = 0;
-    c.ordered = 1;
     if (nranks == 0 || !sections) return say(&c, 0, NONE, "program: nranks 0 is not in 1..%u", MAX_RANKS);
     if (sections_sane(&c, nranks)) return CS_COLL_VIOLATION;
     const cs_coll_header *h = &sections[0]->hdr;
@@ -687,7 +687,7 @@ int cs_coll_check_whole(const cs_coll_section *const *sections, uint32_t nranks,
     if (!rc) {
         rc = (lastto = malloc((size_t)c.P * sizeof *lastto)) ? 0 : -1;
         if (lastto) memset(lastto, 0xFF, (size_t)c.P * sizeof *lastto);
-        c.wstart[0] = c.rstart[0] = 0;
+        c.wstart[0] = c.rstart[0] = c.wcur[0] = c.rcur[0] = 0;
         for (uint32_t r = 0; lastto && r < c.P; r++) static_waits(&c, r, lastto);
         if (!rc) rc = check_progress(&c);
     }

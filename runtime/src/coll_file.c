@@ -156,10 +156,12 @@ static int parse_header(const source *s, const uint8_t *b, cs_coll_header *ch, u
         return fail(COLLSCHED_EMATCH, err, len, n, "collective",
                     "expected 5 (alltoall), 6 (bcast), 7 (reduce) or 8 (allreduce), found %u", h->collective);
     if (h->version_minor < 2)
-        return fail(COLLSCHED_EFORMAT, err, len, n, "version_minor", "expected 2 or later for collective %u (%s), found %u",
-                    h->collective, coll_name(h->collective), h->version_minor);
+        return fail(COLLSCHED_EFORMAT, err, len, n, "version_minor",
+                    "expected 2 or later for collective %u (%s), found %u", h->collective, coll_name(h->collective),
+                    h->version_minor);
     if (rd32(b + 12) != HEADER_BYTES)
-        return fail(COLLSCHED_EFORMAT, err, len, n, "header_bytes", "expected %u, found %u", HEADER_BYTES, rd32(b + 12));
+        return fail(COLLSCHED_EFORMAT, err, len, n, "header_bytes", "expected %u, found %u", HEADER_BYTES,
+                    rd32(b + 12));
     if (h->nranks < 1 || h->nranks > MAX_RANKS)
         return fail(COLLSCHED_EFORMAT, err, len, n, "nranks", "expected 1..%u, found %u", MAX_RANKS, h->nranks);
     if (h->nseg < 1 || h->nseg > MAX_SEGMENTS)
@@ -213,7 +215,8 @@ static int read_index(const source *s, const cs_coll_header *ch, uint64_t total_
     uint64_t first = HEADER_BYTES + bytes, prev_end = first, ops = 0;
     *index = NULL;
     if (s->size < first)
-        return fail(COLLSCHED_EFORMAT, err, len, n, "index", "truncated: expected %llu bytes for %u ranks, file has %llu",
+        return fail(COLLSCHED_EFORMAT, err, len, n, "index",
+                    "truncated: expected %llu bytes for %u ranks, file has %llu",
                     (unsigned long long)first, h->nranks, (unsigned long long)s->size);
     if (!(*index = malloc((size_t)bytes)))
         return fail(COLLSCHED_ENOMEM, err, len, n, "memory", "allocation failed");

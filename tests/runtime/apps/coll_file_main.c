@@ -186,8 +186,8 @@ int main(int argc, char **argv)
         cs_coll_header h;
         cs_coll_section *s = NULL;
         if (cs_coll_read_header(argv[1], &h, err, sizeof err) != COLLSCHED_OK) return refused(err);
-        if (cs_coll_load(argv[1], h.h.nranks, (uint32_t)strtoul(argv[2], NULL, 10), &s, err, sizeof err) != COLLSCHED_OK)
-            return refused(err);
+        uint32_t rank = (uint32_t)strtoul(argv[2], NULL, 10);
+        if (cs_coll_load(argv[1], h.h.nranks, rank, &s, err, sizeof err) != COLLSCHED_OK) return refused(err);
         print_section(s);
         cs_coll_free(s);
         return 0;

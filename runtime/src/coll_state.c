@@ -437,9 +437,13 @@ int cs_coll_select(cs_coll_comm *st, const cs_coll_need *need, cs_coll_choice *c
         no_match(st, st->disabled);
         return MPI_SUCCESS;
     }
+    const char *comm_only = NULL; /* a file that fits but for the operation's commutativity */
     for (int i = 0; i < st->ncand; i++) {
         cand *c = &st->cand[i];
-        if (!fits(st, c, need, why, sizeof why)) continue;
+        if (!fits(st, c, need, why, sizeof why)) {
+            if (!comm_only && strncmp(why, "flags:", 6) == 0) comm_only = c->path;
+            continue;
+        }
         int rc = c->state == 0 ? first_use(st, c) : MPI_SUCCESS;
         if (rc != MPI_SUCCESS) return rc;
         if (c->state < 0) { /* the first match decides: a refused file is not skipped */
@@ -459,10 +463,11 @@ int cs_coll_select(cs_coll_comm *st, const cs_coll_need *need, cs_coll_choice *c
     if (st->single_file)
         cs_text(reason, sizeof reason, "%s: %s", st->cand[0].path, why);
     else
-        cs_text(reason, sizeof reason, "%s: no %s schedule matches %d ranks%s, %llu bytes", st->source,
+        cs_text(reason, sizeof reason, "%s: no %s schedule matches %d ranks%s, %llu bytes%s%s%s", st->source,
                 coll_name(need->collective), st->size,
                 need->collective == CS_COLL_BCAST || need->collective == CS_COLL_REDUCE ? " with this root" : "",
-                (unsigned long long)need->bytes);
+                (unsigned long long)need->bytes, comm_only ? " for a non-commutative operation (commutative-only: " : "",
+                comm_only ? comm_only : "", comm_only ? ")" : "");
     no_match(st, reason);
     return MPI_SUCCESS;
 }

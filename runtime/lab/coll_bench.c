@@ -35,7 +35,9 @@
  * schedule does not serve fails the run instead of measuring the MPI library); without
  * it (--native) MPI_Alltoall/MPI_Bcast/MPI_Reduce/MPI_Allreduce run, as the library (or
  * SMPI's --cfg=smpi/<coll>:NAME, Open MPI's coll_tuned) picks. A call the MPI library
- * served under --schedule (collsched_last_call) counts as a fallback and fails data_ok.
+ * served under --schedule (collsched_last_call) counts as a fallback and fails data_ok; under
+ * COLLSCHED_STRICT=1 a call that returns was served by the schedule (strict mode refuses a
+ * call it does not serve: MPI_ERRORS_ARE_FATAL stops the run).
  * --in-place: MPI_IN_PLACE (alltoall, allreduce; reduce at the root). --inject-error:
  * one checked byte of the first iteration's result is flipped on one rank (the tests
  * show the check failing). Builds with mpicc and smpicc (usleep is simulated time).
@@ -383,7 +385,11 @@ int main(int argc, char **argv) {
         if (err != MPI_SUCCESS) call_errors++;
         if (!o.native) {
             collsched_call_info info;
-            if (collsched_last_call(comm, &info) != MPI_SUCCESS) {
+            if (strict) /* a call that returned was served by the schedule: strict refuses the rest */
+                json_text(used[k], sizeof used[k],
+                          collsched_last_call(comm, &info) == MPI_SUCCESS && info.used_schedule ? info.schedule
+                                                                                                : o.schedule);
+            else if (collsched_last_call(comm, &info) != MPI_SUCCESS) {
                 fallbacks++;
                 json_text(reason, sizeof reason, "collsched_last_call failed");
             } else if (info.used_schedule) json_text(used[k], sizeof used[k], info.schedule);

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from collsched.collectives.algorithms import CollRequest, generate, names
 from collsched.collectives.algorithms.allreduce_grid import part_units, part_weights, pool_sites
-from collsched.collectives.program import SEND, piece_units
+from collsched.collectives.program import RECV, SEND, piece_units
 from collsched.errors import InputError
 from collsched.inputs.topology import homogeneous, load_topology
 from test_coll_reduce import check_result, sent_units
@@ -232,3 +232,22 @@ def test_arrival_allreduce_roots_at_the_latest_rank():
     # broadcasts), and receives nothing after it.
     kinds = [op.kind for op in prog.ops[3]]
     assert SEND not in kinds[:max(i for i, k in enumerate(kinds) if k != SEND) + 1]
+
+
+def test_arrival_broadcast_shape_follows_the_costs():
+    """Tiny vectors over a high-latency network: the greedy LogP tree (the root sends to
+    many ranks while the first ones are still in flight); large vectors: binomial. Either
+    way every rank but the reduction root receives the result exactly once."""
+    p = 16
+    topo = homogeneous(p, latency_s=1e-3, bandwidth_Bps=1e9)
+    for n, shape in ((8, "greedy"), (1 << 24, "binomial")):
+        prog = generate("arrival", CollRequest("allreduce", p, nbytes=n, topology=topo,
+                                               arrivals=np.linspace(0, 1e-4, p)))
+        assert prog.notes["bcast"] == shape
+        root = prog.notes["reduction_root"]
+        assert root == p - 1
+        fan = sum(op.kind == SEND for op in prog.ops[root])
+        assert (fan > 4) == (shape == "greedy")  # binomial: log2 16 = 4 children
+        overwrites = [sum(op.kind == RECV for op in lst) for lst in prog.ops]
+        assert overwrites == [int(r != root) for r in range(p)]
+        check_result(prog, range(p))

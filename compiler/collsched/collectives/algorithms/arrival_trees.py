@@ -19,12 +19,18 @@ merge order, then its one send: no step waits for a rank that is not needed yet.
 
 - reduce "arrival": the merge tree toward req.root.
 - allreduce "arrival": the reduction root is the latest rank (ties: the highest rank), so
-  its own contribution is combined last at no message cost, then a binomial broadcast
-  from it (reduce.binomial_down over the ranks from the root upward, wrapping). What it
-  buys over ring/rabenseifner under imbalance: nobody waits for the late rank until the
-  very end, and the late rank's critical path is one reduction plus log2 P broadcast
-  messages; under a balanced pattern it is a plain (cost-shaped) tree, not bandwidth
-  optimal - for small and medium vectors.
+  its own contribution is combined last at no message cost, then a broadcast from it
+  (`best_bcast`): the greedy LogP tree (every rank that holds the result keeps sending it
+  to the next rank that lacks it, the earliest free sender first, each send holding the
+  sender's port for n / b and arriving L + n / b later - flat when latency dominates) or
+  MPICH's binomial tree, whichever the same cost model predicts to end first. What it buys over rd under
+  imbalance: nobody waits for the late rank until the very end (the early ranks' combining
+  is off the critical path), and after the last arrival only one combine plus the
+  broadcast remain - about the same number of hops as rd's log2 P swaps, so it gains when
+  several ranks are late at different times rather than under one late rank; under a
+  balanced pattern it is a plain (cost-shaped) tree, not bandwidth optimal - for small and
+  medium vectors. On a flat cluster with tiny vectors, the direct reduce-scatter +
+  allgather (hier-spread on one site) often beats it: two latencies after the last arrival.
 
 Order (option `order` in req.options): "preserve" merges only partials that are
 neighbouring rank intervals (the pair whose merge is ready first): MPI's order, so valid
@@ -38,6 +44,8 @@ Every message carries the whole vector (all nseg segments): trees pay for arriva
 with latency, not bandwidth.
 """
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -107,6 +115,60 @@ def merge_tree(req: CollRequest, root: int, ordered: bool):
     return merges, (parts[0][2] if parts else 0.0)
 
 
+class _Recorder:
+    """Stands in for a Builder: keeps (step, src, dst) of every add."""
+
+    def __init__(self):
+        self.rows: list[tuple[int, int, int]] = []
+
+    def add(self, step, src, dst, pieces, **_):
+        self.rows.append((step, src, dst))
+
+
+def _tree_finish(rows, root: int, cost: "_Costs") -> float:
+    """Predicted end of a broadcast given as (step, src, dst) rows: each rank sends in
+    step order once it holds the data, one send after the other through its port."""
+    have, port, end = {root: 0.0}, {}, 0.0
+    for _, src, dst in sorted(rows, key=lambda r: r[0]):
+        start = max(have[src], port.get(src, 0.0))
+        port[src] = start + cost.port(src, dst)
+        have[dst] = start + cost.msg(src, dst)
+        end = max(end, have[dst])
+    return end
+
+
+def greedy_rows(req: CollRequest, root: int, cost: "_Costs") -> list[tuple[int, int, int]]:
+    """The greedy LogP broadcast tree (module docstring) as (step, src, dst) rows: the
+    ranks that lack the data are served in rank order from root + 1 (wrapping), each by
+    the holder whose port frees first (ties: the lower rank)."""
+    p = req.nranks
+    free = [(0.0, root)]  # (when the holder's port is free, holder)
+    rows = []
+    for i in range(1, p):
+        r = (root + i) % p
+        t, holder = heapq.heappop(free)
+        rows.append((i - 1, holder, r))
+        heapq.heappush(free, (t + cost.port(holder, r), holder))
+        heapq.heappush(free, (t + cost.msg(holder, r), r))
+    return rows
+
+
+def best_bcast(b: Builder, req: CollRequest, root: int, step0: int) -> str:
+    """Broadcast the whole vector from root by the greedy LogP tree or MPICH's binomial
+    tree, whichever the cost model predicts to end first (binomial on a tie, within 1%).
+    Returns the name of the one used."""
+    cost = _Costs(req)
+    binomial = _Recorder()
+    binomial_down(binomial, [(root + i) % req.nranks for i in range(req.nranks)], 0, ())
+    greedy = greedy_rows(req, root, cost)
+    use = "binomial"
+    if _tree_finish(greedy, root, cost) < 0.99 * _tree_finish(binomial.rows, root, cost):
+        use = "greedy"
+    for step, src, dst in (greedy if use == "greedy" else binomial.rows):
+        b.add(step0 + step, src, dst, segs(0, req.nseg))
+    return use
+
+
 def _in_order(incoming, own) -> tuple[bool, bool]:
     """(keeps MPI's order, local_first) of combining `incoming` into `own`."""
     if incoming[-1] + 1 == own[0] and incoming == list(range(incoming[0], own[0])):
@@ -164,13 +226,13 @@ def reduce_arrival(req: CollRequest):
 
 
 @register("allreduce", "arrival", "arrival-aware: merge tree into the latest rank (early "
-          "ranks combine first), then a binomial broadcast from it", _check, arrival_aware=True)
+          "ranks combine first), then a greedy LogP or binomial broadcast from it", _check, arrival_aware=True)
 def allreduce_arrival(req: CollRequest):
     arr = _arrivals(req)
     p = req.nranks
     root = int(max(range(p), key=lambda r: (arr[r], r)))
     b, steps, ordered, notes = _tree(req, "allreduce", root)
-    binomial_down(b, [(root + i) % p for i in range(p)], steps, segs(0, req.nseg))
+    notes["bcast"] = best_bcast(b, req, root, steps)
     prog = b.build()
     prog.commutative_only = not ordered
     notes["reduction_root"] = root

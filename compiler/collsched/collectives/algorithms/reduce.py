@@ -24,6 +24,8 @@ allgather"). So none is commutative-only, whatever the root.
   out gets the result from its odd neighbour. The program cuts the vector into pof2 chunks
   of `nseg` segments each (Program.nseg = pof2 * nseg).
 
+Options: none (req.options is ignored).
+
 Also the shared pieces of the reduction families: `segs`, `XBuilder` (a Builder that can
 also express a swap where both ends send before they receive), `binomial_up` and
 `binomial_down` over an ordered list of members, and the MPICH fold (`Fold`).

@@ -351,6 +351,8 @@ static int first_use(cs_coll_comm *st, cand *c)
     uint64_t x[3] = { hash, ~hash, ok ? 0 : P - me };
     int rc = PMPI_Allreduce(MPI_IN_PLACE, x, 3, MPI_UINT64_T, MPI_MAX, st->priv);
     int agreed = rc == MPI_SUCCESS && !x[2] && x[0] == hash && x[1] == ~hash;
+    if (rc == MPI_SUCCESS && x[2]) /* the lowest rank that could not load says why, to all */
+        rc = PMPI_Bcast(err, (int)sizeof err, MPI_CHAR, (int)(P - x[2]), st->priv);
     struct { int32_t bad; uint32_t maxp; char why[REASON_LEN]; } verdict = { 0, 0, "" };
     if (agreed && st->rank == 0) verdict.bad = prove_whole(st, c, &verdict.maxp, verdict.why, sizeof verdict.why);
     if (agreed) rc = PMPI_Bcast(&verdict, (int)sizeof verdict, MPI_BYTE, 0, st->priv);
@@ -375,8 +377,8 @@ static int first_use(cs_coll_comm *st, cand *c)
         cs_text(c->reason, sizeof c->reason, "%s: MPI error %d while the ranks agreed", c->path, rc);
     } else if (x[2]) {
         uint64_t bad = P - x[2];
-        if (bad == me) { cs_text(c->reason, sizeof c->reason, "%s", err); if (loud) cs_say("%s", err); }
-        else cs_text(c->reason, sizeof c->reason, "%s: refused on rank %llu", c->path, (unsigned long long)bad);
+        cs_text(c->reason, sizeof c->reason, "%s", err);
+        if (bad == me && loud) cs_say("%s", err);
     } else if (!agreed) {
         cs_text(c->reason, sizeof c->reason, "%s: ranks read different headers or indexes", c->path);
         if (st->rank == 0 && loud) cs_say("%s", c->reason);

@@ -314,3 +314,80 @@ def test_generated_algorithms_byte_for_byte(app, tmp_path, collective, P):
                 assert not r["used"] and "commutative-only" in r["reason"], r
             elif r["op"] in ("sum", "max", "user", "noncommutative", ""):
                 assert r["used"] and r["schedule"] == f, (f, r)
+
+
+# ---- fallback, strict mode, refusal ----
+
+def _corrupt_section(path: Path) -> Path:
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x40  # the last rank's last piece: its section_crc32 no longer matches
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _deadlocking_rd(P: int) -> Program:
+    """Recursive doubling with each step's receive listed before its send: every send waits
+    for the receive of its own pieces (rule 3), so nobody ever sends: refused by the proof."""
+    b = Builder("allreduce", P, 1, algorithm="rd-deadlock")
+    k = 1
+    while k < P:
+        for r in range(P):
+            b.add(k, r, r ^ k, [(0, 0, 0)], reduce=True, local_first=(r ^ k) > r)
+        k *= 2
+    return b.build()
+
+
+MISMATCHES = [
+    # (what the app calls, the file, P, root, the reason's words)
+    ("alltoall", lambda: alltoall_pairwise(4), 5, 0, "nranks: expected 5 (communicator size), found 4"),
+    ("bcast", lambda: bcast_chain(4, 2, 1), 4, 0, "root: expected 0 (the call's), found 1"),
+    ("allreduce", lambda: allreduce_ring(4), 4, 0, "collective: expected allreduce, found allreduce"),
+    ("allreduce", lambda: bcast_binomial(4, 1, 0), 4, 0, "collective: expected allreduce, found bcast"),
+    ("allreduce", lambda: _deadlocking_rd(4), 4, 0, "deadlock"),
+    ("reduce", lambda: reduce_chain_ordered(4, 2, 0), 4, 0, "section_crc32"),
+]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case", range(len(MISMATCHES)))
+def test_mismatched_file_falls_back_with_reason(app, tmp_path, case):
+    what, make, P, root, words = MISMATCHES[case]
+    f = tmp_path / "x.sched"
+    if "collective: expected allreduce, found allreduce" in words:  # wrong size: 44 bytes of ints
+        write(make(), f, bytes_min=0, bytes_max=10)
+        words = "bytes within [0, 10]"
+    else:
+        write(make(), f)
+    if words == "section_crc32":
+        _corrupt_section(f)
+    proc, rows = run_app(app, P, preload_env(f), what, 11, root=root)
+    assert proc.returncode == 0 and rows, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert all(r["ok"] for r in rows)  # the MPI library's own result
+    if rows[0]["used"] is not None:
+        served = [r for r in rows if not r["error"]]
+        assert all(not r["used"] and words in r["reason"] for r in served), served[:2]
+    said = lines(proc)
+    assert said and any(words in ln for ln in said), proc.stderr[-2000:]
+
+
+@pytest.mark.mpi
+def test_strict_mode_refuses_with_an_mpi_error(app, tmp_path):
+    f = write(alltoall_pairwise(4), tmp_path / "p4.sched")
+    proc, rows = run_app(app, 5, preload_env(f, COLLSCHED_STRICT="1"), "alltoall", 11)
+    assert proc.returncode != 0 and rows and all(r["error"] and not r["ok"] for r in rows), proc.stdout
+    said = lines(proc)
+    assert said == [f"collsched: COLLSCHED_STRICT=1: MPI_Alltoall refused on a communicator of 5 ranks (44 bytes), "
+                    f"no fallback to the MPI library: {f}: nranks: expected 5 (communicator size), found 4"], said
+
+
+@pytest.mark.mpi
+def test_source_without_these_collectives_changes_nothing(app, tmp_path):
+    """An allgather-only source (and strict mode): the four collectives are the MPI
+    library's, silently - strict mode refuses only collectives the source has schedules for."""
+    from rt_helpers import make_schedule
+    d = tmp_path / "lib"
+    d.mkdir()
+    make_schedule(d / "ring.sched", "ring", 4)
+    proc, rows = run_app(app, 4, preload_env(d, COLLSCHED_STRICT="1", COLLSCHED_VERBOSE="1"), "matrix", 5)
+    assert proc.returncode == 0 and rows and all(r["ok"] for r in rows), proc.stdout[-2000:]
+    assert not lines(proc), proc.stderr

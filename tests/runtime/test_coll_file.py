@@ -38,8 +38,11 @@ def tool(tmp_path_factory) -> Path:
 
 
 def run(tool: Path, *args, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(tool), *map(str, args)], input=stdin, capture_output=True, text=True,
+    """The tool under ASan (leaks included: nothing may stay allocated after a refusal) and UBSan."""
+    proc = subprocess.run([str(tool), *map(str, args)], input=stdin, capture_output=True, text=True,
                           timeout=TIMEOUT)
+    assert "Sanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-3000:]
+    return proc
 
 
 # --- programs -------------------------------------------------------------------------------
@@ -177,7 +180,8 @@ def test_the_allgather_reader_refuses_a_version_1_2_file(tool, tmp_path):
     path = tmp_path / "a.sched"
     path.write_bytes(schedfile.encode(hand_built()[4]))
     proc = run(tool, "--v10", path)
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"{path}: ")
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert field_of(proc.stderr, path) in ("header_bytes", "collective"), proc.stderr
 
 
 # --- corruption ---------------------------------------------------------------------------------
@@ -342,6 +346,8 @@ def rand_piece(rng: random.Random, prog: Program, wild: bool = False) -> Piece:
 
 def partner(ops, r: int, i: int):
     op = ops[r][i]
+    if not 0 <= op.peer < len(ops) or op.peer == r:
+        return None
     k = sum(1 for o in ops[r][:i] if (o.kind == SEND) == (op.kind == SEND) and o.peer == op.peer)
     other = [j for j, o in enumerate(ops[op.peer]) if (o.kind == SEND) != (op.kind == SEND) and o.peer == r]
     return other[k] if k < len(other) else None

@@ -27,9 +27,18 @@
  * so every rank checks K x 4096 bytes per call: what makes P = 4096 at 64 KiB fit one
  * machine (P^2 x 64 KiB = 1 TiB of receive buffers otherwise) with 2K + 2 memory maps per
  * rank instead of 2P.
+ * Files of format 1.2 (alltoall, bcast, reduce, allreduce) run their collective through
+ * collsched_alltoall & co. (bytes: one alltoall block, or the whole vector), every call
+ * checked byte for byte, sentinel guard included, against the MPI library's own collective
+ * (PMPI_*) on the same inputs in buffers of its own: alltoall and bcast move the pattern
+ * (--dtype byte|int), reductions sum MPI_INT values below 2^16 (exact in any order) and,
+ * unless the file is commutative-only, also combine them with a non-commutative
+ * user-defined operation (MPI's rank order is then checked too); --in-place as MPI allows
+ * it. One row per operation.
  * Exit status: 0 all data correct, 1 a mismatch or an MPI error, 2 usage.
  */
 #include "collsched.h"
+#include "coll.h"     /* cs_coll_read_header: 1.2 files (alltoall, bcast, reduce, allreduce) */
 #include "internal.h" /* cs_read_any_header: linked from libcollsched.a */
 
 #include <stdint.h>
@@ -451,11 +460,181 @@ static uint64_t default_bytes(const char *file)
     return h.bytes_min > 1024 ? h.bytes_min : (h.bytes_max < 1024 ? h.bytes_max : 1024);
 }
 
+/* ---- 1.2 files: alltoall, bcast, reduce, allreduce ---- */
+
+typedef struct ccase {
+    MPI_Comm comm;
+    uint32_t coll;
+    int P, rank, root, in_place, elem, noncomm, inject;
+    uint64_t B;                 /* bytes: one alltoall block, or the vector */
+    MPI_Datatype type;
+    MPI_Op op;
+    uint8_t *send, *recv, *ref; /* recv and ref: the call's and the reference's, guard after */
+    uint64_t sbytes, rbytes;
+} ccase;
+
+/* a op b = (a's high 16 bits, b's low 16 bits): associative, not commutative. */
+static void band_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    for (int i = 0; i < *len; i++)
+        ((int *)inout)[i] = (int)(((unsigned)((int *)in)[i] & 0xFFFF0000u) | ((unsigned)((int *)inout)[i] & 0xFFFFu));
+}
+
+static int reducing(uint32_t coll) { return coll == CS_COLL_REDUCE || coll == CS_COLL_ALLREDUCE; }
+
+/* This rank's inputs in send (and, in place, in both result buffers); results: sentinel. */
+static void coll_fill(ccase *c, int iter)
+{
+    memset(c->recv, SENTINEL, c->rbytes + GUARD);
+    memset(c->ref, SENTINEL, c->rbytes + GUARD);
+    if (reducing(c->coll)) {
+        uint32_t sd = seed(c->rank, iter);
+        for (uint64_t i = 0; i < c->B / 4; i++) ((int *)c->send)[i] = (int)(pattern_at(sd, i) | (pattern_at(sd, i + 7) << 8));
+    } else if (c->coll == CS_COLL_ALLTOALL) {
+        for (int d = 0; d < c->P; d++) {
+            uint32_t sd = seed(c->rank * c->P + d, iter);
+            for (uint64_t k = 0; k < c->B; k++) c->send[(uint64_t)d * c->B + k] = pattern_at(sd, k);
+        }
+    } else if (c->rank == c->root) {
+        for (uint64_t k = 0; k < c->B; k++) c->recv[k] = c->ref[k] = pattern_at(seed(c->root, iter), k);
+    }
+    if (c->in_place && c->coll != CS_COLL_BCAST && (c->coll != CS_COLL_REDUCE || c->rank == c->root)) {
+        memcpy(c->recv, c->send, c->sbytes);
+        memcpy(c->ref, c->send, c->sbytes);
+    }
+}
+
+static int coll_call(const ccase *c, int reference, uint8_t *out)
+{
+    int n = (int)(c->B / (uint64_t)c->elem);
+    int ip = c->in_place && (c->coll != CS_COLL_REDUCE || c->rank == c->root);
+    const void *sb = ip ? MPI_IN_PLACE : c->send;
+    switch (c->coll) {
+    case CS_COLL_ALLTOALL:
+        return reference ? PMPI_Alltoall(sb, n, c->type, out, n, c->type, c->comm)
+                         : collsched_alltoall(sb, n, c->type, out, n, c->type, c->comm);
+    case CS_COLL_BCAST:
+        return reference ? PMPI_Bcast(out, n, c->type, c->root, c->comm) : collsched_bcast(out, n, c->type, c->root, c->comm);
+    case CS_COLL_REDUCE:
+        return reference ? PMPI_Reduce(sb, out, n, MPI_INT, c->op, c->root, c->comm)
+                         : collsched_reduce(sb, out, n, MPI_INT, c->op, c->root, c->comm);
+    default:
+        return reference ? PMPI_Allreduce(sb, out, n, MPI_INT, c->op, c->comm)
+                         : collsched_allreduce(sb, out, n, MPI_INT, c->op, c->comm);
+    }
+}
+
+static void coll_case(const options *o, ccase *c, result *r)
+{
+    int n = o->iterations, ok = 1, err = 0;
+    double *t = calloc(2 * (size_t)n, sizeof *t), *ref = t + n;
+    for (int i = 0; i < n; i++) {
+        coll_fill(c, i);
+        MPI_Barrier(c->comm);
+        double t0 = MPI_Wtime();
+        int rc = coll_call(c, 0, c->recv);
+        t[i] = MPI_Wtime() - t0;
+        collsched_last_call(c->comm, &r->info);
+        MPI_Barrier(c->comm);
+        t0 = MPI_Wtime();
+        int rc2 = coll_call(c, 1, c->ref);
+        ref[i] = MPI_Wtime() - t0;
+        if (c->inject && c->rank == c->P - 1 && c->rbytes) c->recv[0] ^= 1;
+        if (rc != MPI_SUCCESS || rc2 != MPI_SUCCESS) { err = rc != MPI_SUCCESS ? rc : rc2; ok = 0; }
+        else if (memcmp(c->recv, c->ref, c->rbytes + GUARD) != 0) ok = 0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, t, 2 * n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    r->ok = ok, r->err = err, r->used = r->info.used_schedule;
+    r->avg = r->max = r->ref_avg = 0;
+    for (int i = 0; i < n; i++) r->avg += t[i] / n, r->ref_avg += ref[i] / n, r->max = t[i] > r->max ? t[i] : r->max;
+    r->median = median(t, n);
+    r->ref_median = median(ref, n);
+    r->ratio = r->ref_median > 0 ? r->median / r->ref_median : 0;
+    free(t);
+}
+
+static void coll_report(const options *o, const ccase *c, const char *file, const result *r)
+{
+    static const char *names[] = { "alltoall", "bcast", "reduce", "allreduce" };
+    const char *coll = names[c->coll - CS_COLL_ALLTOALL];
+    const char *op = reducing(c->coll) ? (c->noncomm ? "noncommutative" : "sum") : "";
+    if (!o->json) {
+        printf("%-10s P=%d bytes=%llu in_place=%d%s%s iterations=%d avg=%.6fs max=%.6fs ref_median=%.6fs %s %s%s",
+               coll, c->P, (unsigned long long)c->B, c->in_place, *op ? " op=" : "", op, o->iterations, r->avg,
+               r->max, r->ref_median, r->ok ? "data ok" : "DATA MISMATCH", r->used ? "schedule " : "fallback: ",
+               r->used ? r->info.schedule : r->info.reason);
+        if (r->err) printf(" mpi_error=%d", r->err);
+        printf("\n");
+        return;
+    }
+    printf("{\"ranks\": %d, \"bytes\": %llu, \"iterations\": %d, \"avg_s\": %.9g, \"max_s\": %.9g, "
+           "\"median_s\": %.9g, \"ref_median_s\": %.9g, \"median_ratio\": %.6g, \"data_ok\": %s, \"collective\": \"%s\", "
+           "\"op\": \"%s\", \"root\": %d, \"in_place\": %s, \"dtype\": \"%s\", \"used_schedule\": %s, \"mpi_error\": %d, "
+           "\"file\": ", c->P, (unsigned long long)c->B, o->iterations, r->avg, r->max, r->median, r->ref_median,
+           r->ratio, r->ok ? "true" : "false", coll, op, c->root, c->in_place ? "true" : "false",
+           reducing(c->coll) || c->elem == 4 ? "int" : "byte", r->used ? "true" : "false", r->err);
+    json_string(file);
+    printf(", \"schedule\": ");
+    json_string(r->info.schedule);
+    printf(", \"reason\": ");
+    json_string(r->info.reason);
+    printf("}\n");
+}
+
+/* 1.2 files: every size, in-place mode and operation, on a fresh duplicate of the world. */
+static int run_coll_file(const options *o, const char *file, const cs_coll_header *h, int P, int rank)
+{
+    MPI_Comm comm;
+    MPI_Op band;
+    int all_ok = 1, red = reducing(h->h.collective);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Op_create(band_fn, 0, &band);
+    collsched_set_schedules(file);
+    uint64_t deflt = h->h.bytes_min > 1024 ? h->h.bytes_min : (h->h.bytes_max < 1024 ? h->h.bytes_max : 1024);
+    int nops = red && !(h->h.flags & CS_COLL_FLAG_COMMUTATIVE_ONLY) ? 2 : 1;
+    for (int b = 0; b < (o->nbytes ? o->nbytes : 1); b++)
+        for (int m = 0; m < o->nmodes; m++)
+            for (int k = 0; k < nops; k++) {
+                if (o->modes[m][0] || (o->modes[m][1] && h->h.collective == CS_COLL_BCAST)) continue;
+                ccase c = { comm, h->h.collective, P, rank, (int)h->root, o->modes[m][1], 1, k, o->inject, 0,
+                            MPI_BYTE, k ? band : MPI_SUM, NULL, NULL, NULL, 0, 0 };
+                c.elem = red || o->dtype_int ? 4 : 1;
+                c.type = c.elem == 4 ? MPI_INT : MPI_BYTE;
+                c.B = (o->nbytes ? o->bytes[b] : deflt) / (uint64_t)c.elem * (uint64_t)c.elem;
+                c.sbytes = c.coll == CS_COLL_ALLTOALL ? c.B * (uint64_t)P : c.B;
+                c.rbytes = c.sbytes;
+                int bad = !(c.send = malloc(c.sbytes + 1)) | !(c.recv = malloc(c.rbytes + GUARD))
+                          | !(c.ref = malloc(c.rbytes + GUARD));
+                MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
+                result r;
+                memset(&r, 0, sizeof r);
+                if (bad) {
+                    if (rank == 0) fprintf(stderr, "collsched-run: out of memory for %llu bytes\n", (unsigned long long)c.B);
+                    all_ok = 0;
+                } else {
+                    coll_case(o, &c, &r);
+                    if (rank == 0) coll_report(o, &c, file, &r);
+                    all_ok &= r.ok;
+                }
+                fflush(stdout);
+                free(c.send), free(c.recv), free(c.ref);
+            }
+    MPI_Op_free(&band);
+    MPI_Comm_free(&comm);
+    return all_ok;
+}
+
 /* Every size and mode of one schedule file, on a fresh duplicate of MPI_COMM_WORLD. */
 static int run_file(const options *o, const char *file, int P, int rank)
 {
     MPI_Comm comm;
     int all_ok = 1;
+    cs_coll_header ch;
+    if (cs_coll_read_header(file, &ch, NULL, 0) == COLLSCHED_OK) return run_coll_file(o, file, &ch, P, rank);
     uint64_t deflt = default_bytes(file);
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);

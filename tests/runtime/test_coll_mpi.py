@@ -391,3 +391,22 @@ def test_source_without_these_collectives_changes_nothing(app, tmp_path):
     proc, rows = run_app(app, 4, preload_env(d, COLLSCHED_STRICT="1", COLLSCHED_VERBOSE="1"), "matrix", 5)
     assert proc.returncode == 0 and rows and all(r["ok"] for r in rows), proc.stdout[-2000:]
     assert not lines(proc), proc.stderr
+
+
+# ---- collsched-run ----
+
+@pytest.mark.mpi
+def test_collsched_run_checks_every_collective(tmp_path):
+    """collsched-run on 1.2 files: one row per size, mode and operation, all data checked
+    against the MPI library's own collective; --inject-error is caught."""
+    from rt_helpers import run_driver
+    P = 5
+    files = [write(alltoall_relay(P, 2), tmp_path / "a.sched"), write(bcast_chain(P, 3, 1), tmp_path / "b.sched"),
+             write(reduce_chain_ordered(P, 3, 2), tmp_path / "r.sched"), write(allreduce_ring(P), tmp_path / "ar.sched")]
+    run = run_driver(P, files, "--all-modes", "--bytes", "64,4000", "--iterations", "2")
+    assert run.returncode == 0, run
+    got = {(r["collective"], r["op"], r["in_place"], r["bytes"]) for r in run.rows}
+    assert len(run.rows) == len(got) == 4 + 2 + 8 + 4, sorted(got)
+    assert all(r["data_ok"] and r["used_schedule"] for r in run.rows), run
+    bad = run_driver(P, files[2:3], "--inject-error", "--iterations", "1")
+    assert bad.returncode == 1 and bad.rows and not any(r["data_ok"] for r in bad.rows), bad

@@ -251,3 +251,26 @@ def test_arrival_broadcast_shape_follows_the_costs():
         overwrites = [sum(op.kind == RECV for op in lst) for lst in prog.ops]
         assert overwrites == [int(r != root) for r in range(p)]
         check_result(prog, range(p))
+
+
+def test_sites_from_the_pool_tree(tmp_path):
+    """Without site labels the pool tree splits where the bandwidth does; with two ranks
+    per host a site stays one site (its hosts are not sites)."""
+    import dataclasses
+
+    topo = homogeneous(8)
+    bw = np.array(topo.bandwidth)
+    bw[:4, 4:] = bw[4:, :4] = 125e5
+    split = dataclasses.replace(topo, bandwidth=bw)
+    assert pool_sites(split) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    prog = generate("hier", CollRequest("allreduce", 8, nbytes=1 << 20, topology=split))
+    check_result(prog, range(8))
+    path = tmp_path / "two.yaml"
+    path.write_text("sites:\n"
+                    "  - {name: A, hosts: 3, lan: {latency: 5us, bandwidth: 10Gbit/s}}\n"
+                    "  - {name: B, hosts: 3, lan: {latency: 5us, bandwidth: 10Gbit/s}}\n"
+                    "wan: [{between: [A, B], latency: 10ms, bandwidth: 1Gbit/s}]\n"
+                    "placement: {ranks_per_host: 2}\n")
+    two = load_topology(str(path))
+    assert two.nranks == 12
+    assert pool_sites(two) == [list(range(6)), list(range(6, 12))]

@@ -1,12 +1,15 @@
 """Grid-aware allreduce on the sites of the pool tree: `hier` (site leaders) and
 `hier-spread` (the wide-area traffic spread over every member of a site).
 
-Sites: the largest pools of the topology's pool tree (inputs/pools.py) whose ranks all
-carry one site label (a site whose own LAN splits across a slow link becomes two sites;
-two ranks on one host stay in their site); ranks that a split of a several-site pool
-leaves alone (single-host sites, or sites joined by links as fast as their LANs) are
-grouped by their site label. Sites are ordered by their lowest rank, members in rank
-order. On a one-site topology both algorithms reduce to their intra-site phases.
+Sites come from the topology's pool tree (inputs/pools.py), walked from the root: a pool
+whose sub-pools are single ranks, or single hosts (several ranks per host) under one site
+label, is a LAN and becomes a site; any other pool is split into its sub-pools (so a
+measured topology without site labels still splits where its bandwidth does, and a site
+whose own LAN splits across a slow link becomes two sites). A LAN pool that carries
+several site labels (single-host sites, or sites joined by links as fast as their LANs)
+and the single ranks a split leaves alone are grouped by site label. Sites are ordered by
+their lowest rank, members in rank order. On a one-site topology both algorithms reduce
+to their intra-site phases.
 
 - hier (reduce inside sites, one exchange over each slow link, broadcast inside sites):
   every site reduces to its leader (its lowest rank) by a binomial tree (reduce.binomial_up),
@@ -75,22 +78,26 @@ WAN_MODES = ("exchange", "rsag")
 def pool_sites(topo) -> list[list[int]]:
     """Ranks of each site (module docstring), sites by lowest rank, members in rank order."""
     tree = pools.pool_tree(topo)
-    label = topo.rank_site()
+    label, host = topo.rank_site(), topo.rank_host
     out: list[list[int]] = []
+
+    def by_label(ranks):
+        groups: dict[str, list[int]] = {}
+        for r in ranks:
+            groups.setdefault(label[r], []).append(r)
+        out.extend(sorted(g) for g in groups.values())
 
     def walk(node):
         ranks = [int(r) for r in tree.nodes[node]["ranks"]]
-        if len({label[r] for r in ranks}) == 1:
-            out.append(sorted(ranks))
+        kids = [[int(r) for r in tree.nodes[c]["ranks"]] for c in pools.children(tree, node)]
+        one_label = len({label[r] for r in ranks}) == 1
+        if all(len(k) == 1 for k in kids) or (one_label and all(len({host[r] for r in k}) == 1 for k in kids)):
+            by_label(ranks)  # a LAN (of hosts, or of single-rank hosts)
             return
-        loose: dict[str, list[int]] = {}
-        for c in pools.children(tree, node):
-            kid = [int(r) for r in tree.nodes[c]["ranks"]]
-            if len(kid) == 1:
-                loose.setdefault(label[kid[0]], []).append(kid[0])
-            else:
+        by_label([k[0] for k in kids if len(k) == 1])
+        for c, k in zip(pools.children(tree, node), kids):
+            if len(k) > 1:
                 walk(c)
-        out.extend(sorted(g) for g in loose.values())
 
     walk(0)
     return sorted(out, key=lambda g: g[0])

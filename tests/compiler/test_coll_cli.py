@@ -185,3 +185,33 @@ def test_hand_written_program_with_every_flag_round_trips_through_the_cli(capsys
     back = schedfile.read(path)
     assert back.same_ops(prog) and back.file_bytes == os.path.getsize(path)
     assert back.ops[0][1] == Op(2, 1, ((0, 0, 0),), fence=True, local_first=True)
+
+
+@pytest.fixture
+def broken_bcast():
+    """A registered bcast that never reaches the last rank: fast, timeable, invalid."""
+    from collsched.collectives.algorithms.registry import REGISTRY, register
+
+    @register("bcast", "zz-broken", "test: misses the last rank")
+    def build(req):
+        lists = [[] for _ in range(req.nranks)]
+        for r in range(1, req.nranks - 1):
+            lists[req.root].append(("send", r, [(0, 0, g) for g in range(req.nseg)]))
+            lists[r].append(("recv", req.root, [(0, 0, g) for g in range(req.nseg)]))
+        return from_op_lists("bcast", req.nranks, req.nseg, lists, root=req.root)
+    yield "zz-broken"
+    del REGISTRY[("bcast", "zz-broken")]
+
+
+def test_an_invalid_candidate_is_never_written(capsys, tmp_path, broken_bcast):
+    res = compile_collective("bcast", "auto", nranks=5, nbytes=4096, nseg=1, model="dag")
+    assert res.program.algorithm != broken_bcast and verify(res.program) == []
+    bad = [c for c in res.candidates if c["algorithm"] == broken_bcast and "invalid" in c]
+    assert bad and "never receives" in bad[0]["invalid"]
+    timed = [c for c in res.candidates if c["algorithm"] == broken_bcast and "run_time_s" in c]
+    assert timed and timed[0]["run_time_s"] < res.timing.run_time_s  # it was the fastest
+    out = tmp_path / "b.sched"
+    code, _, err = run(capsys, "compile", "--collective", "bcast", "--algorithm", broken_bcast,
+                       "--ranks", "5", "--bytes", "4KiB", "--segments", "1", "-o", str(out))
+    assert code == 1 and "compiler bug" in one_line(err) and "never receives" in err
+    assert not out.exists()

@@ -16,14 +16,16 @@ allreduce` (cli_coll.py) is a thin layer over `compile_collective`; the lab call
 - model: "dag" (model.simulate, the event model), "fluid" (fluid.simulate_fluid), or
   "auto" as pipeline.py's auto for allgather: the DAG model searches; where it is known to
   be off (pipeline.fluid_matters: shared wide-area links, size-dependent message costs)
-  the fluid model re-times the finalists (at most FLUID_FINALISTS within FLUID_CHECK of
-  the DAG model's best), picks and predicts.
+  the fluid model re-times the finalists (auto: each algorithm's best; at most
+  FLUID_FINALISTS within FLUID_CHECK of the DAG model's best), picks and predicts.
 - "best": the smallest predicted average elapsed time when arrivals differ (the BDR
   paper's metric, as allgather's auto), else the smallest run time; ties go to the
   earlier candidate (algorithms by name, fewer segments first).
-- The written program passed verify.check; a candidate that fails it is a compiler bug:
-  an explicit algorithm raises VerificationFailed, auto records it among the candidates
-  ("invalid") and goes on. The lower bound is bounds.lower_bound; gap = predicted run
+- Candidates are timed as generated; the program picked (and every finalist the fluid
+  model re-times) is verified (verify.verify) before anything is written, as is any
+  candidate a model cannot time. A program that fails is a compiler bug: an explicit
+  algorithm raises VerificationFailed, auto records it among the candidates ("invalid")
+  and takes the next best. The lower bound is bounds.lower_bound; gap = predicted run
   time / bound - 1.
 
 The models (model.py, fluid.py, bounds.py) are imported when first needed; a missing one
@@ -186,7 +188,9 @@ def _candidate_row(name: str, nseg: int, **kw) -> dict:
 
 
 def _try(job: _Job, name: str, nseg: int, model: str, rows: list, strict: bool):
-    """(program, timing) of one candidate, or None (refused / invalid, recorded in rows)."""
+    """(program, timing) of one candidate, or None (refused, or invalid: recorded in rows).
+    Verified here only when the model cannot time it (to say why); compile verifies the
+    program it picks before anything is written (_verified)."""
     try:
         prog = generate(name, job.request(nseg))
     except InputError as e:
@@ -195,16 +199,34 @@ def _try(job: _Job, name: str, nseg: int, model: str, rows: list, strict: bool):
         rows.append(_candidate_row(name, nseg, refused=e.expected))
         return None
     prog.bytes_min, prog.bytes_max = job.lo, job.nbytes
-    found = verify(prog)
-    if found:
+    try:
+        t = _simulate(model, prog, job.topo, job.nbytes, job.elem_bytes, job.arrivals)
+    except Exception:  # noqa: BLE001 - an invalid program the model cannot time: say why
+        found = verify(prog)
+        if not found:
+            raise
         if strict:
-            raise VerificationFailed(found)
+            raise VerificationFailed(found) from None
         rows.append(_candidate_row(name, nseg, invalid=str(found[0])))
         return None
-    t = _simulate(model, prog, job.topo, job.nbytes, job.elem_bytes, job.arrivals)
     rows.append(_candidate_row(name, nseg, program_nseg=prog.nseg, total_ops=prog.total_ops,
                                run_time_s=t.run_time_s, avg_elapsed_s=t.avg_elapsed_s, model=t.model))
     return prog, t
+
+
+def _verified(found: list, rows: list, strict: bool) -> list:
+    """The candidates that pass verify(), best first as given; the others recorded (auto)
+    or raised (an explicit algorithm: a compiler bug)."""
+    out = []
+    for prog, t in found:
+        bad = verify(prog)
+        if not bad:
+            out.append((prog, t))
+            continue
+        if strict:
+            raise VerificationFailed(bad)
+        rows.append(_candidate_row(prog.algorithm, None, program_nseg=prog.nseg, invalid=str(bad[0])))
+    return out
 
 
 def _segment_search(job: _Job, name: str, nseg, model: str, rows: list, strict: bool) -> list:
@@ -245,27 +267,43 @@ def _auto_names(job: _Job, rows: list) -> list[str]:
     return picked
 
 
-def _pick(job: _Job, found: list, model: str, rows: list) -> tuple:
-    """((program, timing), model_choice) among the found (program, dag-or-fluid timing)."""
-    order = sorted(range(len(found)), key=lambda i: (job.score(found[i][1]), i))
-    best = found[order[0]]
-    choice = {"requested": model, "by": model, "why": f"--model {model}"}
-    if model != "auto":
-        return best, choice
-    from ..pipeline import fluid_matters
+def _finalists(job: _Job, found: list, auto: bool) -> list:
+    """The candidates the fluid model re-times (model auto): the best of each algorithm
+    (auto) or each segment count, best first, within FLUID_CHECK of the best, at most
+    FLUID_FINALISTS."""
+    order = sorted(found, key=lambda c: job.score(c[1]))
+    if auto:
+        seen: set = set()
+        order = [c for c in order if not (c[0].algorithm in seen or seen.add(c[0].algorithm))]
+    limit = job.score(order[0][1]) * (1 + FLUID_CHECK)
+    return [c for c in order if job.score(c[1]) <= limit][:FLUID_FINALISTS]
 
-    why = fluid_matters(job.topo)
-    if why is None:
+
+def _pick(job: _Job, found: list, model: str, rows: list, auto: bool, strict: bool) -> tuple:
+    """((program, timing), model_choice): the best verified candidate by the model."""
+    order = sorted(found, key=lambda c: job.score(c[1]))
+    choice = {"requested": model, "by": model, "why": f"--model {model}"}
+    why = None
+    if model == "auto":
+        from ..pipeline import fluid_matters
+
+        why = fluid_matters(job.topo)
         choice.update(by="dag", why="the DAG model: no shared wide-area links and constant message costs")
-        return best, choice
-    limit = job.score(best[1]) * (1 + FLUID_CHECK)
-    finalists = [found[i] for i in order if job.score(found[i][1]) <= limit][:FLUID_FINALISTS]
+    if why is None:
+        for cand in order:  # the best that verifies
+            if _verified([cand], rows, strict):
+                return cand, choice
+        raise InputError("--algorithm", "auto", "expected a valid program among the candidates; "
+                                                "none verified (a compiler bug: --json lists them)")
     timed = []
-    for prog, _t in finalists:
+    for prog, _t in _verified(_finalists(job, order, auto), rows, strict):
         t = _simulate("fluid", prog, job.topo, job.nbytes, job.elem_bytes, job.arrivals)
         rows.append(_candidate_row(prog.algorithm, None, program_nseg=prog.nseg, finalist=True,
                                    run_time_s=t.run_time_s, avg_elapsed_s=t.avg_elapsed_s, model="fluid"))
         timed.append((prog, t))
+    if not timed:
+        raise InputError("--algorithm", "auto", "expected a valid program among the finalists; none "
+                                                "verified (a compiler bug: --json lists them)")
     pick = min(range(len(timed)), key=lambda i: (job.score(timed[i][1]), i))
     choice.update(by="fluid", why=f"the fluid model re-timed {len(timed)} finalist(s): {why}")
     return timed[pick], choice
@@ -340,7 +378,7 @@ def compile_collective(collective: str, algorithm: str, *, nranks: int, nbytes, 
                                                     f"{nranks} ranks and these options; none did")
     else:
         found = _segment_search(job, algorithm, nseg, search, rows, strict=True)
-    (prog, timing), choice = _pick(job, found, model, rows)
+    (prog, timing), choice = _pick(job, found, model, rows, algorithm == "auto", algorithm != "auto")
     prog.input_hash = _input_hash(job, prog.algorithm, nseg)
     prog.compiler_version = __version__
     prog.planned_run_time_s = timing.run_time_s

@@ -26,11 +26,12 @@ other rank receives every segment exactly once. Ranks are taken relative to the 
   the scatter, or the root), since a piece is received exactly once; the rank still
   forwards that chunk in the next ring step, so the ring stays intact.
 - `arrival-tree` (arrival_aware): a tree built greedily from predicted arrival times
-  (req.arrivals, seconds per rank; none = everyone at 0): ranks in order of arrival (the
-  root first) are attached, each to the holder that would deliver the whole buffer to it
-  first, a holder being able to send from max(its arrival, when it got the buffer), its
-  port busy one message time per child. Message times come from the topology
-  (latency + nbytes / one flow's bandwidth) or, without one, the same numbers on a
+  (req.arrivals, seconds per rank; none = everyone at 0): starting from the root, the
+  other ranks in order of arrival are attached, each to the holder that would deliver the
+  whole buffer to it first, a holder being able to send from max(its arrival, when it got
+  the buffer), its port busy for the transfer time (nbytes / bandwidth) per child, the
+  child holding the buffer latency + transfer time after the send starts. Latencies and
+  bandwidths (one flow's) come from the topology or, without one, the same numbers on a
   homogeneous 1 Gbit/s, 50 us cluster (inputs.topology.homogeneous). So early ranks
   relay first, late ranks end up leaves (nobody waits for a late rank to forward) and
   each holder sends to its children in order of their arrival (a rendezvous message to a

@@ -362,6 +362,10 @@ def compile_collective(collective: str, algorithm: str, *, nranks: int, nbytes, 
     start = time.perf_counter()
     check_request(collective, algorithm, nranks, root, elem_bytes, model)
     lo, hi = _nbytes(nbytes)
+    from ..model import budget
+
+    per = int(nseg) if nseg not in (None, "auto") else 1  # a floor: alltoall moves P (P - 1) blocks
+    budget.check(nranks, per, transfers=(nranks - 1) * per * (nranks if collective == "alltoall" else 2))
     topo, default = _resolve_topology(topology, nranks, duplex)
     arr = _resolve_arrivals(arrivals, nranks)
     imbalanced = arr is not None and bool(np.ptp(arr) > 0)

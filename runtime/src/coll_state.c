@@ -323,7 +323,7 @@ static int prove_whole(cs_coll_comm *st, cand *c, uint32_t *maxp, char *why, siz
     }
     char reason[REASON_LEN] = "";
     double t0 = PMPI_Wtime();
-    if (!bad && cs_coll_check_whole((const cs_coll_section *const *)all, P, reason, sizeof reason) != 0) {
+    if (!bad && cs_coll_check_whole((const cs_coll_section *const *)all, P, reason, sizeof reason) != CS_COLL_PROVEN) {
         cs_text(why, len, "%s: %s", c->path, reason);
         bad = 1;
     }

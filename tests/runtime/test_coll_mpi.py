@@ -410,3 +410,23 @@ def test_collsched_run_checks_every_collective(tmp_path):
     assert all(r["data_ok"] and r["used_schedule"] for r in run.rows), run
     bad = run_driver(P, files[2:3], "--inject-error", "--iterations", "1")
     assert bad.returncode == 1 and bad.rows and not any(r["data_ok"] for r in bad.rows), bad
+
+
+@pytest.mark.mpi
+@pytest.mark.smpi
+def test_smpi_runs_the_same_collectives(tmp_path):
+    """The SMPI build (smpicc) of the same code: every collective's data checked under
+    smpirun on the 4-host test platform."""
+    import shutil
+    from rt_helpers import DATA, run_driver
+    exe = Path(os.environ.get("COLLSCHED_SMPI_BUILD", BUILD / "smpi")) / "bin" / "collsched-run"
+    if not shutil.which("smpirun") or not exe.exists():
+        pytest.skip("smpirun or the SMPI build missing")
+    P = 4
+    files = [write(alltoall_relay(P, 2), tmp_path / "a.sched"), write(bcast_chain(P, 2, 1), tmp_path / "b.sched"),
+             write(reduce_chain_ordered(P, 2, 1), tmp_path / "c.sched"), write(allreduce_rd(P), tmp_path / "d.sched")]
+    launcher = ["smpirun", "-np", str(P), "-platform", str(DATA / "platform-4.xml"), "-hostfile",
+                str(DATA / "hostfile-4.txt"), "--cfg=smpi/display-timing:no", "--log=root.thr:warning"]
+    run = run_driver(P, files, "--all-modes", "--bytes", "64,5000", "--iterations", "2", launcher=launcher, exe=exe)
+    assert run.returncode == 0 and len(run.rows) == 4 + 2 + 8 + 8, run
+    assert all(r["data_ok"] for r in run.rows), run

@@ -60,6 +60,11 @@ int cs_coll_load(const char *path, uint32_t nranks, uint32_t rank, cs_coll_secti
 /* The same from a file image in memory (the fuzz target, tests). */
 int cs_coll_load_memory(const void *data, size_t size, const char *name, uint32_t nranks,
                         uint32_t rank, cs_coll_section **out, char *err, size_t errlen);
+/* Every rank's section in one pass (the header and index read once): *out holds nranks
+ * sections (nranks 0: as many as the file has); free with cs_coll_free_all. */
+int cs_coll_load_all(const char *path, uint32_t nranks, cs_coll_section ***out, char *err,
+                     size_t errlen);
+void cs_coll_free_all(cs_coll_section **secs, uint32_t nranks);
 /* The whole file: header, index, every rank's section read and checked as above, then
  * cs_coll_check_whole ("NAME: whole schedule: <the first violation>"). */
 int cs_coll_check_file(const char *path, char *err, size_t errlen);

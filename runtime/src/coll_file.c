@@ -463,27 +463,64 @@ int cs_coll_load_memory(const void *data, size_t size, const char *name, uint32_
     return load(&s, nranks, rank, out, err, errlen);
 }
 
-/* Every section of an open source, then the whole-program proof. */
-static int check_all(const source *s, char *err, size_t len)
+/* Every section of an open source (nranks 0: as many as the file has). */
+static int load_all(const source *s, uint32_t nranks, cs_coll_section ***out, uint32_t *n, char *err, size_t len)
 {
     cs_coll_header h;
     uint8_t *index = NULL;
     uint64_t hash = 0;
     cs_coll_section **secs = NULL;
+    *out = NULL;
+    *n = 0;
     int rc = read_front(s, &h, &index, &hash, err, len);
+    if (rc == COLLSCHED_OK && nranks && h.h.nranks != nranks)
+        rc = fail(COLLSCHED_EMATCH, err, len, s->name, "nranks", "expected %u (communicator size), found %u", nranks,
+                  h.h.nranks);
     if (rc == COLLSCHED_OK && !(secs = calloc(h.h.nranks, sizeof *secs)))
         rc = fail(COLLSCHED_ENOMEM, err, len, s->name, "memory", "allocation failed");
     for (uint32_t r = 0; rc == COLLSCHED_OK && r < h.h.nranks; r++)
         rc = read_section(s, &h, index, hash, r, &secs[r], err, len);
+    free(index);
+    if (rc != COLLSCHED_OK) {
+        cs_coll_free_all(secs, secs ? h.h.nranks : 0);
+        return rc;
+    }
+    *out = secs;
+    *n = h.h.nranks;
+    return COLLSCHED_OK;
+}
+
+int cs_coll_load_all(const char *path, uint32_t nranks, cs_coll_section ***out, char *err, size_t errlen)
+{
+    source s;
+    uint32_t n;
+    *out = NULL;
+    int rc = open_source(path, &s, err, errlen);
+    if (rc) return rc;
+    rc = load_all(&s, nranks, out, &n, err, errlen);
+    close_source(&s);
+    return rc;
+}
+
+void cs_coll_free_all(cs_coll_section **secs, uint32_t nranks)
+{
+    for (uint32_t r = 0; secs && r < nranks; r++) cs_coll_free(secs[r]);
+    free(secs);
+}
+
+/* Every section of an open source, then the whole-program proof. */
+static int check_all(const source *s, char *err, size_t len)
+{
+    cs_coll_section **secs;
+    uint32_t n;
+    int rc = load_all(s, 0, &secs, &n, err, len);
     if (rc == COLLSCHED_OK) {
         char why[400];
-        int v = cs_coll_check_whole((const cs_coll_section *const *)secs, h.h.nranks, why, sizeof why);
+        int v = cs_coll_check_whole((const cs_coll_section *const *)secs, n, why, sizeof why);
         if (v == CS_COLL_NOMEM) rc = fail(COLLSCHED_ENOMEM, err, len, s->name, "whole schedule", "%s", why);
         else if (v != 0) rc = fail(COLLSCHED_EFORMAT, err, len, s->name, "whole schedule", "%s", why);
     }
-    for (uint32_t r = 0; secs && r < h.h.nranks; r++) cs_coll_free(secs[r]);
-    free(secs);
-    free(index);
+    cs_coll_free_all(secs, n);
     return rc;
 }
 

@@ -8,7 +8,8 @@
  *   coll_file_main --header FILE  the header line only (cs_coll_read_header)
  *   coll_file_main --check FILE   every section, then the whole check: "ok"
  *   coll_file_main --all FILE     every rank's section (cs_coll_load, as above, each after a
- *                                 line "rank R"), then "check: ok" or "check: <error line>"
+ *                                 line "rank R"; cs_coll_load_all must load the same), then
+ *                                 "check: ok" or "check: <error line>"
  *   coll_file_main --each FILE... per file one line: "ok" (cs_coll_check_file) or its error
  *   coll_file_main --prefixes FILE  per prefix of the file's bytes (0 .. size - 1 bytes) one
  *                                 line: cs_coll_check_memory's error ("ok" would be a bug)
@@ -119,14 +120,22 @@ static int all_mode(const char *path)
 {
     char err[512];
     cs_coll_header h;
+    cs_coll_section **all;
     if (cs_coll_read_header(path, &h, err, sizeof err) != COLLSCHED_OK) return refused(err);
+    if (cs_coll_load_all(path, h.h.nranks, &all, err, sizeof err) != COLLSCHED_OK) return refused(err);
     for (uint32_t r = 0; r < h.h.nranks; r++) {
         cs_coll_section *s = NULL;
         if (cs_coll_load(path, h.h.nranks, r, &s, err, sizeof err) != COLLSCHED_OK) return refused(err);
         printf("rank %u\n", r);
         print_section(s);
+        const cs_coll_section *a = all[r];  /* the one-pass loader: the same section */
+        if (a->rank != r || a->nops != s->nops || a->npieces != s->npieces || a->hash != s->hash
+            || (s->nops && memcmp(a->ops, s->ops, s->nops * sizeof *s->ops))
+            || (s->npieces && memcmp(a->pieces, s->pieces, s->npieces * sizeof *s->pieces)))
+            printf("cs_coll_load_all differs at rank %u\n", r);
         cs_coll_free(s);
     }
+    cs_coll_free_all(all, h.h.nranks);
     printf("check: %s\n", cs_coll_check_file(path, err, sizeof err) == COLLSCHED_OK ? "ok" : err);
     return 0;
 }

@@ -260,21 +260,32 @@ def test_reductions_byte_for_byte(app, tmp_path, P):
 RANGE = 4096  # algorithm k serves [k * RANGE, (k + 1) * RANGE) bytes: one launch runs them all
 
 
+def two_sites(d: Path, P: int):
+    """A topology of two sites, ranks interleaved over them (the grid algorithms group by site)."""
+    from collsched.inputs.topology import load_topology
+    lines = ["hosts:"] + [f"  - {{name: h{i}, site: {'ab'[i % 2]}}}" for i in range(P)]
+    lines += ["sites:"] + [f"  - {{name: {s}, lan: {{latency: 5.0e-6, bandwidth: 1.25e9}}}}" for s in "ab"]
+    lines += ["wan: [{between: [a, b], latency: 0.01, bandwidth: 1.25e8}]"]
+    path = d / "two-sites.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return load_topology(str(path))
+
+
 def generated_library(d: Path, collective: str, P: int, root: int) -> dict[str, Program]:
-    """Every algorithm of the collective that needs no topology (arrival-aware ones with a
-    random pattern), each in its own byte range, in a directory."""
+    """Every registered algorithm of the collective (arrival-aware ones with a random
+    pattern, grid ones on two sites), each in its own byte range, in a directory."""
     import numpy as np
     from collsched.collectives.algorithms import registry
     from collsched.errors import InputError
     progs: dict[str, Program] = {}
     arrivals = np.random.default_rng(7).uniform(0, 1e-3, P)
+    topo = two_sites(d.parent, P)
     for name in registry.names(collective):
         alg = registry.REGISTRY[(collective, name)]
-        if alg.needs_topology:
-            continue
         k = len(progs)
         for nseg in (3, 1):
             req = registry.CollRequest(collective, P, nbytes=k * RANGE, nseg=nseg, root=root,
+                                       topology=topo if alg.needs_topology else None,
                                        arrivals=arrivals if alg.arrival_aware else None)
             try:
                 prog = registry.generate(name, req)

@@ -6,14 +6,12 @@ call, strict mode's refusal, no hang (every launch has a timeout)."""
 from __future__ import annotations
 
 import os
-import struct
 import subprocess
-import zlib
 from pathlib import Path
 
 import pytest
 
-from collsched.collectives.program import COLLECTIVES, Builder, Program
+from collsched.collectives.program import Builder, Program
 from rt_helpers import BUILD, build_mpi_app, mpirun_cmd
 
 LAUNCH_TIMEOUT = 60  # a hang fails the test
@@ -129,48 +127,16 @@ def allreduce_chain_ordered(P: int, nseg: int) -> Program:
     return b.build()
 
 
-# ---- the file (collsched.collectives.schedfile.encode when it exists) ----
+# ---- the file ----
 
-def _encode_local(prog: Program) -> bytes:
-    """Format 1.2 as docs/schedule-format.md "Version 1.2" specifies it."""
-    sections = []
-    for ops in prog.ops:
-        out = bytearray()
-        for op in ops:
-            flags = (1 if op.fifo else 0) | (2 if op.fence else 0) | (4 if op.local_first else 0)
-            out += struct.pack("<IBBHI", op.peer, op.kind, flags, 0, len(op.pieces))
-            for p in op.pieces:
-                out += struct.pack("<III", *p)
-        sections.append(bytes(out))
-    at = 152 + 16 * prog.nranks
-    index = bytearray()
-    for ops, sec in zip(prog.ops, sections):
-        index += struct.pack("<QII", at, len(ops), zlib.crc32(sec))
-        at += len(sec)
-    flags = (1 if prog.full_duplex else 0) | (8 if prog.commutative_only else 0)
-    head = bytearray(128)
-    struct.pack_into("<8sHHIIIII", head, 0, b"COLLSCHD", 1, 2, 152, COLLECTIVES[prog.collective], prog.nranks,
-                     prog.nseg, flags)
-    struct.pack_into("<QQ16s16s32sQI", head, 32, prog.bytes_min, prog.bytes_max, prog.algorithm.encode()[:16],
-                     b"h6-test", prog.input_hash, prog.total_ops, zlib.crc32(bytes(index)))
-    struct.pack_into("<I", head, 124, zlib.crc32(bytes(head[:124])))
-    ext = bytearray(24)
-    struct.pack_into("<IIQ", ext, 0, prog.root, 0, prog.total_pieces)
-    struct.pack_into("<I", ext, 16, zlib.crc32(bytes(ext[:16])))
-    return bytes(head) + bytes(ext) + bytes(index) + b"".join(sections)
-
-
-def encode(prog: Program) -> bytes:
-    try:
-        from collsched.collectives.schedfile import encode as real
-    except ImportError:
-        return _encode_local(prog)
-    return real(prog)
-
-
-def write(prog: Program, path: Path, bytes_min: int = 0, bytes_max: int = 1 << 30) -> Path:
+def write(prog: Program, path: Path, bytes_min: int = 0, bytes_max: int = 1 << 30, *, proven: bool = True) -> Path:
+    """The program as a 1.2 file serving [bytes_min, bytes_max]; proven: it must pass the
+    Python verifier first (the hand-built programs are meant to be correct)."""
+    from collsched.collectives import schedfile, verify
+    if proven:
+        assert verify.verify(prog) == [], prog.algorithm
     prog.bytes_min, prog.bytes_max = bytes_min, bytes_max
-    path.write_bytes(encode(prog))
+    path.write_bytes(schedfile.encode(prog))
     return path
 
 
@@ -368,7 +334,7 @@ def test_mismatched_file_falls_back_with_reason(app, tmp_path, case):
         write(make(), f, bytes_min=0, bytes_max=10)
         words = "bytes within [0, 10]"
     else:
-        write(make(), f)
+        write(make(), f, proven=words != "deadlock")
     if words == "section_crc32":
         _corrupt_section(f)
     proc, rows = run_app(app, P, preload_env(f), what, 11, root=root)

@@ -164,7 +164,9 @@ def _add_compile(sub) -> None:
     c.add_argument("--segments", default="auto",
                    help=h("segments per block (pipelining): a count 1..65535, or auto (min3 on a "
                           "topology whose TCP window caps a path tries 1-16 and keeps the fastest "
-                          "predicted; else 1)", "auto", "--segments 4"))
+                          "predicted; else 1; alltoall, bcast, reduce, allreduce: 1, 2, 4, ... doubled "
+                          "while the prediction gains more than 1%%, per chunk as the algorithm counts "
+                          "them)", "auto", "--segments 4"))
     c.add_argument("--topology", help=_TOPOLOGY)
     c.add_argument("--pap", help=_PAP)
     c.add_argument("--duplex", choices=("half", "full"), help=_DUPLEX)
@@ -190,7 +192,9 @@ def _add_compile(sub) -> None:
                           "pat", "--engine none"))
     c.add_argument("--lower-bound", action="store_true",
                    help=h("also compute the LP lower bound on the run time under the cost model, "
-                          "and the gap of the prediction to it (docs/grid-baselines.md)", "off", "--lower-bound"))
+                          "and the gap of the prediction to it (docs/grid-baselines.md); alltoall, "
+                          "bcast, reduce, allreduce: always computed (collectives/bounds.py)", "off",
+                          "--lower-bound"))
     c.add_argument("--json", action="store_true", help=h("print a JSON summary", "off: one line of text", "--json"))
 
 

@@ -388,6 +388,8 @@ def compile_collective(collective: str, algorithm: str, *, nranks: int, nbytes, 
     prog.planned_run_time_s = timing.run_time_s
     bound = _bound(job)
     gap = timing.run_time_s / bound.seconds - 1 if bound is not None and bound.seconds > 0 else None
+    if gap is not None and -1e-9 < gap < 0:  # a program at the bound, up to float rounding
+        gap = 0.0
     res = CollResult(prog, timing, bound, gap, rows, timing.model, choice,
                      topology=DEFAULT_TOPOLOGY if default else getattr(topo, "name", str(topology)),
                      default_topology=default, nbytes=(lo, hi), elem_bytes=int(elem_bytes),

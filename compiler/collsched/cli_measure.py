@@ -64,6 +64,10 @@ def add_parsers(sub) -> None:
                    help=h("bisection runs after the sweep, each measuring the middle of every gap "
                           "around a fitted breakpoint (each halves the gaps; 0 = none)", str(DEFAULT_REFINE),
                           "--refine 0"))
+    m.add_argument("--gamma", choices=("on", "off"), default="on",
+                   help=h("also time MPI_Reduce_local (collsched-gamma) and write the reduction cost to the "
+                          "topology's reduction: section (docs/measure.md, Reduction cost)", "on",
+                          "--gamma off"))
     m.add_argument("--repeats", type=_int_opt("--repeats", 1, 1_000_000), default=DEFAULT_REPEATS,
                    help=h("runs per size; the median counts", str(DEFAULT_REPEATS), "--repeats 9"))
     m.add_argument("--gap-burst", type=_int_opt("--gap-burst", 0, 1_000_000), default=DEFAULT_GAP_BURST,
@@ -112,7 +116,8 @@ def cmd_measure(a) -> int:
                         fit_sizes=parse_sweep(a.sweep, a.per_octave), fit_budget_s=(a.sweep_budget if a.sweep_budget is not None
                                       else default_sweep_budget(a.backend)),
                         refine=a.refine, capacity=a.capacity == "on",
-                        form=a.form or ("links" if a.capacity == "on" else "matrix"))
+                        form=a.form or ("links" if a.capacity == "on" else "matrix"),
+                        gamma=a.gamma == "on")
     check_config(cfg)  # every option (launcher, host file, ...) before anything runs
     with Progress(transient=True, disable=a.json, console=Console(stderr=True)) as prog:
         task = prog.add_task(f"measure ({a.backend})", total=None)

@@ -6,17 +6,22 @@ MEASURE := runtime/measure
 
 .PHONY: measure
 # Only what the present compilers allow (runtime.mk's line says what is not built).
-measure: $(if $(HAVE_MPICC),$(RT_BUILD)/bin/collsched-measure $(RT_BUILD)/bin/collsched-flows) \
-         $(if $(HAVE_SMPICC),$(RT_BUILD)/smpi/bin/collsched-measure $(RT_BUILD)/smpi/bin/collsched-flows)
+measure: $(if $(HAVE_MPICC),$(RT_BUILD)/bin/collsched-measure $(RT_BUILD)/bin/collsched-flows \
+                           $(RT_BUILD)/bin/collsched-gamma) \
+         $(if $(HAVE_SMPICC),$(RT_BUILD)/smpi/bin/collsched-measure $(RT_BUILD)/smpi/bin/collsched-flows \
+                             $(RT_BUILD)/smpi/bin/collsched-gamma)
 
 # `make`, `make runtime` (and so `make test`) build it too.
 all runtime: measure
 
-MEASURE_PROGRAMS := collsched-measure collsched-flows
+# collsched-gamma: the reduction cost (MPI_Reduce_local's seconds per byte, lab/gamma.py).
+MEASURE_PROGRAMS := collsched-measure collsched-flows collsched-gamma
 $(RT_BUILD)/bin/collsched-measure: $(MEASURE)/collsched_measure.c
 $(RT_BUILD)/bin/collsched-flows: $(MEASURE)/collsched_flows.c
 $(RT_BUILD)/smpi/bin/collsched-measure: $(MEASURE)/collsched_measure.c
 $(RT_BUILD)/smpi/bin/collsched-flows: $(MEASURE)/collsched_flows.c
+$(RT_BUILD)/bin/collsched-gamma: $(MEASURE)/collsched_gamma.c
+$(RT_BUILD)/smpi/bin/collsched-gamma: $(MEASURE)/collsched_gamma.c
 
 $(addprefix $(RT_BUILD)/bin/,$(MEASURE_PROGRAMS)):
 	@mkdir -p $(@D)

@@ -37,6 +37,7 @@ from ..inputs import units
 from ..errors import InputError
 from ..files import write_atomic
 from . import capacity, launch, sizecosts
+from . import gamma as gamma_mod
 from .measured_links import measured_fields, write_links_form
 from .sizefit import log_sizes
 
@@ -96,6 +97,7 @@ class MeasureConfig:
     fit_only: bool = False  # the program skips the latency/bandwidth sweep (refinement runs)
     capacity: bool = True  # concurrent probes between sites (lab/capacity.py)
     form: str = "links"  # the written topology: links (class form, shared links) or matrix
+    gamma: bool = True  # the reduction cost (lab/gamma.py: collsched-gamma) into `reduction:`
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -178,7 +180,7 @@ def check_config(cfg: MeasureConfig) -> None:
         raise InputError("--form", "links", "needs the capacity probes (drop --capacity off, or write "
                                             "--form matrix)")
     # both programs at once (an installed package builds what is missing in one first use)
-    names = ("collsched-measure", "collsched-flows") if cfg.capacity else ("collsched-measure",)
+    names = ("collsched-measure", "collsched-flows")[:2 if cfg.capacity else 1] + ("collsched-gamma",) * cfg.gamma
     paths = [runtime_build.build_dir() / ("smpi/bin" if cfg.backend == "smpi" else "bin") / n for n in names]
     missing = [p for p in paths if not p.exists()]
     if missing and runtime_build.installed():
@@ -580,6 +582,8 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
     if raw_output is not None and not Path(raw_output).parent.is_dir():
         raise InputError(str(raw_output), "--raw", "expected a file in an existing directory")
     raw = run_program(cfg, progress)
+    gamma_raw = (gamma_mod.run_gamma(cfg, _launch, program_path(cfg.backend, gamma_mod.PROGRAM), progress)
+                 if cfg.gamma else None)  # before anything is written
     meas = analyse(raw, cfg.site_factor)
     raw["refine_runs"] = refine(cfg, meas, progress)
     how = (f"smpirun on {'the platform ' + cfg.platform if cfg.platform else 'a platform from ' + str(cfg.platform_from)}, "
@@ -620,9 +624,12 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
                          output, comment=comment, overheads=overheads)
     else:
         write_measurement(meas, output, comment=comment, overheads=overheads)
+    if gamma_raw is not None:
+        raw["gamma"] = gamma_mod.add_measured(output, gamma_raw)
     if raw_output is not None:
         write_atomic(raw_output, json.dumps(raw))
     report = summary(meas, cfg, output)
+    report["reduction"] = raw.get("gamma")
     report["form"] = cfg.form
     report["capacity"] = raw.get("capacity")
     return report
@@ -683,6 +690,7 @@ def text_report(report: dict) -> str:
         lines.append(f"  intra-host: latency {_time(report['intra_host']['latency_s'])}, "
                      f"bandwidth {_rate(report['intra_host']['bandwidth_Bps'])}")
     lines += capacity.report_lines(report.get("capacity"))
+    lines += [report["reduction"]["line"]] if report.get("reduction") else []
     for cls, f in report.get("size_costs", {}).items():
         brk = ", ".join(map(str, f["breakpoints"])) or "none"
         lines.append(f"  size-dependent {cls}: {len(f['segments'])} segment(s), breakpoints {brk} B, "

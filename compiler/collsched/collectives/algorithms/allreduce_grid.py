@@ -201,7 +201,7 @@ def predict_wan(topo, sites, owner, nbytes: int, weights=None) -> dict[str, floa
         out["exchange"] = max(out["exchange"], latency + max(port, link))
         load = max(nbytes * (w[x] + w[y]) / min(rate[x, y], rate[y, x]) for y in others)
         out["rsag"] = max(out["rsag"], 2 * latency + load)
-    return out
+    return {m: float(v) for m, v in out.items()}
 
 
 def _units_total(nsites: int, k: int, ns: int) -> int:

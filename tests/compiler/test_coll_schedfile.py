@@ -241,3 +241,12 @@ def test_a_1_2_collective_in_a_1_0_header_is_refused():
     struct.pack_into("<I", bad, 124, zlib.crc32(bad[:124]))
     with pytest.raises(ScheduleFileError, match="version_minor|header_bytes"):
         schedfile.decode(bytes(bad), "o.sched")
+
+
+def test_a_program_too_large_for_memory_is_refused_before_decoding(monkeypatch):
+    from collsched.model import budget
+
+    data = coll_file.encode(small())
+    monkeypatch.setattr(budget, "available", lambda: 1000)
+    with pytest.raises(ScheduleFileError, match="total_pieces: expected a program that fits in memory"):
+        coll_file.decode(data, "big.sched")

@@ -121,6 +121,7 @@ def decode(data: bytes, source: str = "<bytes>") -> Program:
             raise bad(f"index[{r}].section_offset", f"expected {expect}..{len(data)} (sections in "
                                                     f"rank order, inside the file), found {off}")
         expect = off
+    _check_memory(h, source)
     ops, pieces = [], 0
     for r, (off, nops, crc) in enumerate(entries):
         end = entries[r + 1][0] if r + 1 < nranks else len(data)
@@ -138,6 +139,23 @@ def decode(data: bytes, source: str = "<bytes>") -> Program:
         commutative_only=bool(h["flags"] & FLAG_COMMUTATIVE_ONLY), input_hash=h["input_hash"],
         compiler_version=_text(h["compiler_version"]),
         format_version=f"{VERSION_MAJOR}.{h['minor']}", file_bytes=len(data))
+
+
+# Memory the decoded program takes per operation and per piece (Python objects), a little
+# more than measured, so that a file too large to hold is refused before it is decoded.
+BYTES_PER_OP, BYTES_PER_PIECE = 250, 100
+
+
+def _check_memory(h: dict, source: str) -> None:
+    from ..model import budget
+
+    need = BYTES_PER_OP * h["total_ops"] + BYTES_PER_PIECE * h["total_pieces"]
+    have = budget.available()
+    if need > have:
+        raise ScheduleFileError(source, "total_pieces", f"expected a program that fits in memory: "
+                                                        f"{h['total_ops']} ops and {h['total_pieces']} "
+                                                        f"pieces need about {need >> 20} MiB, "
+                                                        f"{have >> 20} MiB available")
 
 
 def _header(data: bytes, bad) -> dict:

@@ -180,7 +180,7 @@ def check_config(cfg: MeasureConfig) -> None:
         raise InputError("--form", "links", "needs the capacity probes (drop --capacity off, or write "
                                             "--form matrix)")
     # both programs at once (an installed package builds what is missing in one first use)
-    names = ("collsched-measure", "collsched-flows")[:2 if cfg.capacity else 1] + ("collsched-gamma",) * cfg.gamma
+    names = ("collsched-measure", "collsched-flows") if cfg.capacity else ("collsched-measure",)
     paths = [runtime_build.build_dir() / ("smpi/bin" if cfg.backend == "smpi" else "bin") / n for n in names]
     missing = [p for p in paths if not p.exists()]
     if missing and runtime_build.installed():
@@ -582,8 +582,9 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
     if raw_output is not None and not Path(raw_output).parent.is_dir():
         raise InputError(str(raw_output), "--raw", "expected a file in an existing directory")
     raw = run_program(cfg, progress)
-    gamma_raw = (gamma_mod.run_gamma(cfg, _launch, program_path(cfg.backend, gamma_mod.PROGRAM), progress)
-                 if cfg.gamma else None)  # before anything is written
+    gamma_exe = program_path(cfg.backend, gamma_mod.PROGRAM)  # measured when built (`make measure`)
+    gamma_raw = (gamma_mod.run_gamma(cfg, _launch, gamma_exe, progress)
+                 if cfg.gamma and gamma_exe.exists() else None)  # before anything is written
     meas = analyse(raw, cfg.site_factor)
     raw["refine_runs"] = refine(cfg, meas, progress)
     how = (f"smpirun on {'the platform ' + cfg.platform if cfg.platform else 'a platform from ' + str(cfg.platform_from)}, "

@@ -17,8 +17,8 @@
  *   6. at the end every receive is settled in list order and every send completed.
  * Units: bytes (alltoall: of one block; bcast: of the buffer) or elements of the call's
  * datatype (reductions). Alltoall pieces a rank relays live in scratch slots assigned at
- * load (cs_coll_plan_build). The plan is computed once per file and rank; a call only
- * allocates its scratch and staging.
+ * load (cs_coll_plan_build). The plan is computed once per file and rank and keeps the
+ * scratch and staging memory from call to call.
  */
 #include "coll_exec.h"
 
@@ -37,6 +37,8 @@ struct cs_coll_plan {
     uint32_t *wait_at, *waits; /* CSR (nops + 1): sends to complete before applying a receive */
     int32_t *prev;             /* sends: the previous send to the same peer, else -1 */
     uint32_t max_pieces;
+    char *cache;               /* relay slots and staging, kept from call to call (grow only: */
+    size_t cache_cap;          /* no page faults on every call of a large reduction) */
 };
 
 /* ---- the plan ---- */
@@ -209,6 +211,7 @@ void cs_coll_plan_free(cs_coll_plan *p)
     free(p->wait_at);
     free(p->waits);
     free(p->prev);
+    free(p->cache);
     free(p);
 }
 
@@ -252,14 +255,16 @@ int cs_coll_alloc_elems(const cs_coll_buf *b, uint64_t count, char **mem, char *
 
 /* ---- one call ---- */
 
+enum { SETTLED = 1, DIRECT = 2 };
+
 typedef struct xr {
-    const cs_coll_plan *p;
+    cs_coll_plan *p;
     const cs_coll_buf *b;
     MPI_Comm comm;
     MPI_Request *reqs;
     int me, reducing;
     uint32_t nseg;
-    uint8_t *settled;
+    uint8_t *settled;          /* per op: SETTLED, DIRECT (a RECV posted into its place) */
     uint32_t fenced;           /* receives before this op are settled */
     char *scratch;             /* alltoall relay slots */
     uint64_t slot_bytes;
@@ -340,6 +345,7 @@ static int apply(xr *x, uint32_t j)
     const cs_coll_op *op = &x->p->sec->ops[j];
     const cs_coll_buf *b = x->b;
     char *in = x->stage_mem + x->stage_at[j] - b->true_lb;
+    if (x->settled[j] & DIRECT) return MPI_SUCCESS; /* it landed in place */
     for (uint32_t k = 0; k < op->npieces; k++) {
         uint64_t units;
         char *acc = piece_place(x, op->first + k, &units);
@@ -364,8 +370,8 @@ static int apply(xr *x, uint32_t j)
 static int settle(xr *x, uint32_t j)
 {
     const cs_coll_plan *p = x->p;
-    if (x->settled[j]) return MPI_SUCCESS;
-    x->settled[j] = 1;
+    if (x->settled[j] & SETTLED) return MPI_SUCCESS;
+    x->settled[j] |= SETTLED;
     int rc = MPI_SUCCESS;
     for (uint32_t k = p->dep_at[j]; rc == MPI_SUCCESS && k < p->dep_at[j + 1]; k++) rc = settle(x, p->deps[k]);
     if (rc == MPI_SUCCESS) rc = PMPI_Wait(&x->reqs[j], MPI_STATUS_IGNORE);
@@ -385,6 +391,23 @@ static int settle_before(xr *x, uint32_t upto)
     return rc;
 }
 
+/* A reduction's RECV (an overwrite) may land straight in the accumulator when nothing can
+ * see the difference: every earlier receive of its pieces is settled and every earlier send
+ * reading them has completed (MPI_Test: posting never waits); later operations on those
+ * pieces wait for its settling anyway. Saves the staging and the copy (a ring allreduce's
+ * whole allgather phase, once its sends are out). */
+static int in_place_now(xr *x, uint32_t i)
+{
+    const cs_coll_plan *p = x->p;
+    for (uint32_t k = p->dep_at[i]; k < p->dep_at[i + 1]; k++)
+        if (!(x->settled[p->deps[k]] & SETTLED)) return 0;
+    for (uint32_t k = p->wait_at[i]; k < p->wait_at[i + 1]; k++) {
+        int done = 0;
+        if (PMPI_Test(&x->reqs[p->waits[k]], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) return 0;
+    }
+    return 1;
+}
+
 static int issue(xr *x, uint32_t i)
 {
     const cs_coll_op *op = &x->p->sec->ops[i];
@@ -395,7 +418,8 @@ static int issue(xr *x, uint32_t i)
     if (op->flags & CS_COLL_OP_FENCE) rc = settle_before(x, i);
     if (op->kind != CS_COLL_SEND) {
         if (rc != MPI_SUCCESS) return rc;
-        if (x->reducing) {
+        if (x->reducing && op->kind == CS_COLL_RECV && in_place_now(x, i)) x->settled[i] |= DIRECT;
+        if (x->reducing && !(x->settled[i] & DIRECT)) {
             uint64_t units = op_units(x, i);
             buf = units ? x->stage_mem + x->stage_at[i] - x->b->true_lb : x->dummy;
             return PMPI_Irecv(buf, (int)units, units ? x->b->type : MPI_BYTE, (int)op->peer, CS_TAG, x->comm,
@@ -417,7 +441,8 @@ static int issue(xr *x, uint32_t i)
     return rc;
 }
 
-/* Scratch of the call: relay slots (alltoall), staging regions (reductions), 16-aligned. */
+/* Scratch of the call: relay slots (alltoall), staging regions (reductions), 16-aligned,
+ * in the plan's cache. */
 static int setup(xr *x)
 {
     const cs_coll_section *s = x->p->sec;
@@ -425,23 +450,29 @@ static int setup(xr *x)
     x->settled = calloc(n ? n : 1, 1);
     x->lens = malloc((x->p->max_pieces ? x->p->max_pieces : 1) * sizeof *x->lens);
     x->disps = malloc((x->p->max_pieces ? x->p->max_pieces : 1) * sizeof *x->disps);
-    if (!x->settled || !x->lens || !x->disps) return MPI_ERR_NO_MEM;
+    if (x->reducing) x->stage_at = malloc((n ? n : 1) * sizeof *x->stage_at);
+    if (!x->settled || !x->lens || !x->disps || (x->reducing && !x->stage_at)) return MPI_ERR_NO_MEM;
+    uint64_t total = 0;
     if (x->p->nrelay) {
         x->slot_bytes = x->b->n / x->nseg + 1;
-        if (!(x->scratch = malloc((size_t)(x->slot_bytes * x->p->nrelay)))) return MPI_ERR_NO_MEM;
+        total = (x->slot_bytes * x->p->nrelay + 15) & ~(uint64_t)15;
     }
-    if (!x->reducing) return MPI_SUCCESS;
-    if (!(x->stage_at = malloc((n ? n : 1) * sizeof *x->stage_at))) return MPI_ERR_NO_MEM;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; x->reducing && i < n; i++) {
         x->stage_at[i] = total;
         if (s->ops[i].kind != CS_COLL_SEND) total += (span_of(x->b, op_units(x, i)) + 15) & ~(uint64_t)15;
     }
-    if (total > SIZE_MAX || !(x->stage_mem = malloc(total ? (size_t)total : 1))) return MPI_ERR_NO_MEM;
+    if (total > SIZE_MAX) return MPI_ERR_NO_MEM;
+    if (total > x->p->cache_cap) {
+        free(x->p->cache);
+        x->p->cache_cap = 0;
+        if (!(x->p->cache = malloc((size_t)total))) return MPI_ERR_NO_MEM;
+        x->p->cache_cap = (size_t)total;
+    }
+    x->scratch = x->stage_mem = x->p->cache;
     return MPI_SUCCESS;
 }
 
-int cs_coll_execute(const cs_coll_plan *p, MPI_Comm comm, const cs_coll_buf *b, MPI_Request *reqs)
+int cs_coll_execute(cs_coll_plan *p, MPI_Comm comm, const cs_coll_buf *b, MPI_Request *reqs)
 {
     const cs_coll_section *s = p->sec;
     uint32_t coll = s->hdr.h.collective;
@@ -467,8 +498,6 @@ int cs_coll_execute(const cs_coll_plan *p, MPI_Comm comm, const cs_coll_buf *b, 
     free(x.settled);
     free(x.lens);
     free(x.disps);
-    free(x.scratch);
-    free(x.stage_mem);
     free(x.stage_at);
     return rc;
 }

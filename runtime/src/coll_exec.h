@@ -43,8 +43,9 @@ typedef struct cs_coll_buf {
 } cs_coll_buf;
 
 /* Runs the section (rules 1-6) on comm (the state's private communicator); reqs holds one
- * request per op. Returns an MPI error code; no request outlives the call. */
-int cs_coll_execute(const cs_coll_plan *p, MPI_Comm comm, const cs_coll_buf *b, MPI_Request *reqs);
+ * request per op. Returns an MPI error code; no request outlives the call. The plan keeps
+ * the call's scratch for the next call (one call at a time per plan: per communicator). */
+int cs_coll_execute(cs_coll_plan *p, MPI_Comm comm, const cs_coll_buf *b, MPI_Request *reqs);
 
 /* count elements of b->type from src to dst (a memcpy for a run, else a message to oneself
  * on comm: holes are never written). */
@@ -70,7 +71,7 @@ typedef struct cs_coll_need {
 } cs_coll_need;
 
 typedef struct cs_coll_choice {
-    const cs_coll_plan *plan; /* NULL: fall back (reason recorded) */
+    cs_coll_plan *plan;       /* NULL: fall back (reason recorded) */
     MPI_Comm comm;
     MPI_Request *reqs;
     const char *path;

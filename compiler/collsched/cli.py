@@ -156,11 +156,12 @@ def _time_arg(text: str | None, flag: str) -> float | None:
 def cmd_compile(a) -> int:
     from .pipeline import VerificationFailed, compile_schedule, parse_bytes_arg
 
+    if a.collective in cli_coll.NAMES:  # alltoall, bcast, reduce, allreduce: cli_coll.py
+        return cli_coll.cmd_compile(a)
+    cli_coll.refuse_options_of_others(a)  # --root, --elem-bytes
     if a.collective.startswith("inter-"):  # two groups: cli_inter.py
         from . import cli_inter
         return cli_inter.cmd_compile(a)
-    if a.collective in cli_coll.NAMES:  # alltoall, bcast, reduce, allreduce: cli_coll.py
-        return cli_coll.cmd_compile(a)
     if a.ranks is None:
         raise InputError("--ranks", "", "expected the number of ranks (required for allgather)")
     if a.form != "explicit":  # the compact form where it applies (cli_compact.py)

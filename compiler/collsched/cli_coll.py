@@ -61,6 +61,16 @@ def _segments(text):
     return int(t)
 
 
+def refuse_options_of_others(a) -> None:
+    """compile of allgather or an inter-* collective: --root and --elem-bytes are refused
+    (one line) rather than ignored."""
+    for attr, flag in (("root", "--root"), ("elem_bytes", "--elem-bytes")):
+        value = getattr(a, attr, None)
+        if value is not None:
+            raise InputError(flag, str(value), f"expected nothing for {a.collective} ({flag} is for "
+                                               f"{'bcast and reduce' if attr == 'root' else 'reduce and allreduce'})")
+
+
 def cmd_compile(a) -> int:
     from .collectives.compile import compile_collective
     from .collectives.verify import VerificationFailed
@@ -72,6 +82,9 @@ def cmd_compile(a) -> int:
     root = getattr(a, "root", None)
     if root is not None and a.collective not in ("bcast", "reduce"):
         raise InputError("--root", str(root), f"expected none: {a.collective} has no root")
+    if getattr(a, "elem_bytes", None) is not None and a.collective not in ("reduce", "allreduce"):
+        raise InputError("--elem-bytes", str(a.elem_bytes), f"expected nothing: {a.collective} moves "
+                                                            f"bytes, not elements")
     out = Path(a.output)
     if not out.parent.is_dir():
         raise InputError(a.output, "-o", "expected a file in an existing directory")
@@ -186,6 +199,9 @@ def cmd_simulate(a) -> int:
     topo, default = _resolve_topology(a.topology, prog.nranks, duplex)
     arrivals = _resolve_arrivals(a.pap, prog.nranks)
     elem = getattr(a, "elem_bytes", None) or 4
+    if getattr(a, "elem_bytes", None) is not None and prog.collective not in ("reduce", "allreduce"):
+        raise InputError("--elem-bytes", str(a.elem_bytes), f"expected nothing: {prog.collective} moves "
+                                                            f"bytes, not elements")
     t = _simulate(a.model or "dag", prog, topo, size, elem, arrivals)
     where = "the default cluster" if default else topo.name
     if a.json:

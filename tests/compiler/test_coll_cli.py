@@ -108,6 +108,9 @@ def test_model_auto_retimes_with_fluid_on_shared_wan_links(tmp_path):
     (["--collective", "reduce", "--algorithm", "chain", "--elem-bytes", "0"], "--elem-bytes"),
     (["--collective", "allreduce", "--algorithm", "ring", "--topology", "/nonexistent.yaml"], "nonexistent"),
     (["--collective", "alltoall", "--algorithm", "pair", "--ranks", "300000"], "of memory"),
+    (["--collective", "bcast", "--algorithm", "chain", "--elem-bytes", "8"], "--elem-bytes: 8: expected nothing"),
+    (["--algorithm", "ring", "--root", "1"], "--root: 1: expected nothing for allgather"),
+    (["--algorithm", "ring", "--elem-bytes", "8"], "--elem-bytes: 8: expected nothing for allgather"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(capsys, tmp_path, argv, needle):
     out = tmp_path / "x.sched"

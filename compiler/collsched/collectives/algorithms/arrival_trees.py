@@ -34,8 +34,9 @@ merge order, then its one send: no step waits for a rank that is not needed yet.
 
 Order (option `order` in req.options): "preserve" merges only partials that are
 neighbouring rank intervals (the pair whose merge is ready first): MPI's order, so valid
-for non-commutative operations; "any" merges the two partials ready first, whatever their
-ranks: the Huffman-like tree, commutative-only unless it happens to keep the order;
+for non-commutative operations; "any" merges the pair of partials, whatever their ranks,
+whose merge is ready first (every pair up to ANY_PAIRS_MAX partials, beyond that the two
+ready first: the Huffman-like tree), commutative-only unless it happens to keep the order;
 "auto" (default) builds both and keeps "preserve" unless "any" is predicted faster (then
 prog.commutative_only says so). prog.notes gets the predicted finish of both (s, from the
 first arrival).
@@ -54,6 +55,7 @@ from .reduce import binomial_down, segs
 from .registry import CollRequest, register
 
 ORDERS = ("auto", "preserve", "any")
+ANY_PAIRS_MAX = 64  # "any" compares every pair of partials up to this many (O(P^3) in all)
 DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 50e-6, 125e6
 
 
@@ -103,7 +105,10 @@ def merge_tree(req: CollRequest, root: int, ordered: bool):
     while len(parts) > 1:
         if ordered:
             cands = [(outcome(parts[i], parts[i + 1])[0], i, i + 1) for i in range(len(parts) - 1)]
-        else:
+        elif len(parts) <= ANY_PAIRS_MAX:  # every pair: the merge that is ready first
+            cands = [(outcome(parts[i], parts[k])[0], i, k) for i in range(len(parts))
+                     for k in range(i + 1, len(parts))]
+        else:  # the two partials ready first
             by_ready = sorted(range(len(parts)), key=lambda i: (parts[i][2], parts[i][0]))
             cands = [(0.0, *sorted(by_ready[:2]))]
         _, i, k = min(cands)

@@ -32,6 +32,9 @@ _KNOWN_FLAGS = 1 | 2 | 4
 _FULL_DUPLEX, _BACKGROUND, _SERIAL = 1, 2, 4
 _ALLGATHER = 1
 _INTER = {3: "inter-allgather", 4: "inter-allgatherv"}  # docs/schedule-format.md, version 1.1
+# Version 1.2 (collectives/schedfile.py): 152-byte header, root at byte 128, flag bit 3
+_COLL = {5: "alltoall", 6: "bcast", 7: "reduce", 8: "allreduce"}
+_COLL_HEADER_BYTES, _COMMUTATIVE_ONLY = 152, 8
 _COMPACT_MAGIC = b"CSCOMPCT"  # compact/desc.py's MAGIC, read without importing it
 _MAX_RANKS, _MAX_SEGMENTS = 1 << 24, 65535
 
@@ -54,6 +57,16 @@ class Header:
     # Intergroup files: (p, q) and both groups' block sizes (A's, B's); None otherwise.
     groups: tuple[int, int] | None = None
     blocks: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    # Version 1.2 files: the root (bcast, reduce) and the commutative-only flag.
+    root: int | None = None
+    commutative_only: bool = False
+
+    def competes_with(self, other: "Header") -> bool:
+        """Allgather and 1.2 files: the runtime could take either for one call of the same
+        size (same collective, ranks and root; a commutative-only file does not serve the
+        calls of a non-commutative operation, which a later file then still serves)."""
+        return (self.collective == other.collective and self.nranks == other.nranks
+                and self.root == other.root and (other.commutative_only or not self.commutative_only))
 
     def serves_same_calls(self, other: "Header") -> bool:
         """Intergroup: the runtime would take either for exactly the same calls."""
@@ -127,25 +140,30 @@ def read_header(path: str | os.PathLike) -> Header:
     checks = (
         (magic == _MAGIC, "magic", "expected 'COLLSCHD': not a collsched schedule"),
         (major == 1, "version_major", f"expected 1, found {major}"),
-        (header_bytes == HEADER_BYTES or coll in _INTER, "header_bytes",
-         f"expected {HEADER_BYTES}, found {header_bytes}"),
+        (header_bytes == (_COLL_HEADER_BYTES if coll in _COLL else HEADER_BYTES) or coll in _INTER,
+         "header_bytes", f"expected {_COLL_HEADER_BYTES if coll in _COLL else HEADER_BYTES}, found {header_bytes}"),
         (zlib.crc32(data[:HEADER_BYTES - 4]) == crc, "header_crc32", "header checksum mismatch (corrupt file)"),
-        (coll == _ALLGATHER or coll in _INTER, "collective",
-         f"expected 1 (allgather), 3 or 4 (intergroup), found {coll}"),
+        (coll == _ALLGATHER or coll in _INTER or coll in _COLL, "collective",
+         f"expected 1 (allgather), 3 or 4 (intergroup), 5..8 (alltoall, bcast, reduce, allreduce), found {coll}"),
         (1 <= nranks <= _MAX_RANKS, "nranks", f"expected 1..{_MAX_RANKS}, found {nranks}"),
         (1 <= nseg <= _MAX_SEGMENTS, "nseg", f"expected 1..{_MAX_SEGMENTS}, found {nseg}"),
-        (not flags & ~_KNOWN_FLAGS, "flags", f"unknown flag bits in {flags:#x}"),
+        (not flags & ~(1 | _COMMUTATIVE_ONLY if coll in _COLL else _KNOWN_FLAGS), "flags",
+         f"unknown flag bits in {flags:#x}"),
         (bmin <= bmax, "bytes_min", f"expected bytes_min <= bytes_max, found {bmin} > {bmax}"),
     )
     for ok, fld, expected in checks:
         if not ok:
             raise bad(fld, expected)
-    groups = blocks = None
+    groups = blocks = root = None
     if coll in _INTER:
         groups, blocks = _groups_extension(src, nranks, header_bytes, st.st_size, bad)
-    return Header(src, _INTER.get(coll, "allgather"), nranks, nseg, bmin, bmax, _text(alg), _text(ver),
-                  bool(flags & _FULL_DUPLEX), bool(flags & _BACKGROUND), bool(flags & _SERIAL),
-                  total_ops, groups, blocks)
+    if coll in _COLL:
+        root = _coll_extension(src, nranks, coll, st.st_size, bad)
+    name = _INTER.get(coll) or _COLL.get(coll, "allgather")
+    return Header(src, name, nranks, nseg, bmin, bmax, _text(alg), _text(ver),
+                  bool(flags & _FULL_DUPLEX), bool(flags & _BACKGROUND) and coll not in _COLL,
+                  bool(flags & _SERIAL) and coll not in _COLL, total_ops, groups, blocks, root,
+                  bool(flags & _COMMUTATIVE_ONLY) and coll in _COLL)
 
 
 def _compact_header(src: str, data: bytes, bad) -> Header:
@@ -182,6 +200,23 @@ def _groups_extension(src: str, nranks: int, header_bytes: int, size: int, bad):
         raise bad("groups_crc32", "groups extension checksum mismatch (corrupt file)")
     sizes = struct.unpack_from(f"<{nranks}Q", ext, 8)
     return (p, q), (tuple(sizes[:p]), tuple(sizes[p:]))
+
+
+def _coll_extension(src: str, nranks: int, coll: int, size: int, bad) -> int:
+    """A 1.2 file's root, its extension checked as the runtime checks it."""
+    if size < _COLL_HEADER_BYTES:
+        raise bad("extension", f"truncated: expected {_COLL_HEADER_BYTES} header bytes, file has {size}")
+    with open(src, "rb") as f:  # a regular file (checked by the caller)
+        f.seek(HEADER_BYTES)
+        ext = f.read(_COLL_HEADER_BYTES - HEADER_BYTES)
+    root, reserved, _pieces, crc, reserved2 = struct.unpack("<IIQII", ext)
+    if zlib.crc32(ext[:16]) != crc:
+        raise bad("ext_crc32", "extension checksum mismatch (corrupt file)")
+    if root >= nranks or (root and _COLL[coll] not in ("bcast", "reduce")):
+        raise bad("root", f"expected a rank below {nranks} (bcast, reduce) or 0, found {root}")
+    if reserved or reserved2:
+        raise bad("reserved", "expected 0")
+    return root
 
 
 def _uncovered(lo: int, hi: int, covers: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -226,7 +261,7 @@ def list_directory(directory: str | os.PathLike) -> Listing:
                 if p.serves_same_calls(h):
                     e.shadowed.append((h.bytes_min, h.bytes_max, prev.name))
                 continue
-            if p.nranks == h.nranks and p.bytes_min <= h.bytes_max and h.bytes_min <= p.bytes_max:
+            if p.competes_with(h) and p.bytes_min <= h.bytes_max and h.bytes_min <= p.bytes_max:
                 e.shadowed.append((max(p.bytes_min, h.bytes_min), min(p.bytes_max, h.bytes_max), prev.name))
         entries.append(e)
     return Listing(d, entries, skipped)
@@ -255,7 +290,8 @@ def overlaps(directory: str | os.PathLike, new: Header, new_name: str) -> list[O
                 first = e.name if os.fsencode(e.name) < os.fsencode(new_name) else new_name
                 out.append(Overlap(e.name, h.algorithm, new.bytes_min, new.bytes_max, first))
             continue
-        if h.bytes_min <= new.bytes_max and new.bytes_min <= h.bytes_max:
+        if (h.competes_with(new) or new.competes_with(h)) and h.bytes_min <= new.bytes_max \
+                and new.bytes_min <= h.bytes_max:
             first = e.name if os.fsencode(e.name) < os.fsencode(new_name) else new_name
             out.append(Overlap(e.name, h.algorithm, max(h.bytes_min, new.bytes_min),
                                min(h.bytes_max, new.bytes_max), first))
@@ -292,8 +328,12 @@ def describe(listing: Listing) -> list[str]:
     for e in listing.entries:
         h = e.header
         ranks = f"{h.groups[0]}:{h.groups[1]}" if h.groups else f"{h.nranks}"
-        lines.append(f"  {e.name}  {h.collective} {ranks} ranks  {_range(h.bytes_min, h.bytes_max)} bytes/rank  "
-                     f"{h.algorithm}  {h.nseg} seg  {'full' if h.full_duplex else 'half'} duplex")
+        unit = {"alltoall": "bytes/block", "bcast": "bytes", "reduce": "bytes", "allreduce": "bytes"}.get(
+            h.collective, "bytes/rank")
+        extra = (f"  root {h.root}" if h.collective in ("bcast", "reduce") else "") + (
+            "  commutative ops only" if h.commutative_only else "")
+        lines.append(f"  {e.name}  {h.collective} {ranks} ranks  {_range(h.bytes_min, h.bytes_max)} {unit}  "
+                     f"{h.algorithm}  {h.nseg} seg  {'full' if h.full_duplex else 'half'} duplex{extra}")
         if e.never_used:
             lines.append(f"    never used: earlier files serve its whole range "
                          f"({', '.join(sorted({n for _, _, n in e.shadowed}))})")

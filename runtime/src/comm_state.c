@@ -11,6 +11,7 @@
  * back. Nothing collective happens per call after that.
  */
 #include "runtime.h"
+#include "coll_exec.h" /* cs_call_stamp, cs_coll_last_call: the collectives beyond allgather */
 
 #include <dirent.h>
 #include <limits.h>
@@ -46,6 +47,7 @@ typedef struct cs_comm {
     int warned;                  /* the mismatch line was printed (once per communicator) */
     int refused;                 /* strict mode refused a call here (said once) */
     collsched_call_info last;
+    uint64_t stamp;              /* when `last` was written (cs_call_stamp) */
     int orphan;                  /* released at finalize; only its memory remains */
     struct cs_comm *next;
 } cs_comm;
@@ -143,6 +145,7 @@ static void set_last(cs_comm *st, const char *schedule, const char *reason)
     st->last.used_schedule = schedule != NULL;
     keep_text(st->last.schedule, sizeof st->last.schedule, schedule ? schedule : "");
     keep_text(st->last.reason, sizeof st->last.reason, reason ? reason : "");
+    st->stamp = cs_call_stamp();
 }
 
 void cs_note_fallback(cs_comm *st, const char *reason)
@@ -754,10 +757,17 @@ int collsched_last_call(MPI_Comm comm, collsched_call_info *info)
 {
     int found = 0;
     cs_comm *st = NULL;
+    collsched_call_info other;
+    uint64_t other_stamp = 0;
     memset(info, 0, sizeof *info);
     if (cs_inter_last_call(comm, info)) return MPI_SUCCESS; /* a two-group communicator */
+    int coll = cs_coll_last_call(comm, &other, &other_stamp); /* alltoall, bcast, reduce, allreduce */
     if (keyval != MPI_KEYVAL_INVALID)
         PMPI_Comm_get_attr(comm, keyval, &st, &found);
+    if (coll && (!found || other_stamp > st->stamp)) {
+        *info = other;
+        return MPI_SUCCESS;
+    }
     if (!found) {
         cs_text(info->reason, sizeof info->reason, "no collsched call on this communicator yet");
         return MPI_SUCCESS;

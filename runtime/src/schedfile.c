@@ -137,6 +137,11 @@ int collsched_parse_header(const void *buf, size_t len, uint64_t file_size, cons
     if (h->version_major != 1)
         return fail(COLLSCHED_EFORMAT, err, errlen, name, "version_major", "expected 1, found %u",
                     h->version_major);
+    if (rd32(b + 12) != HEADER_BYTES && h->collective >= 5 && h->collective <= 8)
+        return fail(COLLSCHED_EFORMAT, err, errlen, name, "collective",
+                    "expected 1 (allgather), found %u (alltoall, bcast, reduce or allreduce: a version %u.%u "
+                    "schedule, read by the collectives' reader)", h->collective, h->version_major,
+                    h->version_minor);
     if (rd32(b + 12) != HEADER_BYTES)
         return fail(COLLSCHED_EFORMAT, err, errlen, name, "header_bytes", "expected %u, found %u",
                     HEADER_BYTES, rd32(b + 12));

@@ -200,6 +200,8 @@ def test_refusals_are_one_line():
         generate("arrival", CollRequest("reduce", 4, options={"order": "sideways"}))
     with pytest.raises(InputError, match="arrival times"):
         generate("arrival", CollRequest("reduce", 4, arrivals=np.zeros(3)))
+    with pytest.raises(InputError, match="finite arrival times"):
+        generate("arrival", CollRequest("allreduce", 2, arrivals=np.array([0.0, np.nan])))
     with pytest.raises(InputError, match="--root"):
         generate("binomial", CollRequest("reduce", 4, root=4))
 

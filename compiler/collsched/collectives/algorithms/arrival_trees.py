@@ -212,8 +212,11 @@ def _check(req: CollRequest) -> str | None:
         return f"expected option order = auto, preserve or any, got {order!r}"
     if not 1 <= req.nseg <= MAX_SEGMENTS:
         return f"expected 1 to {MAX_SEGMENTS} segments, got {req.nseg}"
-    if req.arrivals is not None and len(req.arrivals) != req.nranks:
-        return f"expected {req.nranks} arrival times, got {len(req.arrivals)}"
+    if req.arrivals is not None:
+        if len(req.arrivals) != req.nranks:
+            return f"expected {req.nranks} arrival times, got {len(req.arrivals)}"
+        if not np.all(np.isfinite(np.asarray(req.arrivals, np.float64))):
+            return "expected finite arrival times (seconds)"
     if req.topology is not None and req.topology.nranks != req.nranks:
         return f"expected a topology with {req.nranks} ranks, got one with {req.topology.nranks}"
     return None

@@ -34,10 +34,13 @@ receive may start `early` = duration - m_eff / recv_rate before that); half dupl
 port for both. A shared WAN link (links.SharedLinks.link_of, the route's bottleneck) serves
 its transfers one after the other in start order, each holding it m_eff / bandwidth (the
 latencies overlap); a transfer queued at a link holds neither port while it waits.
-Unlike model/dag.py, which orders each port by list order, this model is event driven:
-each port and link takes transfers in the order they become ready (greedy in simulated
-time, as dag.py's half-duplex _GreedyPorts), since a program's walk already says when each
-message may go. Deterministic: ties go by event order, then transfer index.
+Port order (event driven, unlike model/dag.py's DAG): each rank's sends wait in a queue
+in the order they may move (issued, and posted when rendezvous), ties by list position;
+the queue's head takes the sender's port as soon as both ports allow it, and a receiving
+port serves the heads aimed at it greedily in simulated time (the earliest that can
+start, ties by list positions). List order is kept where the walk already imposes it,
+and no port order can deadlock (every wait is for a known time). Deterministic: ties go
+by event order, then list position, then transfer index.
 """
 from __future__ import annotations
 

@@ -92,6 +92,27 @@ def test_compile_collective_api(tmp_path):
     assert fluid.model == "fluid" and fluid.file_bytes is None
 
 
+def test_commutative_only_is_cleared_where_the_order_is_proven():
+    """An algorithm may mark a program commutative-only; compile clears the flag when the
+    verifier proves MPI's order (the runtime then serves non-commutative operations too)."""
+    from collsched.collectives.algorithms.registry import REGISTRY, register
+
+    @register("reduce", "zz-flagged", "test: an ordered chain marked commutative-only")
+    def build(req):
+        lists = [[] for _ in range(req.nranks)]
+        for i in range(req.nranks - 1, 0, -1):  # i -> i - 1, acc (op) in at the receiver
+            lists[i].append(("send", i - 1, [(0, 0, 0)]))
+            lists[i - 1].insert(0, ("recv-reduce", i, [(0, 0, 0)], "local-first"))
+        prog = from_op_lists("reduce", req.nranks, 1, lists)
+        prog.commutative_only = True
+        return prog
+    try:
+        res = compile_collective("reduce", "zz-flagged", nranks=4, nbytes=64, nseg=1, model="dag")
+        assert res.program.commutative_only is False and res.summary()["notes"] == {}
+    finally:
+        del REGISTRY[("reduce", "zz-flagged")]
+
+
 def test_model_auto_retimes_with_fluid_on_shared_wan_links(tmp_path):
     res = compile_collective("allreduce", "rd", nranks=8, nbytes=1 << 16, nseg=1,
                              topology=ROOT / "topologies" / "wan-3x16.yaml", model="auto")

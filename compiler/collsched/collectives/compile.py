@@ -44,7 +44,7 @@ from .. import __version__
 from ..errors import InputError
 from .algorithms import REGISTRY, CollRequest, generate, names
 from .program import COLLECTIVES, MAX_SEGMENTS, REDUCING, ROOTED, Program
-from .verify import VerificationFailed, verify
+from .verify import VerificationFailed, order_preserving, verify
 
 MODELS = ("auto", "dag", "fluid")
 MAX_AUTO_PIECES = 200_000
@@ -86,7 +86,19 @@ class CollResult:
             "lower_bound_s": None if b is None else b.seconds,
             "lower_bound_terms": None if b is None else dict(b.terms),
             "gap": self.gap, "candidates": self.candidates, "compile_time_s": self.compile_time_s,
+            "notes": _plain(p.notes),
         }
+
+
+def _plain(x):
+    """An algorithm's notes as JSON-able values (numpy scalars and arrays as lists)."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return x if isinstance(x, (str, int, float, bool)) or x is None else str(x)
 
 
 def _module(name: str, what: str):
@@ -383,6 +395,8 @@ def compile_collective(collective: str, algorithm: str, *, nranks: int, nbytes, 
     else:
         found = _segment_search(job, algorithm, nseg, search, rows, strict=True)
     (prog, timing), choice = _pick(job, found, model, rows, algorithm == "auto", algorithm != "auto")
+    if prog.commutative_only and order_preserving(prog):  # proven in MPI's order after all:
+        prog.commutative_only = False  # the runtime may serve non-commutative operations too
     prog.input_hash = _input_hash(job, prog.algorithm, nseg)
     prog.compiler_version = __version__
     prog.planned_run_time_s = timing.run_time_s

@@ -17,7 +17,7 @@ from collsched.collectives.verify import order_preserving, verify
 from collsched.errors import InputError
 
 SLOW = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-REDUCE_ALGS = ("binomial", "chain", "rsag", "arrival")
+REDUCE_ALGS = ("binomial", "chain", "chain-rotated", "rsag", "arrival")
 
 
 class Deadlock(Exception):
@@ -131,8 +131,10 @@ def test_reduce_correct_and_ordered(name, case, order):
     prog = generate(name, req)
     assert prog.collective == "reduce" and prog.root == root and prog.algorithm == name
     check_result(prog, [root])
-    if name != "arrival" or order == "preserve":
+    if name in ("binomial", "chain", "rsag") or (name == "arrival" and order == "preserve"):
         assert not prog.commutative_only  # these keep MPI's order by construction
+    if name == "chain-rotated":
+        assert prog.commutative_only == (p > 2 and root not in (0, p - 1))
 
 
 @given(st.integers(1, 64), st.integers(0, 63))

@@ -15,6 +15,11 @@ allgather"). So none is commutative-only, whatever the root.
   combines own-first) and 0 -> 1 -> ... -> r-1 -> r (incoming-first); segment s leaves
   the chain's far end in step s, so the hops pipeline: (max(r, P-1-r) + nseg - 1) message
   times of n/nseg bytes. For large vectors.
+- chain-rotated: one pipelined chain root+1 -> root+2 -> ... (wrapping) -> root: the root
+  takes n bytes in (chain takes 2n when the root is in the middle: one stream from each
+  side), at the price of P-1 hops and of MPI's order (the chain wraps from rank P-1 to 0:
+  commutative-only unless the root is rank 0 or P-1). For large vectors with a
+  commutative operation.
 - rsag (Rabenseifner's reduce): MPICH's reduce_scatter_gather. P not a power of two: with
   pof2 the largest power of two <= P and rem = P - pof2, the even ranks below 2 rem first
   send their vector to the next odd rank (incoming first) and sit out; the pof2 remaining
@@ -197,6 +202,23 @@ def chain(req: CollRequest):
         for d, x in enumerate(lower):
             b.add(d + s, x, lower[d + 1] if d + 1 < len(lower) else r, segs(s, s + 1), reduce=True)
     return b.build()
+
+
+@register("reduce", "chain-rotated", "one pipelined chain root+1 -> root+2 -> ... -> root "
+          "(ranks rotated to the root): n bytes into the root, not 2n; commutative-only "
+          "unless the root is rank 0 or P-1", _plain_nseg)
+def chain_rotated(req: CollRequest):
+    p, r, ns = req.nranks, req.root, req.nseg
+    b = Builder("reduce", p, ns, root=r, algorithm="chain-rotated")
+    path = [(r + 1 + i) % p for i in range(p)]  # ends at the root
+    for s in range(ns):
+        for d in range(p - 1):
+            x, y = path[d], path[d + 1]
+            # The partial [path[0] .. x] meets y: in rank order only while no wrap.
+            b.add(d + s, x, y, segs(s, s + 1), reduce=True, local_first=y < x)
+    prog = b.build()
+    prog.commutative_only = p > 2 and r not in (0, p - 1)
+    return prog
 
 
 def _rsag_check(req: CollRequest) -> str | None:

@@ -592,3 +592,12 @@ def test_the_concrete_run_sees_what_verify_rejects():
     ops[0][:0] = [Op(RECV, 1, ()), Op(SEND, 1, (), fence=True)]
     ops[1][:0] = [Op(RECV, 0, ()), Op(SEND, 0, (), fence=True)]
     assert not execute(with_ops(prog, ops), rng)[0]
+
+
+def test_numpy_integers_are_integers():
+    import numpy as np
+
+    prog = from_op_lists("bcast", 2, 1, [[("send", np.int64(1), [(np.int32(0), 0, np.int64(0))])],
+                                         [("recv", 0, [(0, 0, 0)])]])
+    prog.nranks = np.int64(2)
+    assert verify(prog) == []

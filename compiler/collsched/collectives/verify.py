@@ -32,6 +32,7 @@ raises VerificationFailed (message: the first violation) unless the program is v
 from __future__ import annotations
 
 from collections import defaultdict
+from numbers import Integral  # Python and numpy integers alike
 
 from ..verify import Violation
 from .program import (COLLECTIVES, MAX_PIECES_PER_OP, MAX_RANKS, MAX_SEGMENTS, RECV,
@@ -86,15 +87,15 @@ def _program_shape(prog: Program) -> list[str]:
     bad = []
     if prog.collective not in COLLECTIVES:
         bad.append(f"collective {prog.collective!r} is not one of {', '.join(COLLECTIVES)}")
-    if not isinstance(prog.nranks, int) or not 1 <= prog.nranks <= MAX_RANKS:
+    if not isinstance(prog.nranks, Integral) or not 1 <= prog.nranks <= MAX_RANKS:
         bad.append(f"nranks {prog.nranks!r} is not in 1..{MAX_RANKS}")
-    if not isinstance(prog.nseg, int) or not 1 <= prog.nseg <= MAX_SEGMENTS:
+    if not isinstance(prog.nseg, Integral) or not 1 <= prog.nseg <= MAX_SEGMENTS:
         bad.append(f"nseg {prog.nseg!r} is not in 1..{MAX_SEGMENTS}")
     if not isinstance(prog.ops, list) or len(prog.ops) != prog.nranks:
         n = len(prog.ops) if isinstance(prog.ops, list) else "no"
         bad.append(f"{n} lists of operations for {prog.nranks} ranks")
     if prog.collective in ROOTED:
-        if not isinstance(prog.root, int) or not 0 <= prog.root < max(prog.nranks, 1):
+        if not isinstance(prog.root, Integral) or not 0 <= prog.root < max(prog.nranks, 1):
             bad.append(f"root {prog.root!r} is not a rank (0..{prog.nranks - 1})")
     elif prog.root != 0:
         bad.append(f"root {prog.root!r}: expected 0 for {prog.collective} (no root)")
@@ -108,7 +109,7 @@ def _op_shape(prog: Program, r: int, op) -> str | None:
         return f"kind {op.kind!r} is not send, recv or recv-reduce"
     if op.kind == RECV_REDUCE and prog.collective not in REDUCING:
         return f"recv-reduce in {prog.collective} (reduce and allreduce only)"
-    if not isinstance(op.peer, int) or not 0 <= op.peer < P:
+    if not isinstance(op.peer, Integral) or not 0 <= op.peer < P:
         return f"peer {op.peer!r} out of range 0..{P - 1}"
     if op.peer == r:
         return "peer is the rank itself"
@@ -119,7 +120,7 @@ def _op_shape(prog: Program, r: int, op) -> str | None:
     if len(op.pieces) > MAX_PIECES_PER_OP:
         return f"{len(op.pieces)} pieces (at most {MAX_PIECES_PER_OP})"
     for p in op.pieces:
-        if len(p) != 3 or not all(isinstance(x, int) for x in p):
+        if len(p) != 3 or not all(isinstance(x, Integral) for x in p):
             return f"piece {p!r} is not three integers (src, dst, seg)"
         src, dst, seg = p
         if not 0 <= seg < nseg:

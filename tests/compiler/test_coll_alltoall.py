@@ -278,6 +278,29 @@ def test_grid_relays_through_the_nearer_site():
     assert t["grid"] < 0.8 * t["simple"]
 
 
+def test_grid_relay_share_splits_large_blocks():
+    """128 KiB blocks on wan-3x16: part of B -> C goes through A, the rest direct."""
+    topo = load_topology(str(ROOT / "topologies" / "wan-3x16.yaml"))
+    r = req(48, 2, topology=topo, nbytes=1 << 17, options={"mode": "dest", "route": "relay"})
+    groups = alltoall_grid.site_groups(r)
+    lat = alltoall_grid._latency(r, groups)
+    shares = alltoall_grid.relay_shares(r, groups, lat, alltoall_grid.via_sites(lat, "relay"))
+    assert set(shares) == {(1, 2), (2, 1)} and all(0 < f < 1 for f in shares.values())
+    small = dict(r.__dict__, nbytes=1)
+    assert set(alltoall_grid.relay_shares(CollRequest(**small), groups, lat,
+                                          alltoall_grid.via_sites(lat, "relay")).values()) == {1.0}
+    prog = generate("grid", r)
+    assert verify(prog) == []
+    check_wan_once(prog, topo, "relay")
+    site = topo.rank_site()
+    hops = {}
+    for src, op in wan_messages(prog, topo):
+        for pc in op.pieces:
+            if {site[pc.src], site[pc.dst]} == {"B", "C"}:
+                hops[pc] = hops.get(pc, 0) + 1
+    assert set(hops.values()) == {1, 2}
+
+
 def test_grid_pools_match_sites_on_three_site_grid():
     topo = load_topology(str(ROOT / "topologies" / "three-site-grid.yaml"))
     r = req(topo.nranks, topology=topo)

@@ -30,13 +30,17 @@ rot = the index of the other site, so that different site pairs use different me
 first.
 
 Routes (option route): "direct" (every block crosses one WAN link, X -> Y) or "relay":
-the blocks of a site pair X -> Y for which a third site Z has lat(X, Z) + lat(Z, Y) <
-lat(X, Y) (the Z of least sum) go X -> Z -> Y: the X-side relay sends them to member
-Z[(i + j + rot) mod n_Z] (spread over Z's members by source and destination index),
-which forwards them to the Y-side relay. A block still enters every site at most once
-(Z, then Y) and its destination site exactly once. On wan-3x16 (A-B 20 ms, A-C 40 ms,
-B-C 80 ms) B <-> C goes through A: 60 ms instead of 80 for small blocks (the lower
-bound's 60 ms).
+for a site pair X -> Y with a third site Z of lat(X, Z) + lat(Z, Y) < lat(X, Y) (the Z
+of least sum), a share f of its blocks (those to Y's members of index j < f n_Y) go
+X -> Z -> Y: the X-side relay sends them to member Z[(i + j + rot) mod n_Z] (spread over
+Z's members by source and destination index), which forwards them to the Y-side relay;
+the rest go direct. f balances the two paths with a site-level estimate (relay_shares:
+latency plus volume over the bandwidth between the sites' lowest ranks, the relay links
+carrying their own pair's traffic too): small blocks all take the faster path, large ones
+split. A block still enters every site at most once (Z, then Y) and its destination site
+exactly once. On wan-3x16 (A-B 20 ms, A-C 40 ms, B-C 80 ms) B <-> C goes through A: with
+1 KiB blocks all of them (60.5 ms instead of 80.6 under the fluid model; the lower bound
+60.0), with 128 KiB 3/8 of them (99.9 ms instead of 108.4 with 8 segments).
 
 Choice (options mode and route, each "auto" by default): every (mode, route) candidate
 (source only where some site sends to a larger one, relay only where some pair has a
@@ -131,18 +135,44 @@ def via_sites(lat: np.ndarray, route: str) -> dict[tuple[int, int], int | None]:
     return out
 
 
-def _paths(mode: str, groups, via, lat):
+def relay_shares(req: CollRequest, groups, lat: np.ndarray, via) -> dict[tuple[int, int], float]:
+    """Per relayed site pair (x, y) the share f of its blocks sent through z (the rest goes
+    direct): the f in 0, 1/64, ..., 1 that minimises max(direct, relayed) with direct =
+    lat(x, y) + (1 - f) V / b(x, y) and relayed = lat(x, z) + lat(z, y) + the slower of
+    the two links' (own traffic + f V) / b, V = n_X n_Y nbytes, b the bandwidth between
+    the sites' lowest ranks (a site-level estimate: each link's own traffic and one
+    relayed pair per direction)."""
+    lead = [g[0] for g in groups]
+    bw = np.asarray(req.topology.bandwidth, np.float64)[np.ix_(lead, lead)]
+    n = np.array([len(g) for g in groups], np.float64)
+    f = np.linspace(0.0, 1.0, 65)
+    out = {}
+    for (x, y), z in via.items():
+        if z is None:
+            continue
+        vol = n[x] * n[y] * float(req.nbytes)
+        direct = lat[x, y] + (1 - f) * vol / bw[x, y]
+        relayed = lat[x, z] + lat[z, y] + np.maximum((n[x] * n[z] * req.nbytes + f * vol) / bw[x, z],
+                                                     (n[z] * n[y] * req.nbytes + f * vol) / bw[z, y])
+        cost = np.maximum(direct, np.where(f > 0, relayed, 0.0))
+        out[(x, y)] = float(f[int(np.argmin(cost))])
+    return out
+
+
+def _paths(mode: str, groups, via, lat, shares):
     """Every remote block's path: (x, y, src, dst, path of ranks from the X-side relay to
-    the Y-side relay, estimated arrival at the Y-side relay)."""
+    the Y-side relay, estimated arrival at the Y-side relay). Of a relayed pair, the blocks
+    to Y's members of index j < share * n_Y take the relay."""
     for x, xm in enumerate(groups):
         for y, ym in enumerate(groups):
             if x == y:
                 continue
             z = via[(x, y)]
+            cut = round(shares.get((x, y), 0.0) * len(ym))
             for i, src in enumerate(xm):
                 for j, dst in enumerate(ym):
                     a, r = relay_of(mode, xm, ym, y, i, j)
-                    if z is None:
+                    if z is None or j >= cut:
                         yield x, y, src, dst, (a, r), float(lat[x, y])
                     else:
                         zm = groups[z]
@@ -155,6 +185,7 @@ def grid_builder(req: CollRequest, mode: str, route: str = "direct") -> Builder:
     s = len(groups)
     lat = _latency(req, groups)
     via = via_sites(lat, route)
+    shares = relay_shares(req, groups, lat, via)
     b = Builder("alltoall", p, nseg)
     # Order keys: gather 0; first WAN hop 1 .. s-1 (per sending site, the route of longest
     # latency first); intra-site exchange s; then every relay's forwards and scatters at
@@ -165,7 +196,7 @@ def grid_builder(req: CollRequest, mode: str, route: str = "direct") -> Builder:
         mine = sorted((k for k in via if k[0] == x), key=lambda k: (-route_lat[k], k[1]))
         wan_rank.update((k, n) for n, k in enumerate(mine))
     gathers, first, later = {}, {}, {}
-    for x, y, src, dst, path, arrive in _paths(mode, groups, via, lat):
+    for x, y, src, dst, path, arrive in _paths(mode, groups, via, lat, shares):
         for g in range(nseg):
             piece = Piece(src, dst, g)
             if src != path[0]:

@@ -250,3 +250,15 @@ def test_a_program_too_large_for_memory_is_refused_before_decoding(monkeypatch):
     monkeypatch.setattr(budget, "available", lambda: 1000)
     with pytest.raises(ScheduleFileError, match="total_pieces: expected a program that fits in memory"):
         coll_file.decode(data, "big.sched")
+
+
+def test_golden_bytes():
+    """The format is frozen: this program's file, byte for byte (a change here is a format
+    change: the C reader, docs/schedule-format.md and every written file go with it)."""
+    import hashlib
+
+    p = small()
+    p.compiler_version = "golden"
+    data = coll_file.encode(p)
+    assert len(data) == 320
+    assert hashlib.sha256(data).hexdigest() == "f517204e7629ff8511f8ddb7a819c295a40f6a81eed1a0c01f5b3ca992c19b12"

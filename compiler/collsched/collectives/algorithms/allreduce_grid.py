@@ -34,12 +34,13 @@ The wide-area phase, per slice, among the S owners of that slice (one per site):
   owner sends part h to site h's owner, which combines the S partials in site order), then
   allgather (site h's owner sends the reduced part h to the others): two wide-area
   latencies, and the link between sites x and y carries w_x + w_y of every slice each
-  way (w_h: part h's share). Pipelined (below), the shares solve max sum w subject to w_x + w_y <= c_xy
-  (c_xy: the pair's rate, the slower direction of min(link bandwidth, flows x one flow's
-  bandwidth), flows the distinct owner pairs; `part_weights`, a small simplex), scaled
-  to sum 1: the slowest links then carry the least. On three-site-grid, where every link
-  from UT is slow, UT homes nothing and every link carries what the cut around UT
-  must; with equal links the shares are 1/S (2 n / S per link), as when not pipelined.
+  way (w_h: part h's share). Pipelined (below), the shares solve max sum w subject to
+  w_x + w_y <= c_xy (c_xy: the pair's rate, the slower direction of min(link bandwidth,
+  flows x one flow's bandwidth), flows the distinct owner pairs; `part_weights`, a small
+  simplex), scaled to sum 1: the slowest links then carry the least. On three-site-grid,
+  where every link from UT is slow, UT homes nothing and every link carries what the cut
+  around UT must; with equal links the shares are 1/S (2 n / S per link), as when not
+  pipelined.
 Option `wan` (req.options): "exchange", "rsag" or "auto" (default): the one the site-level
 model predicts faster (`predict_wan`: exchange = the longest latency + n at the slowest
 pair's rate, or the busiest owner's sends one after the other; rsag = twice the longest
@@ -59,9 +60,10 @@ and the rsag parts take the weighted shares; otherwise the sends are not FIFO (a
 synchronous send costs a round trip) and the parts are equal (1/S each, U = S: the two
 phases then run one after the other, and equal parts are within a few per cent of the best
 shares for that case).
-Order: MPI's when every site is a contiguous rank range (each
-combine appends a neighbouring interval: members by rank inside a site, sites by rank
-across), else the program is commutative-only.
+
+Order: MPI's when every site is a contiguous rank range (each combine appends a
+neighbouring interval: members by rank inside a site, sites by rank across), else the
+program is commutative-only.
 """
 from __future__ import annotations
 

@@ -13,11 +13,14 @@ Execution (the executor, per rank, from its arrival):
   receives of one piece are applied in list order) and, FIFO, once the previous send to
   the same peer has completed; until then the walk waits (in-order issue);
 - a receive completes when its message has arrived and it is posted; it is *settled*
-  (applied) as soon as it completed, every earlier send of the list reading one of its
-  pieces (since the previous receive of that piece) has completed, and the previous
-  receive of each of its pieces is settled. A RECV_REDUCE then costs gamma x its bytes of
-  its host's CPU (inputs/compute.py), one reduction after the other per host, in the
-  order they become ready; a plain receive costs nothing;
+  (applied) when the walk needs it, as the runtime (runtime/src/coll_exec.c) settles:
+  for a send or a FENCE that waits for it, or at the end, where every receive is settled
+  in list order. Settling waits until it completed, every earlier send of the list
+  reading one of its pieces (since the previous receive of that piece) has completed, and
+  the previous receive of each of its pieces is settled (settling those first). A
+  RECV_REDUCE then costs gamma x its bytes of its host's CPU (inputs/compute.py), one
+  reduction after the other per host, and the walk waits for it; a plain receive costs
+  nothing (with gamma = 0 settling when needed gives the same times as settling at once);
 - a message below the topology's eager limit moves as soon as it is issued; a larger one,
   or a FIFO (synchronous) one, once its receive is posted too (rendezvous);
 - a rank finishes when every receive is settled and every send has completed.
@@ -132,6 +135,7 @@ class Plan:
         self.prev: list = [()] * n_ops  # recv: previous receives of its pieces
         self.fifo_prev = [-1] * n_ops  # send: previous send to the same peer (FIFO)
         self.fence_deps: list = [()] * n_ops
+        self.recvs_of: list = [[] for _ in range(p)]  # each rank's receive ops, in list order
         sends: dict = {}  # (src, dst) -> [send op]
         recvs: dict = {}
         msg_bytes: dict = {}
@@ -164,7 +168,7 @@ class Plan:
                             rd.append(o)
                         msg_bytes[o] = seg[x.seg]
                     else:
-                        deps_l[o] = tuple({last_recv[x] for x in pieces if x in last_recv})
+                        deps_l[o] = tuple(sorted({last_recv[x] for x in pieces if x in last_recv}))
                         for x in pieces:
                             readers.setdefault(x, []).append(o)
                         msg_bytes[o] = sum(seg[x.seg] for x in pieces)
@@ -188,10 +192,11 @@ class Plan:
                         last_recv[x] = o
                     else:
                         war_l[o] = tuple({s for x in pieces for s in readers.pop(x, ())})
-                        prev_l[o] = tuple({last_recv[x] for x in pieces if x in last_recv})
+                        prev_l[o] = tuple(sorted({last_recv[x] for x in pieces if x in last_recv}))
                         for x in pieces:
                             last_recv[x] = o
                     since_fence.append(o)
+                    self.recvs_of[r].append(o)
                     key = (op.peer, r)
                     lst = recvs.get(key)
                     if lst is None:
@@ -250,6 +255,8 @@ class _Executor:
         self.started = [False] * n
         self.settled = [INF] * n_ops  # receive ops
         self.applying = [False] * n_ops
+        self.needed = [False] * n_ops  # a send, a fence or the end waits for its settling
+        self.endp = [0] * plan.p  # rule 6: the next receive to settle at the end
         self.cpu_free: dict = {}
         self.waiters: dict = {}  # ("s", recv op) / ("c", send op) -> [("walk", r) | ("apply", o)]
         self.finish = list(self.arrival)
@@ -290,6 +297,7 @@ class _Executor:
                         break
                 if blocked >= 0:
                     self._wait(("s", blocked), ("walk", r))
+                    self._need(blocked, now)
                     break
             t = pl.tr[i]
             if kind[i] != SEND:
@@ -306,6 +314,7 @@ class _Executor:
                     break
             if blocked >= 0:
                 self._wait(("s", blocked), ("walk", r))
+                self._need(blocked, now)
                 break
             q = pl.fifo_prev[i]
             if pl.fifo[i] and q >= 0 and self.sent[pl.tr[q]] == INF:
@@ -318,6 +327,27 @@ class _Executor:
             self._maybe_start(t, now)
             i += 1
         self.ptr[r] = i
+        if i == stop:
+            self._end(r, now)
+
+    def _end(self, r, now) -> None:
+        """Rule 6: settle every receive in list order, one after the other."""
+        recvs, k = self.plan.recvs_of[r], self.endp[r]
+        while k < len(recvs):
+            o = recvs[k]
+            if self.settled[o] == INF:
+                self.endp[r] = k
+                self._wait(("s", o), ("walk", r))
+                self._need(o, now)
+                return
+            k += 1
+        self.endp[r] = k
+
+    def _need(self, o, now) -> None:
+        """The walk settles receive o now (the runtime settles when something needs it)."""
+        if not self.needed[o]:
+            self.needed[o] = True
+            self.try_apply(o, now)
 
     def _maybe_start(self, t, now) -> None:
         if self.started[t] or self.issued[t] == INF:
@@ -347,7 +377,7 @@ class _Executor:
 
     def try_apply(self, o, now) -> None:
         """Settle receive op o once its conditions hold (module docstring)."""
-        if self.applying[o] or self.settled[o] < INF:
+        if self.applying[o] or self.settled[o] < INF or not self.needed[o]:
             return
         pl = self.plan
         t = pl.tr[o]
@@ -356,6 +386,7 @@ class _Executor:
         for q in pl.prev[o]:
             if self.settled[q] == INF:
                 self._wait(("s", q), ("apply", o))
+                self._need(q, now)
                 return
         for q in pl.war[o]:
             if self.sent[pl.tr[q]] == INF:

@@ -5,7 +5,6 @@ signals, Bruck's ceil(log2 P) messages, the grid's single WAN crossing per block
 over every member)."""
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 

@@ -119,18 +119,18 @@ def wide_area(prog, sites, nunits):
 
 
 @pytest.mark.parametrize("name", GRID)
-@given(labels=st.lists(st.sampled_from("ABCD"), min_size=1, max_size=24), nseg=st.integers(1, 2),
+@given(labels=st.lists(st.sampled_from("ABCD"), min_size=1, max_size=24), nseg=st.integers(1, 3),
        wan=st.sampled_from(["auto", "exchange", "rsag"]), per=st.integers(1, 6),
-       nbytes=st.sampled_from([1 << 20, 1 << 26]))
+       nbytes=st.sampled_from([1 << 20, 1 << 26]), intra=st.sampled_from(["auto", "binomial", "chain"]))
 @settings(max_examples=25, **SLOW)
-def test_grid_correct_and_wide_area_minimal(tmp_path, name, labels, nseg, wan, per, nbytes):
+def test_grid_correct_and_wide_area_minimal(tmp_path, name, labels, nseg, wan, per, nbytes, intra):
     topo = grouped_topology(tmp_path, labels)
     p = len(labels)
     sites = pool_sites(topo)
     assert sorted(map(tuple, sites)) == sorted(
         tuple(i for i, x in enumerate(labels) if x == s) for s in set(labels))
     prog = generate(name, CollRequest("allreduce", p, nbytes=nbytes, nseg=nseg, topology=topo,
-                                      options={"wan": wan}))
+                                      options={"wan": wan, "intra": intra}))
     check_result(prog, range(p))
     contiguous = all(m == list(range(m[0], m[0] + len(m))) for m in sites)
     assert prog.commutative_only == (not contiguous)
@@ -215,6 +215,8 @@ def test_grid_refusals():
         generate("hier", CollRequest("allreduce", 4))
     with pytest.raises(InputError, match="wan"):
         generate("hier", CollRequest("allreduce", 4, topology=homogeneous(4), options={"wan": "x"}))
+    with pytest.raises(InputError, match="intra"):
+        generate("hier", CollRequest("allreduce", 4, topology=homogeneous(4), options={"intra": "x"}))
     with pytest.raises(InputError, match="topology with 5 ranks"):
         generate("hier-spread", CollRequest("allreduce", 5, topology=homogeneous(4)))
     with pytest.raises(InputError, match="segments"):
@@ -274,3 +276,22 @@ def test_sites_from_the_pool_tree(tmp_path):
     two = load_topology(str(path))
     assert two.nranks == 12
     assert pool_sites(two) == [list(range(6)), list(range(6, 12))]
+
+
+def test_hier_intra_site_shapes():
+    """hier's intra-site phases: binomial trees, or chains (each member sends once up and
+    once down per segment, to a neighbour in the site); auto takes the chain once the
+    segments are at least the members."""
+    topo = load_topology("three-site-grid")
+    for nseg, want in ((2, "binomial"), (8, "chain")):
+        prog = generate("hier", CollRequest("allreduce", 20, nbytes=1 << 20, nseg=nseg, topology=topo))
+        assert prog.notes["intra"] == want
+    prog = generate("hier", CollRequest("allreduce", 20, nbytes=1 << 20, nseg=2, topology=topo,
+                                        options={"intra": "chain"}))
+    check_result(prog, range(20))
+    sites = pool_sites(topo)
+    site = {r: k for k, m in enumerate(sites) for r in m}
+    for m in sites:
+        for r in m[1:-1]:  # inner members: one send down the chain per segment and phase
+            local = [op.peer for op in prog.ops[r] if op.kind == SEND and site[op.peer] == site[r]]
+            assert sorted(set(local)) == [r - 1, r + 1] and len(local) == 2 * 2

@@ -12,9 +12,13 @@ their lowest rank, members in rank order. On a one-site topology both algorithms
 to their intra-site phases.
 
 - hier (reduce inside sites, one exchange over each slow link, broadcast inside sites):
-  every site reduces to its leader (its lowest rank) by a binomial tree (reduce.binomial_up),
-  the leaders combine their site partials over the wide area (below), every leader
-  broadcasts the result in its site by a binomial tree. Wide-area bytes leave each site
+  every site reduces to its leader (its lowest rank), the leaders combine their site
+  partials over the wide area (below), every leader broadcasts the result in its site.
+  Inside sites (option `intra`): "binomial" trees (reduce.binomial_up / binomial_down),
+  or pipelined "chain"s (the last member -> .. -> the leader, each hop appending its own
+  value; the leader -> member 1 -> ..); "auto" (default) takes the chain once there are
+  at least as many segments as members (the pipeline fills; a binomial tree's root sends
+  to log2 n children at once, which share its port). Wide-area bytes leave each site
   from one host.
 - hier-spread: every site reduce-scatters inside (direct: each member sends every other
   member the slices that member owns, the owner combines them in rank order), each member
@@ -241,6 +245,8 @@ def _check(req: CollRequest, spread: bool) -> str | None:
     mode = req.options.get("wan", "auto")
     if mode not in WAN_MODES + ("auto",):
         return f"expected option wan = exchange, rsag or auto, got {mode!r}"
+    if req.options.get("intra", "auto") not in ("auto", "binomial", "chain"):
+        return f"expected option intra = binomial, chain or auto, got {req.options['intra']!r}"
     if req.nseg < 1:
         return f"expected at least 1 segment, got {req.nseg}"
     if topo is None:
@@ -327,16 +333,29 @@ def _finish(b: XBuilder, sites, notes):
 def hier(req: CollRequest):
     sites, owner, mode, notes, pc = _plan(req, 1)
     b = XBuilder("allreduce", req.nranks, pc.nseg, algorithm="hier")
+    intra = req.options.get("intra", "auto")
+    if intra == "auto":  # a chain once the segments fill it
+        intra = "chain" if pc.ns >= max(len(m) for m in sites) > 2 else "binomial"
+    notes["intra"] = intra
     depth = 0
     for s in range(pc.ns):
         pieces = pc.of([0], range(pc.nparts), s)
         for m in sites:
-            depth = max(depth, binomial_up(b, m, s, pieces))
+            if intra == "chain":  # m[-1] -> .. -> m[0], each hop appending own-first
+                for d in range(len(m) - 1):
+                    b.add(s + d, m[-1 - d], m[-2 - d], pieces, reduce=True, local_first=True)
+                depth = max(depth, len(m) - 1)
+            else:
+                depth = max(depth, binomial_up(b, m, s, pieces))
     step = _wan(b, owner, pc, mode, depth + pc.ns)
     for s in range(pc.ns):
         pieces = pc.of([0], range(pc.nparts), s)
         for m in sites:
-            binomial_down(b, m, step + s, pieces)
+            if intra == "chain":  # m[0] -> m[1] -> ..
+                for d in range(len(m) - 1):
+                    b.add(step + s + d, m[d], m[d + 1], pieces)
+            else:
+                binomial_down(b, m, step + s, pieces)
     return _finish(b, sites, notes)
 
 

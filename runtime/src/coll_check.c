@@ -1,22 +1,20 @@
 /* coll_check.c - prove a whole program of a collective beyond allgather (every rank's
  * section of a format 1.2 file) before anyone runs it: cs_coll_check_whole (coll.h).
  *
- * The passes of compiler/collsched/collectives/verify.py, in its order and with its first
- * violation and its words, under the rules of docs/semantics.md ("Collectives beyond
- * allgather"): shape, matching, holding, progress, delivery, order. The reason is
- * "rank R, op I: what" (or "rank R, end of list: what"), verify.py's Violation without the
- * " [pass]" tag, as whole_check.c words the allgather proof. Progress is verify.py's
- * abstract execution replayed step for step (the same stack of tasks, the same wake-up
- * order), so that the contribution sets, and the first doubled contribution or order break
- * it meets, are the ones verify.py reports. No MPI here.
+ * compiler/collsched/collectives/verify.py's passes, order, first violation and words, as
+ * "rank R, op I: what" or "rank R, end of list: what" (its Violation without the " [pass]"
+ * tag, as whole_check.c does): shape, matching, holding, progress, delivery, order. Progress
+ * replays verify.py's abstract execution step for step (the same stack of tasks, the same
+ * wake-up order), so that the contribution sets, the first doubled contribution and the
+ * first order break it meets are the ones verify.py reports. No MPI here.
  *
  * Cost, N = total ops, T = total pieces, P = ranks, S = nseg, W = ceil(P / 64), M = the
- * largest section's pieces: time O(N + T log M + P) (the execution looks at each of an
- * op's writers and readers once: what it waited for stays true, so each op keeps a cursor
- * where verify.py starts again from the first); reductions add O(W) per piece applied or
- * sent. Memory about 104 N + 8 T + 36 M + 24 P bytes, and for reductions 8 W + 9 bytes per
- * (rank, segment) and per piece (a send's snapshot); above CS_COLL_CHECK_MAX_BYTES (256 MiB)
- * the check refuses with the figure (CS_COLL_NOMEM). Limits: N < 2^31.
+ * largest section's pieces: time O(N + T log M + P) (what an op waited for stays true, so
+ * it keeps a cursor where verify.py starts again from the first); reductions add O(W) per
+ * piece applied or sent. Memory about 100 N + 8 T + 36 M + 24 P bytes; reductions add
+ * 8 W + 9 bytes per (rank, segment), 13 per piece and 8 W + 4 per unordered value in flight
+ * (an interval is kept as such). Above CS_COLL_CHECK_MAX_BYTES (256 MiB) it refuses with
+ * the figure (CS_COLL_NOMEM). Limits: N < 2^31.
  */
 #include "coll.h"
 
@@ -34,30 +32,28 @@ typedef struct ref { uint32_t src, dst, seg, op, pos; } ref;  /* a piece of a ra
 
 typedef struct cc {
     const cs_coll_section *const *secs;
-    uint32_t P, S, coll, root, W;
-    int reducing, commutative;
-    uint32_t N;
+    uint32_t P, S, coll, root, W, N;
+    int reducing, commutative, ordered, nomem;
     uint32_t *base;                  /* P + 1: first global op of each rank */
     const cs_coll_op **op;           /* N */
     const cs_coll_piece **pc;        /* N: the op's first piece */
-    uint32_t *rank;                  /* N */
+    uint32_t *rank, *match;          /* N */
     uint64_t *pfirst;                /* N + 1: global index of the op's first piece */
-    uint32_t *match;                 /* N */
     uint64_t *wstart, *rstart;       /* N + 1: writers[g], readers[g] in wlist, rlist */
     uint64_t *wcur, *rcur;           /* N: the first of them not known met (facts stay true) */
     uint32_t *wlist, *rlist;         /* T each */
     uint32_t *prev;                  /* N: FIFO send: previous send to its peer */
     uint8_t *done, *settled;         /* N */
-    uint32_t *walk, *open;           /* P: next op of the walk; first possibly unsettled recv */
+    uint32_t *walk, *open, *lastto;  /* P: next op of the walk; first maybe unsettled recv; P + 1 */
     uint32_t *head, *tail, *tnext;   /* 2N keys; N + P tasks */
-    uint32_t *stack;                 /* N + P */
-    uint64_t top;
+    uint32_t *stack; uint64_t top;   /* N + P */
     ref *refs;                       /* M: one rank's pieces, sorted */
-    uint32_t *stamp, *stamp2, *tmp;  /* N; N; 4 M */
-    uint64_t *abits, *sbits;         /* reductions: acc (P S W words), snapshots (T W words) */
-    uint32_t *alo, *ahi, *slo, *shi; /* P S; T */
+    uint32_t *stamp, *tmp;           /* N (writers are receives, readers sends); 4 M */
+    uint64_t *abits, *pool, *ibuf;   /* reductions: acc (P S W words); unordered snapshots; W */
+    uint32_t *alo, *ahi, *slo, *shi; /* P S; T: an ordered value is the ranks lo..hi */
     uint8_t *aord, *sord;            /* P S; T */
-    int ordered;
+    uint32_t *slot, *freel, nfree, cap;  /* T: an unordered snapshot's slot of W words in pool */
+    double budget;                   /* bytes the pool may still take */
     char first_double[300], first_break[300], *reason;  /* the first doubled contribution, order break */
     size_t len;
 } cc;
@@ -83,7 +79,6 @@ static uint32_t local(const cc *c, uint32_t g) { return g - c->base[c->rank[g]];
 
 static int program_shape(cc *c, uint32_t nranks)
 {
-    const cs_coll_header *h = &c->secs[0]->hdr;
     if (!cs_coll_is(c->coll))
         return say(c, 0, NONE, "program: collective %u is not one of alltoall, bcast, reduce, allreduce", c->coll);
     if (c->P < 1 || c->P > MAX_RANKS) return say(c, 0, NONE, "program: nranks %u is not in 1..%u", c->P, MAX_RANKS);
@@ -93,13 +88,6 @@ static int program_shape(cc *c, uint32_t nranks)
         if (c->root >= c->P) return say(c, 0, NONE, "program: root %u is not a rank (0..%u)", c->root, c->P - 1);
     } else if (c->root != 0) {
         return say(c, 0, NONE, "program: root %u: expected 0 for %s (no root)", c->root, NAMES[c->coll - 5]);
-    }
-    for (uint32_t r = 0; r < nranks; r++) {  /* the sections of one program (C only) */
-        const cs_coll_header *x = &c->secs[r]->hdr;
-        if (c->secs[r]->rank != r) return say(c, 0, NONE, "program: section %u is rank %u's", r, c->secs[r]->rank);
-        if (x->h.collective != h->h.collective || x->h.nranks != h->h.nranks || x->h.nseg != h->h.nseg
-            || x->root != h->root || x->h.flags != h->h.flags)
-            return say(c, 0, NONE, "program: section %u's header differs from section 0's", r);
     }
     return 0;
 }
@@ -248,9 +236,7 @@ static int check_holding(cc *c)
                 if (first == NONE) first = p->op;
             } else if (!owned(c, r, p) && (first == NONE || first > p->op)
                        && (p->op < bi || (p->op == bi && p->pos < bk))) {
-                bi = p->op;
-                bk = p->pos;
-                bad = p;
+                bi = p->op, bk = p->pos, bad = p;
             }
         }
         if (bad)
@@ -288,24 +274,19 @@ static void static_waits(cc *c, uint32_t r, uint32_t *lastto)
         uint64_t w = c->wstart[g], q = c->rstart[g], lp = c->pfirst[g] - c->pfirst[c->base[r]];
         for (uint32_t k = 0; k < o->npieces; k++) {
             uint32_t x = at[lp + k];
-            if (wr[x] != NONE && c->stamp[c->base[r] + wr[x]] != g + 1) {
-                c->stamp[c->base[r] + wr[x]] = g + 1;
-                c->wlist[w++] = c->base[r] + wr[x];
-            }
+            if (wr[x] != NONE && c->stamp[c->base[r] + wr[x]] != g + 1)
+                c->stamp[c->base[r] + wr[x]] = g + 1, c->wlist[w++] = c->base[r] + wr[x];
         }
         if (o->kind != CS_COLL_SEND)
             for (uint32_t k = 0; k < o->npieces; k++)
                 for (uint32_t y = rlo[at[lp + k]]; y < rhi[at[lp + k]]; y++) {
                     uint32_t s = c->base[r] + c->refs[y].op;
-                    if (c->stamp2[s] != g + 1) { c->stamp2[s] = g + 1; c->rlist[q++] = s; }
+                    if (c->stamp[s] != g + 1) { c->stamp[s] = g + 1; c->rlist[q++] = s; }
                 }
         c->wstart[g + 1] = c->wcur[g + 1] = w;
         c->rstart[g + 1] = c->rcur[g + 1] = q;
-        c->prev[g] = NONE;
-        if (o->kind == CS_COLL_SEND) {
-            if (o->flags & CS_COLL_OP_FIFO) c->prev[g] = lastto[o->peer];
-            lastto[o->peer] = g;
-        }
+        c->prev[g] = o->kind == CS_COLL_SEND && (o->flags & CS_COLL_OP_FIFO) ? lastto[o->peer] : NONE;
+        if (o->kind == CS_COLL_SEND) lastto[o->peer] = g;
     }
     for (uint32_t g = c->base[r]; g < c->base[r + 1]; g++) lastto[c->op[g]->peer] = NONE;
 }
@@ -362,15 +343,32 @@ static void fire(cc *c, uint32_t key)
     c->head[key] = NONE;
 }
 
+/* A send's values as it is issued: an interval as such, an unordered set as bits in a slot
+ * of the pool (freed when the matching receive applies it). */
 static void snapshot(cc *c, uint32_t g)
 {
-    uint32_t r = c->rank[g];
-    for (uint32_t k = 0; k < c->op[g]->npieces; k++) {
-        uint64_t a = (uint64_t)r * c->S + c->pc[g][k].seg, s = c->pfirst[g] + k;
-        memcpy(c->sbits + s * c->W, c->abits + a * c->W, (size_t)c->W * sizeof *c->sbits);
-        c->slo[s] = c->alo[a];
-        c->shi[s] = c->ahi[a];
-        c->sord[s] = c->aord[a];
+    for (uint32_t k = 0; k < c->op[g]->npieces && !c->nomem; k++) {
+        uint64_t a = (uint64_t)c->rank[g] * c->S + c->pc[g][k].seg, s = c->pfirst[g] + k;
+        c->slo[s] = c->alo[a], c->shi[s] = c->ahi[a], c->sord[s] = c->aord[a];
+        if (c->aord[a]) continue;
+        if (!c->nfree) {
+            uint32_t n = c->cap ? 2 * c->cap : 64;
+            double more = (double)(n - c->cap) * (8.0 * c->W + 4.0);
+            uint64_t *pool = more <= c->budget ? realloc(c->pool, (size_t)n * c->W * sizeof *pool) : NULL;
+            uint32_t *fl = pool ? realloc(c->freel, (size_t)n * sizeof *fl) : NULL;
+            if (pool) c->pool = pool;
+            if (!fl) {
+                snprintf(c->reason, c->len, "whole-program check: the unordered contribution sets in flight need "
+                         "more than the %llu MiB it allows", CS_COLL_CHECK_MAX_BYTES >> 20);
+                c->nomem = 1;
+                return;
+            }
+            c->freel = fl;
+            for (uint32_t x = n; x > c->cap; x--) c->freel[c->nfree++] = x - 1;
+            c->budget -= more, c->cap = n;
+        }
+        c->slot[s] = c->freel[--c->nfree];
+        memcpy(c->pool + (uint64_t)c->slot[s] * c->W, c->abits + a * c->W, (size_t)c->W * sizeof *c->pool);
     }
 }
 
@@ -389,16 +387,23 @@ static void order_break(cc *c, const char *fmt, uint32_t q, uint32_t s, uint32_t
  * accumulator's; the first doubled contribution and the first order break are kept. */
 static void apply(cc *c, uint32_t q)
 {
-    if (!c->reducing) return;
+    if (!c->reducing || c->nomem) return;
     const cs_coll_op *o = c->op[q];
     uint32_t r = c->rank[q], m = c->match[q], W = c->W;
     int lf = (o->flags & CS_COLL_OP_LOCAL_FIRST) != 0;
     for (uint32_t k = 0; k < o->npieces; k++) {
         uint32_t s = c->pc[q][k].seg;
         uint64_t a = (uint64_t)r * c->S + s, in = c->pfirst[m] + k;
-        uint64_t *ab = c->abits + a * W, *ib = c->sbits + in * W;
         uint32_t lo = c->slo[in], hi = c->shi[in], alo = c->alo[a], ahi = c->ahi[a];
         int ord = c->sord[in], aord = c->aord[a];
+        uint64_t *ab = c->abits + a * W, *ib = ord ? c->ibuf : c->pool + (uint64_t)c->slot[in] * W;
+        if (ord)  /* the interval's bits */
+            for (uint32_t w = 0; w < W; w++) {
+                uint64_t b0 = (uint64_t)w * 64, x = lo > b0 ? lo - b0 : 0, y = hi < b0 + 63 ? hi - b0 : 63;
+                ib[w] = lo > b0 + 63 || hi < b0 ? 0 : (~0ull >> (63 - y)) & (~0ull << x);
+            }
+        else
+            c->freel[c->nfree++] = c->slot[in];  /* read below, before the next snapshot can reuse it */
         if (o->kind == CS_COLL_RECV) {
             memcpy(ab, ib, (size_t)W * sizeof *ab);
             c->alo[a] = lo; c->ahi[a] = hi; c->aord[a] = (uint8_t)ord;
@@ -429,8 +434,7 @@ static void advance(cc *c, uint32_t r)
         uint32_t g = c->walk[r], key = unmet_walk(c, r, g);
         if (key != NONE) { wait_on(c, key, c->N + r); return; }
         if (c->op[g]->kind == CS_COLL_SEND && c->reducing) snapshot(c, g);
-        c->done[g] = 1;
-        c->walk[r] = g + 1;
+        c->done[g] = 1, c->walk[r] = g + 1;
         fire(c, g);
         if (c->op[g]->kind != CS_COLL_SEND) c->stack[c->top++] = g;
     }
@@ -446,8 +450,7 @@ static void run(cc *c)
         uint32_t key = unmet_settle(c, t);
         if (key != NONE) { wait_on(c, key, t); continue; }
         apply(c, t);
-        c->settled[t] = 1;
-        fire(c, c->N + t);
+        c->settled[t] = 1, fire(c, c->N + t);
     }
 }
 
@@ -464,6 +467,7 @@ static int check_progress(cc *c)
 {
     char why[200];
     run(c);
+    if (c->nomem) return -1;
     for (uint32_t r = 0; r < c->P; r++) {
         uint32_t g = c->walk[r];
         if (g < c->base[r + 1]) {
@@ -500,9 +504,7 @@ static int piece_delivery(cc *c)
             int head = x == 0 || !same_piece(p, p - 1), own = owned(c, r, p);
             if (head) first = p->op;
             if ((own || !head) && (p->op < bi || (p->op == bi && p->pos < bk))) {
-                bi = p->op;
-                bk = p->pos;
-                bad = p;
+                bi = p->op, bk = p->pos, bad = p;
             }
             if (own || !head) continue;
             uniq += c->coll == CS_COLL_BCAST || p->dst == r;
@@ -543,15 +545,13 @@ static int reduction_delivery(cc *c)
     for (uint32_t r = r0; r < r1; r++)
         for (uint32_t s = 0; s < c->S; s++) {
             const uint64_t *b = c->abits + ((uint64_t)r * c->S + s) * c->W;
-            uint32_t lack = 0, shown = 0;
+            uint32_t lack = c->P, shown = 0;
             char list[160] = "";
             size_t at = 0;
-            for (uint32_t x = 0; x < c->P; x++)
-                if (!(b[x / 64] >> (x % 64) & 1)) {
-                    if (shown < 8 && at < sizeof list)
-                        at += (size_t)snprintf(list + at, sizeof list - at, "%s%u", shown ? ", " : "", x), shown++;
-                    lack++;
-                }
+            for (uint32_t w = 0; w < c->W; w++) lack -= (uint32_t)__builtin_popcountll(b[w]);
+            for (uint32_t x = 0; lack && x < c->P && shown < 8; x++)  /* the first 8 it lacks */
+                if (!(b[x / 64] >> (x % 64) & 1))
+                    at += (size_t)snprintf(list + at, sizeof list - at, "%s%u", shown++ ? ", " : "", x);
             if (lack)
                 return say(c, r, NONE, "segment %u ends without the contribution%s of rank%s %s%s", s,
                            lack > 1 ? "s" : "", lack > 1 ? "s" : "", list, lack > 8 ? " ..." : "");
@@ -569,12 +569,15 @@ static int check_order(cc *c)
 
 /* ---- the whole check ---- */
 
+/* Every array of the check; the last 9 only for reductions (the pool grows as it goes). */
+#define ARRAYS(c) (c)->base, (c)->op, (c)->pc, (c)->rank, (c)->pfirst, (c)->match, (c)->wstart, (c)->rstart, \
+    (c)->wcur, (c)->rcur, (c)->wlist, (c)->rlist, (c)->prev, (c)->done, (c)->settled, (c)->walk, (c)->open, \
+    (c)->lastto, (c)->head, (c)->tail, (c)->tnext, (c)->stack, (c)->refs, (c)->stamp, (c)->tmp, (c)->abits, \
+    (c)->alo, (c)->ahi, (c)->aord, (c)->ibuf, (c)->slo, (c)->shi, (c)->sord, (c)->slot
+
 static void release(cc *c)
 {
-    void *all[] = { c->base, c->op, c->pc, c->rank, c->pfirst, c->match, c->wstart, c->rstart, c->wcur, c->rcur,
-                    c->wlist, c->rlist, c->prev, c->done, c->settled, c->walk, c->open, c->head, c->tail, c->tnext,
-                    c->stack, c->refs, c->stamp, c->stamp2, c->tmp, c->abits, c->sbits, c->alo, c->ahi, c->slo,
-                    c->shi, c->aord, c->sord };
+    void *all[] = { ARRAYS(c), c->pool, c->freel };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
 }
 
@@ -592,8 +595,10 @@ static int setup(cc *c, uint32_t nranks)
         T += t;
         if (t > M) M = t;
     }
-    uint64_t W = (P + 63) / 64, cells = c->reducing ? P * c->S + T : 0;
-    double need = 104.0 * N + 8.0 * T + 36.0 * M + 24.0 * P + (double)cells * (8.0 * W + 9.0);
+    uint64_t W = (P + 63) / 64;
+    double need = 100.0 * N + 8.0 * T + 36.0 * M + 24.0 * P;
+    if (c->reducing) need += (double)P * c->S * (8.0 * W + 9.0) + 13.0 * T + 8.0 * W;
+    c->budget = (double)CS_COLL_CHECK_MAX_BYTES - need;
     if (N >= 0x7FFFFFFFull || need > (double)CS_COLL_CHECK_MAX_BYTES) {
         snprintf(c->reason, c->len, "whole-program check: %llu ops, %llu pieces and %llu ranks need %.0f MiB of "
                  "working memory, more than the %llu MiB it allows", (unsigned long long)N, (unsigned long long)T,
@@ -603,21 +608,18 @@ static int setup(cc *c, uint32_t nranks)
     c->N = (uint32_t)N, c->W = (uint32_t)W;
     ALLOC(c->base, P + 1); ALLOC(c->op, N); ALLOC(c->pc, N); ALLOC(c->rank, N); ALLOC(c->pfirst, N + 1);
     ALLOC(c->match, N); ALLOC(c->wstart, N + 1); ALLOC(c->rstart, N + 1); ALLOC(c->wcur, N + 1);
-    ALLOC(c->rcur, N + 1); ALLOC(c->wlist, T); ALLOC(c->rlist, T);
-    ALLOC(c->prev, N); c->done = calloc(N + 1, 1); c->settled = calloc(N + 1, 1); ALLOC(c->walk, P);
-    ALLOC(c->open, P); ALLOC(c->head, 2 * N + 1); ALLOC(c->tail, 2 * N + 1); ALLOC(c->tnext, N + P);
-    ALLOC(c->stack, N + P); ALLOC(c->refs, M); ALLOC(c->tmp, 4 * M);
-    c->stamp = calloc(N + 1, sizeof *c->stamp), c->stamp2 = calloc(N + 1, sizeof *c->stamp2);
-    int ok = c->base && c->op && c->pc && c->rank && c->pfirst && c->match && c->wstart && c->rstart && c->wcur
-             && c->rcur && c->wlist && c->rlist && c->prev && c->done && c->settled && c->walk && c->open && c->head
-             && c->tail && c->tnext && c->stack && c->refs && c->stamp && c->stamp2 && c->tmp;
-    if (ok && c->reducing) {
+    ALLOC(c->rcur, N + 1); ALLOC(c->wlist, T); ALLOC(c->rlist, T); ALLOC(c->prev, N); ALLOC(c->walk, P);
+    c->done = calloc(N + 1, 1), c->settled = calloc(N + 1, 1), c->stamp = calloc(N + 1, sizeof *c->stamp);
+    ALLOC(c->open, P); ALLOC(c->lastto, P + 1); ALLOC(c->head, 2 * N + 1); ALLOC(c->tail, 2 * N + 1);
+    ALLOC(c->tnext, N + P); ALLOC(c->stack, N + P); ALLOC(c->refs, M); ALLOC(c->tmp, 4 * M);
+    if (c->reducing) {
         ALLOC(c->abits, P * c->S * W); ALLOC(c->alo, P * c->S); ALLOC(c->ahi, P * c->S); ALLOC(c->aord, P * c->S);
-        ALLOC(c->sbits, T * W); ALLOC(c->slo, T); ALLOC(c->shi, T); ALLOC(c->sord, T);
-        ok = c->abits && c->alo && c->ahi && c->aord && c->sbits && c->slo && c->shi && c->sord;
+        ALLOC(c->ibuf, W); ALLOC(c->slo, T); ALLOC(c->shi, T); ALLOC(c->sord, T); ALLOC(c->slot, T);
     }
-    if (!ok) snprintf(c->reason, c->len, "whole-program check: cannot allocate memory for the check");
-    if (!ok) return CS_COLL_NOMEM;
+    void *all[] = { ARRAYS(c) };
+    int ok = 1;
+    for (size_t i = 0; i < sizeof all / sizeof *all - (c->reducing ? 0 : 9); i++) ok &= all[i] != NULL;
+    if (!ok) return snprintf(c->reason, c->len, "whole-program check: out of memory"), CS_COLL_NOMEM;
     uint64_t g = 0, t = 0;
     for (uint32_t r = 0; r < nranks; r++) {
         const cs_coll_section *s = c->secs[r];
@@ -644,12 +646,18 @@ static int setup(cc *c, uint32_t nranks)
     return 0;
 }
 
-/* Every op's pieces inside its section (a section built in memory is not the reader's). */
+/* The sections of one program, every op's pieces inside its section (C only: a section
+ * built in memory is not the reader's). */
 static int sections_sane(cc *c, uint32_t nranks)
 {
     for (uint32_t r = 0; r < nranks; r++) {
         const cs_coll_section *s = c->secs[r];
-        if (!s || (s->nops && !s->ops)) return say(c, r, NONE, "program: section %u is missing", r);
+        const cs_coll_header *x = s ? &s->hdr : NULL, *h = c->secs[0] ? &c->secs[0]->hdr : NULL;
+        if (!s || !h || (s->nops && !s->ops)) return say(c, r, NONE, "program: section %u is missing", r);
+        if (s->rank != r) return say(c, 0, NONE, "program: section %u is rank %u's", r, s->rank);
+        if (x->h.collective != h->h.collective || x->h.nranks != h->h.nranks || x->h.nseg != h->h.nseg
+            || x->root != h->root || x->h.flags != h->h.flags)
+            return say(c, 0, NONE, "program: section %u's header differs from section 0's", r);
         for (uint32_t i = 0; i < s->nops; i++)
             if (s->ops[i].first > s->npieces || s->ops[i].npieces > s->npieces - s->ops[i].first
                 || (s->ops[i].npieces && !s->pieces))
@@ -664,8 +672,7 @@ int cs_coll_check_whole(const cs_coll_section *const *sections, uint32_t nranks,
     cc c;
     memset(&c, 0, sizeof c);
     c.secs = sections, c.ordered = 1;
-    c.reason = reason && len ? reason : spare, c.len = reason && len ? len : sizeof spare;
-    c.reason[0] = 0;
+    c.reason = reason && len ? reason : spare, c.len = reason && len ? len : sizeof spare, c.reason[0] = 0;
     if (nranks == 0 || !sections) return say(&c, 0, NONE, "program: nranks 0 is not in 1..%u", MAX_RANKS);
     if (sections_sane(&c, nranks)) return CS_COLL_VIOLATION;
     const cs_coll_header *h = &sections[0]->hdr;
@@ -676,25 +683,16 @@ int cs_coll_check_whole(const cs_coll_section *const *sections, uint32_t nranks,
     int rc = setup(&c, nranks);
     if (rc) { release(&c); return rc; }
     for (uint32_t g = 0; g < c.N && !rc; g++) rc = op_shape(&c, g);
-    uint32_t *lastto = NULL;
-    if (!rc) {
-        uint32_t *cnt = malloc(((size_t)c.P + 1) * sizeof *cnt);  /* head, tail: scratch until the execution */
-        rc = cnt ? check_matching(&c, c.head, c.tail, cnt) : -1;
-        free(cnt);
-        memset(c.head, 0xFF, (size_t)(2 * (uint64_t)c.N + 1) * sizeof *c.head);
-    }
+    if (!rc) rc = check_matching(&c, c.head, c.tail, c.lastto);  /* head, tail: scratch until the execution */
+    memset(c.head, 0xFF, (size_t)(2 * (uint64_t)c.N + 1) * sizeof *c.head);
+    memset(c.lastto, 0xFF, (size_t)c.P * sizeof *c.lastto);
     if (!rc) rc = check_holding(&c);
-    if (!rc) {
-        rc = (lastto = malloc((size_t)c.P * sizeof *lastto)) ? 0 : -1;
-        if (lastto) memset(lastto, 0xFF, (size_t)c.P * sizeof *lastto);
-        c.wstart[0] = c.rstart[0] = c.wcur[0] = c.rcur[0] = 0;
-        for (uint32_t r = 0; lastto && r < c.P; r++) static_waits(&c, r, lastto);
-        if (!rc) rc = check_progress(&c);
-    }
+    c.wstart[0] = c.rstart[0] = c.wcur[0] = c.rcur[0] = 0;
+    for (uint32_t r = 0; !rc && r < c.P; r++) static_waits(&c, r, c.lastto);
+    if (!rc) rc = check_progress(&c);
     if (!rc) rc = c.reducing ? reduction_delivery(&c) : piece_delivery(&c);
     if (!rc) rc = check_order(&c);
-    free(lastto);
     release(&c);
-    if (rc < 0) snprintf(c.reason, c.len, "whole-program check: cannot allocate memory for the check");
+    if (rc < 0 && !c.nomem) snprintf(c.reason, c.len, "whole-program check: out of memory");
     return rc < 0 ? CS_COLL_NOMEM : rc ? CS_COLL_VIOLATION : CS_COLL_PROVEN;
 }

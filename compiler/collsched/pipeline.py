@@ -609,6 +609,9 @@ def verify_file(path: str | Path) -> tuple[Schedule, list[Violation]]:
                  hint="expected a smaller schedule, or a machine with more memory")
     if isinstance(sched, InterSchedule):  # two groups: the intergroup verifier's passes
         return sched, verify_intergroup(sched)
+    if not isinstance(sched, Schedule):  # format 1.2 (alltoall ... allreduce): collectives/verify.py
+        from .collectives.verify import verify as verify_program
+        return sched, verify_program(sched)
     violations, _ = verify_and_match(sched)
     return sched, violations
 
@@ -629,6 +632,9 @@ def simulate_file(path: str | Path, *, topology: str | None = None, pap: str | N
     sched, violations = verify_file(path)
     if violations:
         raise VerificationFailed(violations)
+    if not isinstance(sched, Schedule):
+        raise InputError(str(path), "collective", f"expected an allgather schedule, found {sched.collective}: "
+                                                  f"time it with collsched simulate (collectives.model.simulate)")
     size = sched.bytes_max if nbytes is None else nbytes
     if not sched.bytes_min <= size <= sched.bytes_max:
         raise InputError("--bytes", str(size),

@@ -134,8 +134,8 @@ class Builder:
 
     `add(step, src, dst, pieces)` moves the pieces from src to dst in `step`. A rank's
     list is sorted by (step, receives before sends, order of add): a step's receives are
-    posted before its sends, and anything a rank forwards must have come in an earlier
-    step (the verifier checks it). Per ordered pair the sends and the receives keep the
+    posted before its sends (unless a transfer asks for send_first), and anything a rank
+    forwards must have come in an earlier step (the verifier checks it). Per ordered pair the sends and the receives keep the
     order of add, so they match one to one.
     """
 
@@ -149,14 +149,20 @@ class Builder:
 
     def add(self, step: int, src: int, dst: int, pieces, *, reduce: bool = False,
             local_first: bool = False, fifo: bool = False, fence_send: bool = False,
-            fence_recv: bool = False) -> None:
+            fence_recv: bool = False, send_first: bool = False) -> None:
         """One transfer. reduce: the receiver combines (RECV_REDUCE); fence_send /
-        fence_recv: that end waits for all its earlier receives first (Op.fence)."""
+        fence_recv: that end waits for all its earlier receives first (Op.fence).
+        send_first: the send comes before every receive of its step in src's list, so it
+        carries the value held before the step - two ranks that swap a piece and both
+        combine (recursive doubling) need it, since with receives first each send would
+        wait for the other's. Within one step do not mix send_first and plain transfers on
+        the same ordered pair (their sends would no longer keep the order of add)."""
         if src == dst:
             raise ValueError(f"transfer from rank {src} to itself")
         pieces = tuple(Piece(*p) for p in pieces)
         i = len(self._rows)
-        self._rows.append((src, step, 1, i, Op(SEND, dst, pieces, fifo=fifo, fence=fence_send)))
+        self._rows.append((src, step, -1 if send_first else 1, i,
+                           Op(SEND, dst, pieces, fifo=fifo, fence=fence_send)))
         kind = RECV_REDUCE if reduce else RECV
         self._rows.append((dst, step, 0, i, Op(kind, src, pieces, fence=fence_recv,
                                                local_first=local_first and reduce)))

@@ -32,11 +32,15 @@ DAG model's (model/dag.py), per message of m bytes between ranks s and r:
 duration = L(s, r) x latency_factor(m) + m_eff / b_flow(s, r) (Topology.effective_sizes,
 flow_bandwidth); ports single, per rank: full duplex, a send holds s's send port for
 os(m) (Topology.send_overhead) and the next message to the same peer waits g(m) after the
-start (Topology.gap), a receive holds r's receive port until its bytes are in (the next
-receive may start `early` = duration - m_eff / recv_rate before that); half duplex, one
-port for both. A shared WAN link (links.SharedLinks.link_of, the route's bottleneck) serves
-its transfers one after the other in start order, each holding it m_eff / bandwidth (the
-latencies overlap); a transfer queued at a link holds neither port while it waits.
+start (Topology.gap); a receive holds r's receive port while its bytes arrive, the last
+m_eff / recv_rate of its duration (recv_rate: Topology.port_bandwidth, the NIC across a
+shared WAN link), and two receives' such intervals never overlap, in either order (a
+short LAN message may land during a long WAN message's latency, as its flow would: the
+allgather DAG keeps list order instead); half duplex, one port for both, taken one
+transfer after the other. A shared WAN link (links.SharedLinks.link_of, the route's
+bottleneck) serves its transfers one after the other in start order, each holding it
+m_eff / bandwidth (the latencies overlap); a transfer queued at a link holds neither port
+while it waits.
 Port order (event driven, unlike model/dag.py's DAG): each rank's sends wait in a queue
 in the order they may move (issued, and posted when rendezvous), ties by list position;
 the queue's head takes the sender's port as soon as both ports allow it, and a receiving
@@ -47,6 +51,7 @@ by event order, then list position, then transfer index.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import deque
 import dataclasses
@@ -460,11 +465,13 @@ class _PortNetwork:
         self.os, self.g = os_.tolist(), g.tolist()
         self.wan, self.wan_time = [int(x) for x in wan], wan_time.tolist()
         p = plan.p
-        self.send_free, self.recv_free = [0.0] * p, [0.0] * p
+        self.send_free = [0.0] * p
+        self.rbusy: list = [[] for _ in range(p)]  # per receiving port: (from, to) its bytes arrive
         self.port_free, self.last_recv = [0.0] * p, [False] * p  # half duplex
         self.pair_free: dict = {}
         self.link_free: dict = {}
         self.ready_at = [0.0] * n
+        self.now = 0.0  # the event being handled
         self.queue: list = [[] for _ in range(plan.p)]  # per sender: (ready, prio, transfer)
         self.head = [-1] * plan.p  # the transfer of each queue competing for its receiver
         first, rank = plan.first, plan.rank
@@ -481,13 +488,23 @@ class _PortNetwork:
         s, r = self.src[t], self.dst[t]
         c = max(self.ready_at[t], self.pair_free.get((s, r), 0.0))
         if self.full:
-            return max(c, self.send_free[s], self.recv_free[r] - self.early[t])
+            # The receiving port: t's bytes arrive in [start + early, start + dur]; that may
+            # not overlap another receive's, before or after it (a LAN message slips in
+            # during a WAN message's latency, as its flow would).
+            c = max(c, self.send_free[s], self.now)  # no gap in the past
+            a, b = self.early[t], self.dur[t]
+            for lo, hi in self.rbusy[r]:
+                if c + b <= lo:
+                    break
+                if c + a < hi:
+                    c = hi - a
+            return c
         return max(c, self.port_free[s],
                    self.port_free[r] - (self.early[t] if self.last_recv[r] else 0.0))
 
     def ready(self, t, now) -> None:
         """t may move: it joins its sender's queue, served in (ready, list position) order."""
-        self.ready_at[t] = now
+        self.ready_at[t] = self.now = now
         s = self.src[t]
         q = self.queue[s]
         heapq.heappush(q, (now, self.prio[t], t))
@@ -515,7 +532,10 @@ class _PortNetwork:
         self.pair_free[(s, r)] = start + self.g[t]
         if self.full:
             self.send_free[s] = now + self.os[t]
-            self.recv_free[r] = now + self.dur[t]
+            busy = self.rbusy[r]
+            while busy and busy[0][1] <= now:  # times only grow: what ended is gone for good
+                busy.pop(0)
+            bisect.insort(busy, (now + self.early[t], now + self.dur[t]))
         else:
             self.port_free[s], self.last_recv[s] = now + self.os[t], False
             self.port_free[r], self.last_recv[r] = now + self.dur[t], True
@@ -527,6 +547,7 @@ class _PortNetwork:
         heap = self.heap
         while heap:
             now, _, _, ev = heapq.heappop(heap)
+            self.now = now
             what = ev[0]
             if what == "try":
                 t = ev[1]

@@ -425,10 +425,11 @@ def _alltoall_targets(suite: dict) -> list[dict]:
                                f"{_ms(bn['avg_elapsed_s'])} ms ({b['avg_elapsed_s'] / bn['avg_elapsed_s']:.3f})",
                                b["avg_elapsed_s"] <= 1.05 * bn["avg_elapsed_s"]))
             continue
-        out.append(_target("imbalanced: best robust faster than native", case,
+        ratio = plain["avg_elapsed_s"] / b["avg_elapsed_s"] if plain else None
+        out.append(_target("imbalanced: best robust faster than native (by more than 0.1%)", case,
                            f"{b['algorithm']} {_ms(b['avg_elapsed_s'])} ms vs native {_ms(plain and plain['avg_elapsed_s'])} ms"
-                           f" (best native {bn['algorithm']} {_ms(bn['avg_elapsed_s'])} ms)",
-                           plain is not None and b["avg_elapsed_s"] < plain["avg_elapsed_s"]))
+                           f" ({'-' if ratio is None else f'{ratio:.4f}x'}; best native {bn['algorithm']} "
+                           f"{_ms(bn['avg_elapsed_s'])} ms)", ratio is not None and ratio > 1.001))
         lb = (rep.get("bound") or {}).get("avg_elapsed_s")
         out.append(_target("imbalanced: best robust within 15% of the LB on the average elapsed time", case,
                            f"{_ms(b['avg_elapsed_s'])} ms / LB {_ms(lb)} ms" + (f" = {b['avg_elapsed_s'] / lb:.3f}" if lb else ""),
@@ -437,6 +438,8 @@ def _alltoall_targets(suite: dict) -> list[dict]:
 
 
 def _grid_targets(suite: dict) -> list[dict]:
+    """On grids ranks leave the barriers up to a wide-area latency apart: the average elapsed
+    time (each rank from its own arrival) is the figure compared, run time beside it."""
     out = []
     for rep in suite["grid_allreduce"]:
         i = rep["inputs"]
@@ -447,14 +450,15 @@ def _grid_targets(suite: dict) -> list[dict]:
         if not hier or nat is None:
             out.append(_target("hierarchical allreduce >= 3x native, <= 1.5x LB", case, "no hierarchical or native row", False))
             continue
-        h = min(hier, key=lambda r: r["run_time_s"])
+        h = min(hier, key=lambda r: r["avg_elapsed_s"])
         out.append(_target("hierarchical allreduce at least 3x faster than native", case,
-                           f"{h['algorithm']} {_ms(h['run_time_s'])} ms vs native {_ms(nat['run_time_s'])} ms "
-                           f"({nat['run_time_s'] / h['run_time_s']:.2f}x)", nat["run_time_s"] >= 3 * h["run_time_s"]))
-        lb = (rep.get("bound") or {}).get("run_time_s")
+                           f"{h['algorithm']} {_ms(h['avg_elapsed_s'])} ms vs native {_ms(nat['avg_elapsed_s'])} ms "
+                           f"({nat['avg_elapsed_s'] / h['avg_elapsed_s']:.2f}x; run time {_ms(h['run_time_s'])} vs "
+                           f"{_ms(nat['run_time_s'])} ms)", nat["avg_elapsed_s"] >= 3 * h["avg_elapsed_s"]))
+        lb = (rep.get("bound") or {}).get("avg_elapsed_s")
         out.append(_target("hierarchical allreduce within 1.5x of the LB", case,
-                           f"{_ms(h['run_time_s'])} ms / LB {_ms(lb)} ms" + (f" = {h['run_time_s'] / lb:.2f}" if lb else ""),
-                           None if not lb else h["run_time_s"] <= 1.5 * lb))
+                           f"{_ms(h['avg_elapsed_s'])} ms / LB {_ms(lb)} ms" + (f" = {h['avg_elapsed_s'] / lb:.2f}" if lb else ""),
+                           None if not lb else h["avg_elapsed_s"] <= 1.5 * lb))
     for rep in suite["grid_alltoall"]:
         g = [r for r in rep["results"] if r["kind"] == "compiled" and r["algorithm"] in _registered("alltoall", True)
              and r["data_ok"]]
@@ -464,8 +468,9 @@ def _grid_targets(suite: dict) -> list[dict]:
             out.append(_target("grid alltoall at least 2x faster than native", case, "no grid or native row", False))
             continue
         out.append(_target("grid alltoall at least 2x faster than native", case,
-                           f"{g[0]['algorithm']} {_ms(g[0]['run_time_s'])} ms vs native {_ms(nat['run_time_s'])} ms "
-                           f"({nat['run_time_s'] / g[0]['run_time_s']:.2f}x)", nat["run_time_s"] >= 2 * g[0]["run_time_s"]))
+                           f"{g[0]['algorithm']} {_ms(g[0]['avg_elapsed_s'])} ms vs native {_ms(nat['avg_elapsed_s'])} ms "
+                           f"({nat['avg_elapsed_s'] / g[0]['avg_elapsed_s']:.2f}x; run time {_ms(g[0]['run_time_s'])} vs "
+                           f"{_ms(nat['run_time_s'])} ms)", nat["avg_elapsed_s"] >= 2 * g[0]["avg_elapsed_s"]))
     return out
 
 

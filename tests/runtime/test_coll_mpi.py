@@ -407,3 +407,21 @@ def test_smpi_runs_the_same_collectives(tmp_path):
     run = run_driver(P, files, "--all-modes", "--bytes", "64,5000", "--iterations", "2", launcher=launcher, exe=exe)
     assert run.returncode == 0 and len(run.rows) == 4 + 2 + 8 + 8, run
     assert all(r["data_ok"] for r in run.rows), run
+
+
+@pytest.mark.mpi
+def test_ranks_with_different_sources_agree_to_fall_back(app, tmp_path):
+    """Two ranks see one file, two another (MPMD launch): the first call's agreement finds
+    out, every rank falls back with the reason, nobody hangs."""
+    import json
+    a = write(allreduce_ring(4), tmp_path / "a.sched")
+    b = write(allreduce_chain_ordered(4, 2), tmp_path / "b.sched")
+    env = preload_env(None)
+    head = mpirun_cmd(2)[:-2]  # without "-np 2"
+    args = [str(app), "allreduce", "9", "1", "0"]
+    cmd = head + ["-np", "2", "-x", f"COLLSCHED_SCHEDULES={a}", *args, ":",
+                  "-np", "2", "-x", f"COLLSCHED_SCHEDULES={b}", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=env)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and rows and all(r["ok"] for r in rows), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert all(not r["used"] and "ranks see different schedule files" in r["reason"] for r in rows), rows[:2]

@@ -144,45 +144,52 @@ def _switches(rows: list[dict]) -> list[str]:
 
 def figure(reports: list[dict]):
     """Per (P, size) a panel: average elapsed time relative to the case's best, against
-    maxDelay, one line per algorithm (compiled solid, natives dashed)."""
+    maxDelay, one line per algorithm (compiled solid, natives dashed; one colour per name
+    in every panel)."""
     import matplotlib.pyplot as plt
+
+    from .charts import log_axis
 
     groups = defaultdict(list)
     for rep in reports:
         i = rep["inputs"]
         groups[(i["ranks"], i["nbytes"])].append(rep)
     keys = sorted(groups)
+    every = list(dict.fromkeys(r["algorithm"] for rep in reports for r in rep["results"]))
+    cmap = plt.get_cmap("tab20")
+    color = {name: cmap(k % 20) for k, name in enumerate(every)}
     cols = min(3, len(keys))
     nrows = (len(keys) + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.4 * cols, 4.2 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.4 * cols, 3.9 * nrows + 1.2), squeeze=False)
+    lines = {}
     for k, key in enumerate(keys):
         ax = axes[k // cols][k % cols]
         reps = sorted(groups[key], key=lambda r: r["inputs"]["max_delay_ms"])
         delays = [r["inputs"]["max_delay_ms"] for r in reps]
-        names = [r["algorithm"] for r in reps[0]["results"]]
-        for name in names:
+        lo, hi = np.inf, 1.0
+        for name in dict.fromkeys(r["algorithm"] for rep in reps for r in rep["results"]):
             ys = []
             for rep in reps:
                 row = next((r for r in rep["results"] if r["algorithm"] == name), None)
                 b = _best(rep["results"])
                 ys.append(row["avg_elapsed_s"] / b["avg_elapsed_s"] if row and b and row["data_ok"] else np.nan)
-            native = name.startswith("native")
-            ax.plot(range(len(delays)), ys, ls="--" if native else "-", marker="o", ms=3, lw=1,
-                    label=name)
+            lo, hi = min(lo, np.nanmin(ys)), max(hi, np.nanmax(ys))
+            lines[name], = ax.plot(range(len(delays)), ys, ls="--" if name.startswith("native") else "-",
+                                   marker="o", ms=3, lw=1.2, color=color[name], label=name)
         ax.set_xticks(range(len(delays)))
         ax.set_xticklabels([f"{d:g}" for d in delays])
         ax.set_xlabel("maxDelay (ms)")
         ax.set_ylabel("avg elapsed / best of the case")
-        ax.set_yscale("log")
+        log_axis(ax.yaxis, lo, hi)
         ax.set_title(f"alltoall P = {key[0]}, {size_text(key[1])} per pair", fontsize=9)
-        if k == 0:
-            ax.legend(fontsize=6, ncol=2)
     for k in range(len(keys), nrows * cols):
         axes[k // cols][k % cols].axis("off")
+    fig.legend([lines[n] for n in every if n in lines], [n for n in every if n in lines], loc="lower center",
+               ncol=min(7, len(lines)), fontsize=7, frameon=False)
     net = reports[0]["inputs"].get("network_model", "CM02")
-    fig.suptitle(f"Alltoall winners per arrival imbalance (tryton-48, SimGrid SMPI {net}; solid: collsched, "
-                 "dashed: SMPI natives)", fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(f"Alltoall per arrival imbalance (tryton-48, SimGrid SMPI {net}; solid: collsched, "
+                 "dashed: SMPI natives; 1 = the case's best)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.9 / fig.get_size_inches()[1] + 0.02, 1, 1))
     return fig
 
 

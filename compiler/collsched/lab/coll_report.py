@@ -362,8 +362,31 @@ def run_suite(network_model: str = "CM02", progress=None, faraj_grid: bool = Tru
     cfg = CollConfig("alltoall", topology=GRIDS[1][0], ranks=GRIDS[1][1], nbytes=GRID_ALLTOALL_BYTES,
                      iterations=1, network_model=network_model, options={"grid": GRID_ALLTOALL_OPTIONS})
     out["grid_alltoall"] = [run_coll(cfg, names, progress=lambda a: say(f"alltoall wan-3x16: {a}"))]
+    out["others"] = _other_cases(network_model, say)
     out["wall_s"] = time.time() - t0
     return out
+
+
+def _other_cases(network_model: str, say) -> list[dict]:
+    """bcast and reduce (every algorithm, against the natives), and the arrival-aware
+    algorithms under imbalance: the model-fidelity target covers every new algorithm."""
+    from ..collectives.algorithms import REGISTRY
+
+    reps = []
+    for coll in ("bcast", "reduce"):
+        for n in (64 << 10, 4 << 20):
+            cfg = CollConfig(coll, topology=TRYTON, ranks=16, nbytes=n, root=3, iterations=1,
+                             network_model=network_model)
+            reps.append(run_coll(cfg, _flat_names(coll) + list(GRID_NATIVES),
+                                 progress=lambda a, c=coll, n=n: say(f"{c} P=16 {size_text(n)}: {a}")))
+    for coll in ("bcast", "reduce", "allreduce"):
+        aware = sorted(n for (c, n), a in REGISTRY.items() if c == coll and a.arrival_aware)
+        base = {"bcast": "binomial", "reduce": "binomial", "allreduce": "rd"}[coll]
+        cfg = CollConfig(coll, topology=TRYTON, ranks=16, nbytes=64 << 10, iterations=4, max_delay_ms=5.0,
+                         network_model=network_model)
+        reps.append(run_coll(cfg, aware + [base] + list(GRID_NATIVES),
+                             progress=lambda a, c=coll: say(f"{c} P=16 64 KiB maxDelay 5 ms: {a}")))
+    return reps
 
 
 def _known(collective: str) -> set[str]:
@@ -487,7 +510,8 @@ def _grid_targets(suite: dict) -> list[dict]:
 
 
 def all_reports(suite: dict) -> list[dict]:
-    return [r for k in ("allreduce", "alltoall", "grid_allreduce", "grid_alltoall") for r in suite.get(k, [])]
+    return [r for k in ("allreduce", "alltoall", "grid_allreduce", "grid_alltoall", "others")
+            for r in suite.get(k, [])]
 
 
 def targets(suite: dict) -> list[dict]:
@@ -537,6 +561,9 @@ def suite_markdown(suite: dict, plots: dict) -> str:
     lines.append(markdown(target, None, heading="#####"))
     lines += ["### Grids", ""]
     lines.append(markdown(suite["grid_allreduce"] + suite["grid_alltoall"], plots.get("grid"), heading="####"))
+    if suite.get("others"):
+        lines += ["### Bcast, reduce, and the arrival-aware algorithms under imbalance", ""]
+        lines.append(markdown(suite["others"], plots.get("others"), heading="####"))
     lines += ["### Model fidelity (compiled algorithms, fluid and DAG models vs SMPI)", "",
               fidelity_markdown(fidelity_rows(rows))]
     return "\n".join(lines).rstrip() + "\n"
@@ -552,7 +579,8 @@ def record_suite(suite: dict, doc: str | None, img_dir: str | None, section: str
         Path(img_dir).mkdir(parents=True, exist_ok=True)
         for key, fn, reps in (("allreduce", plot_reports, suite["allreduce"]),
                               ("faraj", faraj.plot, suite["alltoall"]),
-                              ("grid", plot_reports, suite["grid_allreduce"] + suite["grid_alltoall"])):
+                              ("grid", plot_reports, suite["grid_allreduce"] + suite["grid_alltoall"]),
+                              ("others", plot_reports, suite.get("others", []))):
             if reps:
                 path = Path(img_dir) / f"collectives-{key}-{model}.png"
                 fn(reps, path)

@@ -384,3 +384,14 @@ def test_simgrid_detached_sends_let_a_root_leave_at_once():
     assert smpi.run_time_s == pytest.approx(0.010672, rel=0.01)
     big = simulate_fluid(prog, topo, nbytes=64 << 20, simgrid_eager=True)  # 1 MiB segments
     assert big.finish_s[0] > 0.0
+
+
+def test_alltoall_average_bound_counts_a_late_senders_staircase():
+    p, n = 8, 1 << 20
+    topo = homogeneous(p, L, B)
+    a = np.zeros(p)
+    a[7] = 1.0  # the others wait for rank 7's blocks, which leave it one after the other
+    b = lower_bound("alltoall", topo, nranks=p, nbytes=n, arrivals=a)
+    assert b.terms["avg_elapsed_s"] >= (7 + 35 * n / B) / 8 * (1 - 1e-12)
+    for t in both(a2a_shift(p), topo, nbytes=n, arrivals=a):
+        assert b.terms["avg_elapsed_s"] <= t.avg_elapsed_s

@@ -304,8 +304,8 @@ def _wan(b: XBuilder, owner, pc: _Pieces, mode: str, step: int) -> int:
             for x in _in_order(y, nsites):
                 for (a, r), js in _pairs(owner, x, y, pc.k).items():
                     if mode == "exchange":
-                        b.send_first(step + s, a, r, pc.of(js, range(pc.nparts), s), reduce=True,
-                                     local_first=x > y, fifo=fifo)
+                        b.add(step + s, a, r, pc.of(js, range(pc.nparts), s), send_first=True,
+                              reduce=True, local_first=x > y, fifo=fifo)
                     elif pc.units[y]:  # reduce-scatter: x's partial of the part homed at y
                         b.add(rs_step(s), a, r, pc.of(js, [y], s), reduce=True,
                               local_first=x > y, fifo=fifo)

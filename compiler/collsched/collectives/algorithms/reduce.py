@@ -37,7 +37,7 @@ also express a swap where both ends send before they receive), `binomial_up` and
 """
 from __future__ import annotations
 
-from ..program import RECV, RECV_REDUCE, SEND, MAX_SEGMENTS, Builder, Op, Piece
+from ..program import MAX_SEGMENTS, Builder, Piece
 from .registry import CollRequest, register
 
 
@@ -47,29 +47,15 @@ def segs(lo: int, hi: int) -> tuple[Piece, ...]:
 
 
 class XBuilder(Builder):
-    """A Builder that can also add *send-first* transfers: in a rank's list the send of a
-    send-first transfer comes before every receive of its step, so it carries the value
-    held before the step's receives. Two ranks that swap the same piece and both combine
-    (recursive doubling, the exchange between site leaders) need it: with receives first,
-    each send would wait for the other's. Within one step do not mix `add` and `send_first`
-    on the same ordered pair (per pair the sends of a step keep the order of add only
-    within their kind)."""
-
-    def send_first(self, step: int, src: int, dst: int, pieces, *, reduce: bool = False,
-                   local_first: bool = False, fifo: bool = False) -> None:
-        if src == dst:
-            raise ValueError(f"transfer from rank {src} to itself")
-        pieces = tuple(Piece(*p) for p in pieces)
-        i = len(self._rows)
-        self._rows.append((src, step, -1, i, Op(SEND, dst, pieces, fifo=fifo)))
-        kind = RECV_REDUCE if reduce else RECV
-        self._rows.append((dst, step, 0, i, Op(kind, src, pieces, local_first=local_first and reduce)))
+    """A Builder with `swap`: two ranks that send each other the same pieces and both
+    combine (recursive doubling, the exchange between site leaders), each send listed
+    before the step's receives (Builder.add's send_first)."""
 
     def swap(self, step: int, a: int, b: int, pieces, *, reduce: bool = True) -> None:
         """a and b send each other the same pieces (send first) and combine, in rank order
         (the higher rank's value comes second)."""
-        self.send_first(step, a, b, pieces, reduce=reduce, local_first=False if a < b else True)
-        self.send_first(step, b, a, pieces, reduce=reduce, local_first=True if a < b else False)
+        self.add(step, a, b, pieces, reduce=reduce, local_first=b < a, send_first=True)
+        self.add(step, b, a, pieces, reduce=reduce, local_first=a < b, send_first=True)
 
 
 def binomial_up(b: Builder, members, step0: int, pieces) -> int:

@@ -19,6 +19,10 @@ What the bound relies on (facts of both models; the same executor, model._Execut
      host, one intra-host flow at most at its cap. S and R are the largest of these rates
      (_rates): a bound for both models. Every interval lies between the rank's first
      possible activity (>= 0) and its finish.
+     With the default os(m) (m_eff over the port's rate) a send interval ends at least a
+     latency L x LF before its transfer does; in the fluid model a flow's bytes move only
+     after its latency: so a rank's sent bytes arrive at the earliest one least outgoing
+     latency after S[r] allows, and every byte lands a least incoming latency after 0.
 (M2) Data. A rank issues nothing before it arrives, a piece is forwarded only after it was
      received, and every message waits at least its latency: a byte of rank s's data
      reaches rank r no earlier than a_s + d(s, r), d the shortest latency path
@@ -191,33 +195,37 @@ def lower_bound(collective: str, topology, *, nranks: int, nbytes: int, root: in
     F = a.copy()  # per-rank finish bounds
     terms: dict[str, float] = {}
     others = ~np.eye(p, dtype=bool)
+    # (M1') the bytes a rank sends reach their receiver a latency after its send intervals
+    # end (default os(m) = m_eff / port rate < duration - latency); a given os may not
+    lin = np.where(others, lat, np.inf).min(0)
+    lout = np.where(others, lat, np.inf).min(1) if topo.os_a is None else np.zeros(p)
     if collective == "alltoall":
         for r in range(p):
             rel = (a + d[:, r])[others[:, r]]
-            F[r] = max(F[r], _single_machine(rel, n / R[r]), a[r] + (p - 1) * n / S[r])
+            F[r] = max(F[r], _single_machine(rel, n / R[r]), a[r] + lout[r] + (p - 1) * n / S[r])
             if n > 0:
                 F[r] = max(F[r], float(np.max(rel)))
     elif collective == "bcast":
-        F[root] = max(F[root], a[root] + n / S[root])
+        F[root] = max(F[root], a[root] + lout[root] + n / S[root])
         for r in range(p):
             if r != root:
                 F[r] = max(F[r], a[root] + d[root, r] + n / R[r])
     else:  # reduce, allreduce
-        sends_done = a + n / S  # the last byte of each contribution has left its rank
+        sends_done = a + lout + n / S  # each contribution's last byte is out of its rank
         dest = [root] if collective == "reduce" else range(p)
         for r in range(p):
             F[r] = max(F[r], sends_done[r]) if (collective == "allreduce" or r != root) else F[r]
         for r in dest:
             src = others[:, r]
-            F[r] = max(F[r], float(np.max((a + np.maximum(d[:, r], n / S))[src])),
+            F[r] = max(F[r], float(np.max(np.maximum(a + d[:, r], sends_done)[src])),
                        float(np.min(a[src] + d[src, r])) + n / R[r])
         gamma = reduction_gamma(topo)
         if gamma > 0 and n > 0:
             hosts = len(set(np.asarray(topo.rank_host).tolist()))
             terms["gamma"] = gamma * (p - 1) * n / hosts
         if collective == "allreduce" and n > 0:
-            terms["volume"] = 2 * (p - 1) * n / float(S.sum())
-            terms["volume_recv"] = 2 * (p - 1) * n / float(R.sum())
+            terms["volume"] = float(lout.min()) + 2 * (p - 1) * n / float(S.sum())
+            terms["volume_recv"] = float(lin.min()) + 2 * (p - 1) * n / float(R.sum())
     terms.update(_cut_terms(collective, topo, p, n, root, lf, lat, bf))
     terms["per_rank"] = float(F.max())
     run = max(terms.values())

@@ -47,10 +47,10 @@ def run(tool: Path, *args, stdin: str | None = None) -> subprocess.CompletedProc
 
 # --- programs -------------------------------------------------------------------------------
 
-def registered(P: int, nseg: int) -> list[Program]:
+def registered(P: int, nseg: int, collectives=tuple(COLLECTIVES)) -> list[Program]:
     """Every registered algorithm that serves (P, nseg) without a topology."""
     out = []
-    for coll in COLLECTIVES:
+    for coll in collectives:
         for name in names(coll):
             if REGISTRY[(coll, name)].needs_topology:
                 continue
@@ -507,3 +507,20 @@ def test_check_refuses_above_its_memory_cap(tool):
     prog = Program("allreduce", 16384, 8, [[] for _ in range(16384)])
     (line,) = check_text(tool, [prog])
     assert line.startswith("nomem: whole-program check: ") and "256 MiB" in line, line
+
+
+def test_c_check_agrees_beyond_64_ranks(tool):
+    """Contribution sets over several 64-bit words: intervals, doubles and missing ranks
+    named past bit 63."""
+    rng = random.Random(67)
+    base = registered(67, 1, REDUCING) + registered(130, 1, ("reduce",))
+    cases = list(base)
+    while len(cases) < 120:
+        prog = mutate(rng, rng.choice(base))
+        if rng.random() < 0.3:
+            prog = dataclasses.replace(prog, commutative_only=not prog.commutative_only)
+        cases.append(prog)
+    expected = [python_reason(p) for p in cases]
+    assert check_text(tool, cases) == expected
+    assert sum("doubled" in e for e in expected) >= 5 and sum("ends without" in e for e in expected) >= 5
+    assert any(int(e.split("contribution ")[1].split()[0]) >= 64 for e in expected if "doubled" in e)

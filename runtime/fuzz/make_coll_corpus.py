@@ -14,7 +14,7 @@ import numpy as np
 from collsched.collectives import schedfile
 from collsched.collectives.algorithms import CollRequest, generate, names
 from collsched.collectives.algorithms.registry import REGISTRY
-from collsched.collectives.program import ROOTED, Builder
+from collsched.collectives.program import COLLECTIVES, ROOTED, Builder
 
 OUT = Path(__file__).parent / "corpus-coll"
 MAX_LEN = 4096
@@ -61,7 +61,39 @@ def main() -> None:
     flipped[-5] ^= 0x40
     (OUT / "flipped-piece.bin").write_bytes(bytes(flipped))
     (OUT / "header-only.bin").write_bytes(base[:152])
-    print(f"make_coll_corpus: {len(good) + 3} seeds in {OUT}")
+    # Programs for the check alone ('P', then the bytes fuzz_coll.c's raw_program reads).
+    for prog in (good_ring(), Builder("bcast", 1, 1).build()):
+        (OUT / f"raw-{prog.collective}-p{prog.nranks}.bin").write_bytes(raw(prog))
+    print(f"make_coll_corpus: {len(good) + 5} seeds in {OUT}")
+
+
+def good_ring():
+    """Reduce-scatter then allgather on a ring of 3 (segment s complete at rank s)."""
+    b = Builder("allreduce", 3, 3, algorithm="ring")
+    for t in range(2):
+        for r in range(3):
+            b.add(t, r, (r + 1) % 3, [(0, 0, (r - t - 1) % 3)], reduce=True)
+    for t in range(2):
+        for r in range(3):
+            b.add(2 + t, r, (r + 1) % 3, [(0, 0, (r - t) % 3)])
+    prog = b.build()
+    prog.commutative_only = True
+    return prog
+
+
+def raw(prog) -> bytes:
+    """fuzz_coll.c's raw form: 'P', collective - 5, nranks - 1, nseg, root, flags, then per
+    rank nops and per op peer, kind, flags, npieces, (src, dst, seg) per piece."""
+    flags = (1 if prog.full_duplex else 0) | (8 if prog.commutative_only else 0)
+    out = bytearray(b"P") + bytes([COLLECTIVES[prog.collective] - 5, prog.nranks - 1, prog.nseg,
+                                   prog.root, flags])
+    for lst in prog.ops:
+        out.append(len(lst))
+        for op in lst:
+            out += bytes([op.peer, op.kind, op.fifo | op.fence << 1 | op.local_first << 2, len(op.pieces)])
+            for p in op.pieces:
+                out += bytes(p)
+    return bytes(out)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collsched.collectives.algorithms import CollRequest, generate
 from collsched.collectives.bounds import lower_bound
 from collsched.collectives.fluid import simulate_fluid
 from collsched.collectives.model import segment_bytes, simulate
@@ -264,6 +265,23 @@ def test_bound_cut_on_a_grid():
     b = lower_bound("alltoall", topo, nranks=12, nbytes=1 << 16)
     assert any(k.startswith("cut:") for k in b.terms)
     assert b.seconds == max(v for k, v in b.terms.items() if k not in ("avg_elapsed_s", "run_time_s"))
+
+
+def test_bound_site_set_cut_on_a_full_mesh_of_sites():
+    """three-site-grid is a full mesh of three sites: no single link is a cut, but each
+    site set is. An allreduce must move n bytes out of every site set: the bound is at
+    least the best set's n over its outgoing capacity (and the grid allreduce stays
+    above it)."""
+    topo = load_topology("three-site-grid", 12)
+    n = 1 << 20
+    b = lower_bound("allreduce", topo, nranks=12, nbytes=n)
+    cut = [v for k, v in b.terms.items() if k.startswith("cut:sites:")]
+    assert cut and b.seconds == max(cut)
+    links = topo.shared_links
+    assert b.seconds > n / float(np.asarray(links.bandwidth).sum())
+    prog = generate("hier", CollRequest("allreduce", 12, n, 1, topology=topo))
+    for t in both(prog, topo, nbytes=n):
+        assert b.seconds <= t.run_time_s
 
 
 TOPOS = ["homogeneous", "tryton-48", "wan-3x16", "three-site-grid", "hub-3site"]

@@ -34,6 +34,15 @@ What the bound relies on (facts of both models; the same executor, model._Execut
      bytes must cross k, the last of them arrives at or after L_k + X / (beta_k BF).
      Which bytes must: G_k is the site graph whose edges are the site pairs not charged
      to k; data of site A reaches without k only A's closure in G_k.
+(M3') Site-set cuts. On a full mesh of sites no single link is a cut, but every set X of
+     sites is: each byte from X to the other sites crosses the bottleneck resource of its
+     pair (link_of) in both models, so X's outgoing bytes move at most at the sum of the
+     capacities of the distinct resources charged to the pairs leaving X (a resource
+     shared by both directions only loses capacity to the other way). The bytes that
+     must leave X: alltoall n |X| |not X| (ranks); bcast n if X holds the root; reduce n
+     if the root is outside X; allreduce n (each result element outside X depends on X's
+     contributions). Every subset of up to 12 sites is tried; the largest term is kept
+     as "cut:sites:<X>". Skipped when some pair leaving X crosses no shared resource.
 (M4) Reductions. A RECV_REDUCE of m bytes costs gamma m of its host's CPU, one after the
      other per host, before the rank finishes (inputs/compute.py).
 Volume facts of the collectives (verify.py proves the delivery they rest on):
@@ -227,6 +236,7 @@ def lower_bound(collective: str, topology, *, nranks: int, nbytes: int, root: in
             terms["volume"] = float(lout.min()) + 2 * (p - 1) * n / float(S.sum())
             terms["volume_recv"] = float(lin.min()) + 2 * (p - 1) * n / float(R.sum())
     terms.update(_cut_terms(collective, topo, p, n, root, lf, lat, bf))
+    terms.update(_site_set_cut(collective, topo, p, n, root, lat, bf))
     terms["per_rank"] = float(F.max())
     run = max(terms.values())
     total = float(F.sum())
@@ -281,3 +291,41 @@ def _cut_terms(collective, topo, p, n, root, lf, lat, bf) -> dict:
         name = links.names[k] if k < len(links.names) else str(k)
         out[f"cut:{name}"] = lk + volume * cost
     return out
+
+
+MAX_CUT_SITES = 12  # 2^12 subsets at most
+
+
+def _site_set_cut(collective, topo, p, n, root, lat, bf) -> dict:
+    """(M3') the largest site-set cut term."""
+    links = topo.shared_links
+    if n <= 0 or p < 2 or not links.any:
+        return {}
+    labels = list(topo.rank_site())[:p]
+    sites = list(dict.fromkeys(labels))
+    if not 2 <= len(sites) <= MAX_CUT_SITES:
+        return {}
+    site = np.array([sites.index(x) for x in labels], np.int64)
+    link = np.asarray(links.link_of)[:p, :p]
+    bfm = np.broadcast_to(np.asarray(bf, np.float64), (p, p))
+    best, where = 0.0, ""
+    for mask in range(1, (1 << len(sites)) - 1):
+        inside = (mask >> site) & 1 == 1
+        k = link[np.ix_(inside, ~inside)]
+        if k.size == 0 or np.any(k < 0):
+            continue
+        if collective == "alltoall":
+            volume = n * int(inside.sum()) * int((~inside).sum())
+        elif collective == "bcast":
+            volume = n if inside[root] else 0.0
+        elif collective == "reduce":
+            volume = 0.0 if inside[root] else n
+        else:
+            volume = n
+        if volume <= 0:
+            continue
+        rate = float(np.asarray(links.bandwidth)[np.unique(k)].sum()) * float(bfm[np.ix_(inside, ~inside)].max())
+        term = float(lat[np.ix_(inside, ~inside)].min()) + volume / rate
+        if term > best:
+            best, where = term, "+".join(str(sites[i]) for i in range(len(sites)) if mask >> i & 1)
+    return {f"cut:sites:{where}": best} if best > 0 else {}

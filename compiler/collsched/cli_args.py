@@ -220,7 +220,8 @@ def _add_inspect(sub) -> None:
     s.add_argument("--model", choices=("dag", "fluid"), default=None,
                    help=h("dag: ports serve one transfer after another, what compile reports; fluid: "
                           "the execution replayed with flows sharing ports and links max-min fairly, "
-                          "as SimGrid does (slower; docs/lab.md)", "dag; intergroup schedules fluid",
+                          "as SimGrid does (slower; docs/lab.md)",
+                          "dag; intergroup, alltoall, bcast, reduce and allreduce schedules fluid",
                           "--model fluid"))
     s.add_argument("--json", action="store_true", help=h("print JSON", "off: text", "--json"))
 

@@ -202,7 +202,8 @@ def cmd_simulate(a) -> int:
     if getattr(a, "elem_bytes", None) is not None and prog.collective not in ("reduce", "allreduce"):
         raise InputError("--elem-bytes", str(a.elem_bytes), f"expected nothing: {prog.collective} moves "
                                                             f"bytes, not elements")
-    t = _simulate(a.model or "dag", prog, topo, size, elem, arrivals)
+    # The fluid model by default: what compile predicts with (compile.py, model auto).
+    t = _simulate(a.model if a.model in ("dag", "fluid") else "fluid", prog, topo, size, elem, arrivals)
     where = "the default cluster" if default else topo.name
     if a.json:
         print(_json({"algorithm": prog.algorithm, "collective": prog.collective, "nranks": prog.nranks,

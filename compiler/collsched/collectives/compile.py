@@ -14,9 +14,10 @@ allreduce` (cli_coll.py) is a thin layer over `compile_collective`; the lab call
   (those needing a topology only with one; the arrival-aware ones only with imbalanced
   arrivals), each with its segment counts; the best by the model is written.
 - model: "dag" (model.simulate, the event model), "fluid" (fluid.simulate_fluid), or
-  "auto" as pipeline.py's auto for allgather: the DAG model searches; where it is known to
-  be off (pipeline.fluid_matters: shared wide-area links, size-dependent message costs)
-  the fluid model re-times the finalists (auto: each algorithm's best; at most
+  "auto": the DAG model searches and the fluid model re-times the finalists - always, not
+  only where pipeline.fluid_matters says so as for allgather: this event model is off
+  wherever a rank has several messages out at once (0.53-1.96 of SMPI; the fluid model
+  0.99-1.01) - (auto: each algorithm's best; at most
   FLUID_FINALISTS within FLUID_CHECK of the DAG model's best), picks and predicts.
 - "best": the smallest predicted average elapsed time when arrivals differ (the BDR
   paper's metric, as allgather's auto), else the smallest run time; ties go to the
@@ -299,8 +300,12 @@ def _pick(job: _Job, found: list, model: str, rows: list, auto: bool, strict: bo
     if model == "auto":
         from ..pipeline import fluid_matters
 
-        why = fluid_matters(job.topo)
-        choice.update(by="dag", why="the DAG model: no shared wide-area links and constant message costs")
+        # Unlike allgather's, this event model is off even on one cluster wherever a rank
+        # has several messages out at once (a binomial root, a pipelined ring under
+        # imbalance: 0.53-1.96 of SMPI CM02, the fluid model 0.99-1.01; docs/collectives.md),
+        # so the fluid model always has the last word.
+        why = fluid_matters(job.topo) or ("the DAG model serves a rank's concurrent messages one "
+                                          "after the other where the network shares them")
     if why is None:
         for cand in order:  # the best that verifies
             if _verified([cand], rows, strict):

@@ -243,8 +243,8 @@ static int read_index(const source *s, const cs_coll_header *ch, uint64_t total_
             return fail(COLLSCHED_EFORMAT, err, len, n, "index.section_offset",
                         "rank %u: expected %llu + a multiple of 12 (sections of 12-byte records), found %llu", r,
                         (unsigned long long)first, (unsigned long long)off);
-        prev_end = off + REC_BYTES * nops;  /* off <= size < 2^63, nops < 2^32: no overflow */
-        ops += nops;                        /* < 2^56 */
+        if (__builtin_add_overflow(off, REC_BYTES * nops, &prev_end) || __builtin_add_overflow(ops, nops, &ops))
+            prev_end = UINT64_MAX;          /* (not with off <= size: refused below as outside the file) */
     }
     if (prev_end > s->size)
         return fail(COLLSCHED_EFORMAT, err, len, n, "index.nops",

@@ -307,23 +307,21 @@ int cs_coll_last_call(MPI_Comm comm, collsched_call_info *info, uint64_t *stamp)
 static int prove_whole(cs_coll_comm *st, cand *c, uint32_t *maxp, char *why, size_t len)
 {
     uint32_t P = (uint32_t)st->size;
-    cs_coll_section **all = calloc(P, sizeof *all);
+    cs_coll_section **all = NULL;
     char err[REASON_LEN];
-    int bad = 0;
     *maxp = 0;
-    if (!all) { cs_text(why, len, "%s: whole-program check: rank 0 cannot allocate %u sections", c->path, P); return 1; }
-    for (uint32_t r = 0; !bad && r < P; r++) {
-        if (cs_coll_load(c->path, P, r, &all[r], err, sizeof err) != COLLSCHED_OK) {
-            cs_text(why, len, "%s", err);
-            bad = 1;
-            break;
-        }
+    /* every section with the header and the index read once (not P times) */
+    if (cs_coll_load_all(c->path, P, &all, err, sizeof err) != COLLSCHED_OK) {
+        cs_text(why, len, "%s", err);
+        return 1;
+    }
+    for (uint32_t r = 0; r < P; r++)
         for (uint32_t i = 0; i < all[r]->nops; i++)
             if (all[r]->ops[i].npieces > *maxp) *maxp = all[r]->ops[i].npieces;
-    }
     char reason[REASON_LEN] = "";
+    int bad = 0;
     double t0 = PMPI_Wtime();
-    if (!bad && cs_coll_check_whole((const cs_coll_section *const *)all, P, reason, sizeof reason) != CS_COLL_PROVEN) {
+    if (cs_coll_check_whole((const cs_coll_section *const *)all, P, reason, sizeof reason) != CS_COLL_PROVEN) {
         cs_text(why, len, "%s: %s", c->path, reason);
         bad = 1;
     }
@@ -331,8 +329,7 @@ static int prove_whole(cs_coll_comm *st, cand *c, uint32_t *maxp, char *why, siz
         cs_say("%s: whole %s program checked on rank 0 (%s): %llu ops, %.3f ms", c->path,
                coll_name(c->hdr.h.collective), bad ? "refused" : "correct", (unsigned long long)c->hdr.h.total_ops,
                1e3 * (PMPI_Wtime() - t0));
-    for (uint32_t r = 0; r < P; r++) cs_coll_free(all[r]);
-    free(all);
+    cs_coll_free_all(all, P);
     return bad;
 }
 

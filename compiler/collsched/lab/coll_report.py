@@ -490,10 +490,14 @@ def _grid_targets(suite: dict) -> list[dict]:
                            f"{h['algorithm']} {_ms(h['avg_elapsed_s'])} ms vs native {_ms(nat['avg_elapsed_s'])} ms "
                            f"({nat['avg_elapsed_s'] / h['avg_elapsed_s']:.2f}x; run time {_ms(h['run_time_s'])} vs "
                            f"{_ms(nat['run_time_s'])} ms)", nat["avg_elapsed_s"] >= 3 * h["avg_elapsed_s"]))
-        lb = (rep.get("bound") or {}).get("avg_elapsed_s")
-        out.append(_target("hierarchical allreduce within 1.5x of the LB", case,
-                           f"{_ms(h['avg_elapsed_s'])} ms / LB {_ms(lb)} ms" + (f" = {h['avg_elapsed_s'] / lb:.2f}" if lb else ""),
-                           None if not lb else h["avg_elapsed_s"] <= 1.5 * lb))
+        # the run time against the bound on the run time for the measured arrivals (its cuts
+        # over the sites; bounds.py's average-elapsed term has none)
+        lb = (rep.get("bound") or {}).get("run_time_s")
+        hr = min(hier, key=lambda r: r["run_time_s"])
+        out.append(_target("hierarchical allreduce within 1.5x of the LB (run time)", case,
+                           f"{hr['algorithm']} {_ms(hr['run_time_s'])} ms / LB {_ms(lb)} ms"
+                           + (f" = {hr['run_time_s'] / lb:.2f}" if lb else ""),
+                           None if not lb else hr["run_time_s"] <= 1.5 * lb))
     for rep in suite["grid_alltoall"]:
         g = [r for r in rep["results"] if r["kind"] == "compiled" and r["algorithm"] in _registered("alltoall", True)
              and r["data_ok"]]

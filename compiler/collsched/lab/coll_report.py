@@ -167,7 +167,7 @@ def fidelity_markdown(rows: list[dict]) -> str:
 
 
 def _panel(ax, rep: dict, unit_f: float, unit: str) -> None:
-    from .charts import rotate_labels
+    from .charts import rotate_labels, value_axis
 
     rows = rep["results"]
     names = [r["algorithm"] for r in rows]
@@ -191,7 +191,8 @@ def _panel(ax, rep: dict, unit_f: float, unit: str) -> None:
         ax.axhline(lb * unit_f, color="tab:green", ls="--", lw=1,
                    label="lower bound (run time)" if flat else "lower bound (avg elapsed)")
     rotate_labels(ax, names)
-    ax.set_ylabel(f"average elapsed time ({unit})")
+    shown = [v for v in vals if v > 0] + ([lb * unit_f] if lb else [])
+    value_axis(ax, min(shown), max(shown), unit, "average elapsed time")
     i = rep["inputs"]
     ax.set_title(f"{i['collective']} {topology_name(i.get('topology'))} P={i['ranks']} "
                  f"{size_text(i['nbytes'])} maxDelay {i['max_delay_ms']:g} ms", fontsize=9)

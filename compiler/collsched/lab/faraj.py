@@ -78,6 +78,7 @@ def table_rows(reports: list[dict]) -> list[dict]:
         i, rows = rep["inputs"], rep["results"]
         win, comp, nat = _best(rows), _best(rows, "compiled"), _best(rows, "native")
         plain = next((r for r in rows if r["algorithm"] == "native" and r["data_ok"]), None)
+        mpich = next((r for r in rows if r["algorithm"] == "native:mpich" and r["data_ok"]), None)
         omega = float(np.mean([r["imbalance_s"] for r in rows]))
         t = flat_t.get((i["ranks"], i["nbytes"]))
         b = rep.get("bound") or {}
@@ -89,6 +90,7 @@ def table_rows(reports: list[dict]) -> list[dict]:
                     "native_s": plain and plain["avg_elapsed_s"],
                     "bound_avg_s": b.get("avg_elapsed_s"),
                     "robust_vs_native": (plain["avg_elapsed_s"] / comp["avg_elapsed_s"] - 1) if plain and comp else None,
+                    "robust_vs_mpich": (mpich["avg_elapsed_s"] / comp["avg_elapsed_s"] - 1) if mpich and comp else None,
                     "robust_vs_best_native": (nat["avg_elapsed_s"] / comp["avg_elapsed_s"] - 1) if nat and comp else None,
                     "data_ok": all(r["data_ok"] for r in rows)})
     return out
@@ -104,14 +106,14 @@ def _pct(x):
 
 def table_markdown(rows: list[dict], plot_rel: str | None = None) -> str:
     lines = ["| P | block | maxDelay ms | omega/T | winner | ms | collsched best (ROBUST) | ms | best native | ms "
-             "| native ms | ROBUST vs native | ROBUST vs best native | LB avg ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| native ms | ROBUST vs native | ROBUST vs native:mpich | ROBUST vs best native | LB avg ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f = "-" if r["imbalance_factor"] is None else f"{r['imbalance_factor']:.2f}"
         lines.append(f"| {r['ranks']} | {size_text(r['nbytes'])} | {r['max_delay_ms']:g} | {f} | {r['winner']} | "
                      f"{_ms(r['winner_s'])} | {r['robust']} | {_ms(r['robust_s'])} | {r['best_native']} | "
                      f"{_ms(r['best_native_s'])} | {_ms(r['native_s'])} | {_pct(r['robust_vs_native'])} | "
-                     f"{_pct(r['robust_vs_best_native'])} | {_ms(r['bound_avg_s'])} |")
+                     f"{_pct(r.get('robust_vs_mpich'))} | {_pct(r['robust_vs_best_native'])} | {_ms(r['bound_avg_s'])} |")
     vs = [r["robust_vs_native"] for r in rows if r["robust_vs_native"] is not None]
     imb = [r["robust_vs_native"] for r in rows if r["robust_vs_native"] is not None and r["max_delay_ms"] > 0]
     lines.append("")
@@ -121,6 +123,15 @@ def table_markdown(rows: list[dict], plot_rel: str | None = None) -> str:
                      f"time){'' if not imb else f'; imbalanced cases {min(imb) * 100:+.1f}% to {max(imb) * 100:+.1f}%'}. "
                      f"The Faraj study: up to {STUDY_SPEEDUP * 100:.1f}% over its benchmarks (ROBUST vs NATIVE, real "
                      "clusters, micro and application benchmarks).")
+    vm = [r["robust_vs_mpich"] for r in rows if r.get("robust_vs_mpich") is not None]
+    if vm:
+        lines.append("")
+        lines.append(f"Against SMPI's MPICH selection (native:mpich: MPICH's size-based choice among Bruck, "
+                     f"linear and the phased pairwise/ring exchanges, a NATIVE of the study's kind): ROBUST up to {max(vm) * 100:+.1f}% "
+                     f"(from {min(vm) * 100:+.1f}%). SimGrid's CM02 network shares each NIC max-min fairly and has "
+                     "no switch contention, the cause the study found behind pair/ring's losses under imbalance: "
+                     "here posting everything at once (simple, SMPI's default linear alltoall) wins balanced and "
+                     "imbalanced alike, and the phased algorithms' gap shrinks as maxDelay grows (waiting dominates).")
     switches = _switches(rows)
     if switches:
         lines.append("")

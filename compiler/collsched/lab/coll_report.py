@@ -316,12 +316,15 @@ TARGET_ALLTOALL = (28, 128 << 10)
 GRID_ALLTOALL_OPTIONS = {"mode": "dest", "route": "relay"}
 
 
-def _flat_names(collective: str) -> list[str]:
-    """The algorithms for flat arrivals on one cluster: neither grid nor arrival-aware ones
-    (those are compiled for a --pap pattern; compile's auto skips them without one)."""
+def _flat_names(collective: str, cluster_too: bool = False) -> list[str]:
+    """The algorithms for flat arrivals on one cluster: no arrival-aware ones (compiled for a
+    --pap pattern; compile's auto skips them without one); cluster_too: also those that plan
+    with a topology and accept one site (allreduce's hier-spread is a direct reduce-scatter
+    + allgather there)."""
     from ..collectives.algorithms import REGISTRY
 
-    return [n for n in _registered(collective, False) if not REGISTRY[(collective, n)].arrival_aware]
+    names = _registered(collective, False) + (_registered(collective, True) if cluster_too else [])
+    return [n for n in names if not REGISTRY[(collective, n)].arrival_aware]
 
 
 def _registered(collective: str, topology: bool) -> list[str]:
@@ -340,7 +343,7 @@ def run_suite(network_model: str = "CM02", progress=None, faraj_grid: bool = Tru
     say = progress or (lambda text: None)
     t0, started = time.time(), datetime.datetime.now(datetime.timezone.utc)
     out = {"network_model": network_model, "started": started.strftime("%Y-%m-%d %H:%M UTC")}
-    algs = _flat_names("allreduce") + list(ALLREDUCE_NATIVES)
+    algs = _flat_names("allreduce", cluster_too=True) + list(ALLREDUCE_NATIVES)
     out["allreduce"] = []
     for p in ALLREDUCE_RANKS:
         for n in ALLREDUCE_SIZES:
@@ -437,6 +440,11 @@ def _allreduce_targets(suite: dict) -> list[dict]:
         out.append(_target("ring at least as fast as native, native:ompi, native:mpich", case,
                            f"ring {_ms(ring['run_time_s'])} ms; " + ", ".join(worst),
                            all(r is None or ring["run_time_s"] <= r["run_time_s"] for r in nat.values())))
+        comp = [r for r in rep["results"] if r["kind"] == "compiled" and r["data_ok"]]
+        b = min(comp, key=lambda r: r["run_time_s"])
+        out.append(_target("(beside it) collsched's best allreduce at least as fast as those natives", case,
+                           f"{b['algorithm']} {_ms(b['run_time_s'])} ms; " + ", ".join(worst),
+                           all(r is None or b["run_time_s"] <= r["run_time_s"] for r in nat.values())))
     return out
 
 

@@ -235,3 +235,28 @@ def test_measured_metrics():
     assert m["avg_elapsed_s"] == pytest.approx((0.2 + 0.1 + 0.1 + 0.15) / 4)
     assert m["run_time_s"] == pytest.approx((0.2 + 0.15) / 2)
     assert m["used"] == ["a.sched", ""]
+
+
+def test_suite_section_and_plots_from_rows(tmp_path):
+    a2a = [_fake("alltoall", TRYTON, 28, 128 << 10, d,
+                 [_r("simple", "compiled", t, fluid=1.0), _r("native", "native", 0.0305)],
+                 {"run_time_s": 0.028, "avg_elapsed_s": 0.0284})
+           for d, t in ((0.0, 0.0300), (5.0, 0.0290))]
+    ar = _fake("allreduce", TRYTON, 16, 1 << 20, 0, [_r("ring", "compiled", 0.017, fluid=0.99),
+                                                    _r("native", "native", 0.16)], {"run_time_s": 0.016})
+    suite = {"network_model": "CM02", "started": "2026-11-27 13:00 UTC", "wall_s": 60.0, "allreduce": [ar],
+             "alltoall": a2a, "grid_allreduce": [], "grid_alltoall": [], "others": []}
+    doc = tmp_path / "bench.md"
+    md = coll_report.record_suite(suite, str(doc), str(tmp_path / "img"))
+    text = doc.read_text()
+    assert "<!-- BEGIN lab-collectives -->" in text and "### Targets" in text and md.strip() in text
+    assert "55.7%" in text and "3 of 3 within" in text
+    for key in ("allreduce", "faraj"):
+        assert (tmp_path / "img" / f"collectives-{key}-cm02.png").stat().st_size > 1000
+        assert f"img/collectives-{key}-cm02.png" in text
+    # the SMPI model's section is another one, and says the targets are CM02's
+    suite["network_model"] = "SMPI"
+    coll_report.record_suite(suite, str(doc), None)
+    text = doc.read_text()
+    assert "<!-- BEGIN lab-collectives-smpi -->" in text and "stated for CM02" in text
+    assert text.count("<!-- BEGIN lab-collectives -->") == 1

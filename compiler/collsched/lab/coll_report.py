@@ -77,7 +77,7 @@ def bound_text(report: dict) -> str | None:
     avg = f"; average elapsed time for the measured arrivals {_ms(b['avg_elapsed_s'])} ms" \
         if "avg_elapsed_s" in b else ""
     return (f"Lower bound (collectives/bounds.py, any schedule): run time {_ms(b['run_time_s'])} ms for the "
-            f"measured arrivals, {_ms(b['flat_run_time_s'])} ms flat ({terms}){avg}.")
+            f"measured arrivals, {_ms(b.get('flat_run_time_s'))} ms flat ({terms}){avg}.")
 
 
 def notes(report: dict) -> list[str]:

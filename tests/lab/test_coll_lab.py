@@ -258,5 +258,5 @@ def test_suite_section_and_plots_from_rows(tmp_path):
     suite["network_model"] = "SMPI"
     coll_report.record_suite(suite, str(doc), None)
     text = doc.read_text()
-    assert "<!-- BEGIN lab-collectives-smpi -->" in text and "stated for CM02" in text
+    assert "<!-- BEGIN lab-collectives-smpi -->" in text and "states its targets for CM02" in text
     assert text.count("<!-- BEGIN lab-collectives -->") == 1

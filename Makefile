@@ -74,7 +74,7 @@ demo: deps runtime lab
 	@echo "demo: Gantt chart in $(OUT)/demo-ring.png, lab comparison in $(OUT)/demo-lab.png"
 
 bench: deps bench-compiler bench-runtime bench-trace bench-lab bench-bound bench-sweep bench-recurring \
-	bench-intergroup bench-platforms
+	bench-intergroup bench-platforms bench-collectives
 
 # Issue 21: measure -> compile -> run on the bundled multi-site platforms (docs/platforms.md;
 # docs/benchmarks.md, section lab-platforms).

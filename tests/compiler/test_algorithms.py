@@ -52,7 +52,13 @@ def test_baseline_compiles_verifies_round_trips(alg, topo, data, nseg, duplex, n
     assert verify(back) == []
     m = res.metrics
     assert m.avg_elapsed_s >= 0 and m.run_time_s >= 0
-    assert m.absorption_s <= m.imbalance_s + 1e-12
+    # absorption <= imbalance means a late arrival never shortens the run. The half-duplex
+    # port is greedy in simulated time (docs/semantics.md), and greedy list scheduling has
+    # Graham's anomalies: delaying one rank can reorder a port's transfers for the better
+    # (bruck, three-site-grid, P = 20, 0 bytes, rank 14 late by 31.25 ms: flat 0.454 s,
+    # imbalanced 0.454 - 0.107 + 0.031 s). Full duplex keeps list order per port.
+    if res.schedule.full_duplex:
+        assert m.absorption_s <= m.imbalance_s + 1e-12
 
 
 @settings(max_examples=60, deadline=None)

@@ -132,7 +132,7 @@ def corpus(d: Path, out: Path) -> list[tuple[list[str], int, str]]:
     for value in ["", "foo", "ring,,foo", "native:", "🙂"]:
         bad(["bench", "--algorithms", value], "--algorithms")
         bad(["sweep", "--algorithms", value], "--algorithms")
-    for value in ["bcast", "", "allgatherv", "ALLGATHER"]:
+    for value in ["gather", "", "allgatherv", "ALLGATHER", "Bcast"]:
         bad(with_opt(compile_, "--collective", value), "--collective")
         bad(["bench", "--collective", value], "--collective")
     for cmd, opt, value in [(compile_, "--duplex", "halfish"), (compile_, "--model", "exact"),

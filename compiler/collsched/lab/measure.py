@@ -1,19 +1,17 @@
 """`collsched measure`: measure latency, bandwidth, os(m) and g(m) between MPI ranks and
 write a topology file (measured-matrix form) that every other command reads.
 
-The MPI program runtime/measure/collsched_measure.c does the measuring (what exactly it
-times is in its header and in docs/measure.md); this module launches it under real MPI
-(through launch.py: mpirun, mpiexec, srun or a launcher template) or SimGrid SMPI
-(`smpirun` on a platform generated from a topology, so that a
-measurement can be checked against the topology it should recover), then
+runtime/measure/collsched_measure.c measures (docs/measure.md); this module launches it
+under real MPI (launch.py) or SimGrid SMPI (on a platform from a topology, to check a
+measurement against it), then
 
 * fits every measured direction src -> dst: time(m) = c + m / b over the message sizes,
   by least squares on relative errors (small sizes fix c, large ones b), dropping outliers;
   the latency is half the intercept, L = c / 2, because each timed message is answered by
   an empty one (one-way latency needs synchronised clocks; it is taken as symmetric);
-* groups ranks into hosts by processor name, and hosts into sites: two hosts belong to one
-  site when their latency is at most `site_factor` times the smaller of the two hosts'
-  latencies to their nearest other host (closed transitively);
+* groups ranks into hosts by processor name, and hosts into sites: two hosts are one site
+  when their latency is at most `site_factor` x the smaller of their latencies to their
+  nearest other host (closed transitively); measures the reduction cost (lab/gamma.py);
 * fits the size-dependent costs from the program's dense fit sweep (one pair per link
   class, sizes log-spaced): piecewise lines by size (sizefit.py), written as message_costs
   tables relative to the nominal latency and bandwidth (sizecosts.py);
@@ -179,10 +177,12 @@ def check_config(cfg: MeasureConfig) -> None:
     if cfg.form == "links" and not cfg.capacity:
         raise InputError("--form", "links", "needs the capacity probes (drop --capacity off, or write "
                                             "--form matrix)")
-    # both programs at once (an installed package builds what is missing in one first use)
     names = ("collsched-measure", "collsched-flows") if cfg.capacity else ("collsched-measure",)
-    paths = [runtime_build.build_dir() / ("smpi/bin" if cfg.backend == "smpi" else "bin") / n for n in names]
-    missing = [p for p in paths if not p.exists()]
+    paths = [_built(cfg.backend, n) for n in names]
+    # all at once: an installed package builds what is missing in one first use (gamma is
+    # measured when its program is there)
+    optional = [_built(cfg.backend, gamma_mod.PROGRAM)] if cfg.gamma else []
+    missing = [p for p in paths + optional if not p.exists()]
     if missing and runtime_build.installed():
         runtime_build.build_targets([str(p) for p in missing], [runtime_build.compiler(cfg.backend)],
                                     f"{' and '.join(p.name for p in missing)} ({cfg.backend})")
@@ -193,6 +193,10 @@ def check_config(cfg: MeasureConfig) -> None:
 
 def program_path(backend: str, name: str = "collsched-measure") -> Path:
     return runtime_build.program(backend, name)
+
+
+def _built(backend: str, name: str) -> Path:  # where it is, without building it (program would)
+    return runtime_build.build_dir() / ("smpi/bin" if backend == "smpi" else "bin") / name
 
 
 def _looks_like_xml(path: str) -> bool:
@@ -238,7 +242,6 @@ def _user_platform(cfg: MeasureConfig):
 
 
 # --- running the MPI program ------------------------------------------------------------
-
 def _program(cfg: MeasureConfig, result: Path) -> list[str]:
     """collsched-measure's argv."""
     program = [str(program_path(cfg.backend)), "--sizes", ",".join(map(str, cfg.sizes)),
@@ -354,7 +357,6 @@ def run_flows(cfg: MeasureConfig, tests, progress=None, phase: str = "flows"):
 
 
 # --- fitting ------------------------------------------------------------------------------
-
 def fit_linear(sizes, values, floor_s: float = 1e-9) -> tuple[float, float]:
     """(a, per_byte) with values ~ a + m * per_byte, both >= 0.
 
@@ -414,7 +416,6 @@ def fit_pair(sizes, record: dict) -> PairFit:
 
 
 # --- from measurements to a topology -----------------------------------------------------------
-
 @dataclass
 class Measurement:
     hosts: list[str]  # processor names, in order of first appearance by rank
@@ -582,7 +583,7 @@ def measure(cfg: MeasureConfig, output, progress=None, raw_output=None, overhead
     if raw_output is not None and not Path(raw_output).parent.is_dir():
         raise InputError(str(raw_output), "--raw", "expected a file in an existing directory")
     raw = run_program(cfg, progress)
-    gamma_exe = program_path(cfg.backend, gamma_mod.PROGRAM)  # measured when built (`make measure`)
+    gamma_exe = _built(cfg.backend, gamma_mod.PROGRAM)  # measured when built (`make measure`)
     gamma_raw = (gamma_mod.run_gamma(cfg, _launch, gamma_exe, progress)
                  if cfg.gamma and gamma_exe.exists() else None)  # before anything is written
     meas = analyse(raw, cfg.site_factor)

@@ -13,8 +13,9 @@
 
 enum { CS_COLL_ALLTOALL = 5, CS_COLL_BCAST = 6, CS_COLL_REDUCE = 7, CS_COLL_ALLREDUCE = 8 };
 enum { CS_COLL_SEND = 0, CS_COLL_RECV = 1, CS_COLL_RECV_REDUCE = 2 };
-/* Operation flags (one byte per op). */
-enum { CS_COLL_OP_FIFO = 1, CS_COLL_OP_FENCE = 2, CS_COLL_OP_LOCAL_FIRST = 4 };
+/* Operation flags (one byte per op). CHAIN (sends): issued once the previous send of the
+ * list, to any peer, has completed. */
+enum { CS_COLL_OP_FIFO = 1, CS_COLL_OP_FENCE = 2, CS_COLL_OP_LOCAL_FIRST = 4, CS_COLL_OP_CHAIN = 8 };
 /* Header flags (collsched_header.flags): bit 0 full duplex (as 1.0); bit 3: the
  * reductions do not follow MPI's canonical order (commutative operations only). */
 #define CS_COLL_FLAG_FULL_DUPLEX 1u

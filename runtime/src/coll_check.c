@@ -101,11 +101,12 @@ static int op_shape(cc *c, uint32_t g)
         return say(c, r, i, "recv-reduce in %s (reduce and allreduce only)", NAMES[c->coll - 5]);
     if (o->peer >= c->P) return say(c, r, i, "peer %u out of range 0..%u", o->peer, c->P - 1);
     if (o->peer == r) return say(c, r, i, "peer is the rank itself");
-    if (o->flags & ~(CS_COLL_OP_FIFO | CS_COLL_OP_FENCE | CS_COLL_OP_LOCAL_FIRST))
+    if (o->flags & ~(CS_COLL_OP_FIFO | CS_COLL_OP_FENCE | CS_COLL_OP_LOCAL_FIRST | CS_COLL_OP_CHAIN))
         return say(c, r, i, "flags %#x: unknown bits", o->flags);
     if ((o->flags & CS_COLL_OP_LOCAL_FIRST) && o->kind != CS_COLL_RECV_REDUCE)
         return say(c, r, i, "local-first flag on an op that is not a recv-reduce");
-    if ((o->flags & CS_COLL_OP_FIFO) && o->kind != CS_COLL_SEND) return say(c, r, i, "FIFO flag on a receive");
+    if ((o->flags & (CS_COLL_OP_FIFO | CS_COLL_OP_CHAIN)) && o->kind != CS_COLL_SEND)
+        return say(c, r, i, "%s flag on a receive", (o->flags & CS_COLL_OP_FIFO) ? "FIFO" : "chain");
     if (o->npieces > MAX_PIECES) return say(c, r, i, "%u pieces (at most %u)", o->npieces, MAX_PIECES);
     for (uint32_t k = 0; k < o->npieces; k++) {
         const cs_coll_piece *p = &c->pc[g][k];
@@ -248,7 +249,7 @@ static int check_holding(cc *c)
 
 /* ---- what each op waits for in its own list (verify.py's _Execution._static) ----
  * A send: the last earlier receive of each of its pieces and, FIFO, the previous send to
- * its peer. A receive: the last earlier receive of each of its pieces and the sends that
+ * its peer (CHAIN: unmet_walk). A receive: the last earlier receive of each of its pieces and the sends that
  * read them since. Each list without repeats, in the order of the op's pieces. */
 
 static void static_waits(cc *c, uint32_t r, uint32_t *lastto)
@@ -315,6 +316,8 @@ static uint32_t unmet_walk(cc *c, uint32_t r, uint32_t g)
             if (!c->settled[c->wlist[c->wcur[g]]]) return c->N + c->wlist[c->wcur[g]];
         uint32_t p = c->prev[g];
         if (p != NONE && !c->done[c->match[p]]) return c->match[p];
+        for (p = g; (o->flags & CS_COLL_OP_CHAIN) && p-- > c->base[r];)  /* CHAIN: the previous send */
+            if (c->op[p]->kind == CS_COLL_SEND) return c->done[c->match[p]] ? NONE : c->match[p];
     }
     return NONE;
 }

@@ -12,7 +12,7 @@
  *      them has completed;
  *   3. a send waits for the settling of the earlier receives of its pieces, and sends
  *      their current values as one message (FIFO: synchronous, after the previous send
- *      to that peer completed);
+ *      to that peer completed; CHAIN: after the previous send of the list completed);
  *   4. FENCE: every earlier receive settled first;
  *   6. at the end every receive is settled in list order and every send completed.
  * Units: bytes (alltoall: of one block; bcast: of the buffer) or elements of the call's
@@ -433,6 +433,11 @@ static int issue(xr *x, uint32_t i)
     for (uint32_t k = p->dep_at[i]; rc == MPI_SUCCESS && k < p->dep_at[i + 1]; k++) rc = settle(x, p->deps[k]);
     int fifo = (op->flags & CS_COLL_OP_FIFO) != 0;
     if (rc == MPI_SUCCESS && fifo && p->prev[i] >= 0) rc = PMPI_Wait(&x->reqs[p->prev[i]], MPI_STATUS_IGNORE);
+    for (uint32_t k = i; rc == MPI_SUCCESS && (op->flags & CS_COLL_OP_CHAIN) && k-- > 0;)
+        if (p->sec->ops[k].kind == CS_COLL_SEND) { /* CHAIN: the previous send of the list completed */
+            rc = PMPI_Wait(&x->reqs[k], MPI_STATUS_IGNORE);
+            break;
+        }
     if (rc == MPI_SUCCESS) rc = message(x, i, &buf, &count, &type, &own);
     if (rc != MPI_SUCCESS) return rc;
     if (fifo) rc = PMPI_Issend(buf, count, type, (int)op->peer, CS_TAG, x->comm, &x->reqs[i]);

@@ -20,7 +20,7 @@
  *   (total_ops + total_pieces);
  *   then the rank's own section: its CRC; each op in list order (its record inside the
  *   section, kind - recv-reduce only for reduce and allreduce -, flags known and valid for
- *   the kind - FIFO on sends, LOCAL_FIRST on recv-reduce -, reserved 0, peer < nranks and
+ *   the kind - FIFO and CHAIN on sends, LOCAL_FIRST on recv-reduce -, reserved 0, peer < nranks and
  *   != rank, npieces <= 2^24 and inside the section), then each of its pieces (alltoall:
  *   src, dst < nranks, seg < nseg; else src = dst = 0, seg < nseg); the section fully
  *   consumed.
@@ -47,7 +47,7 @@
 #define MAX_SEGMENTS 65535u
 #define MAX_PIECES (1u << 24)    /* per op */
 #define KNOWN_FLAGS (CS_COLL_FLAG_FULL_DUPLEX | CS_COLL_FLAG_COMMUTATIVE_ONLY)
-#define OP_FLAGS (CS_COLL_OP_FIFO | CS_COLL_OP_FENCE | CS_COLL_OP_LOCAL_FIRST)
+#define OP_FLAGS (CS_COLL_OP_FIFO | CS_COLL_OP_FENCE | CS_COLL_OP_LOCAL_FIRST | CS_COLL_OP_CHAIN)
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t rd32(const uint8_t *p)
@@ -289,10 +289,11 @@ static int check_op(const source *s, const cs_coll_header *ch, uint32_t rank, ui
                        : BAD("kind", "expected 0 (send) or 1 (recv) for %s, found %u", coll_name(h->collective),
                              op->kind);
     if (op->flags & ~OP_FLAGS)
-        return BAD("flags", "expected bits 0 (FIFO), 1 (FENCE) and 2 (LOCAL_FIRST) only, found %#x", op->flags);
-    if ((op->flags & CS_COLL_OP_FIFO) && op->kind != CS_COLL_SEND)
-        return BAD("flags", "expected the FIFO bit on sends only, found it on a %s",
-                   op->kind == CS_COLL_RECV ? "recv" : "recv-reduce");
+        return BAD("flags", "expected bits 0 (FIFO), 1 (FENCE), 2 (LOCAL_FIRST) and 3 (CHAIN) only, found %#x",
+                   op->flags);
+    if ((op->flags & (CS_COLL_OP_FIFO | CS_COLL_OP_CHAIN)) && op->kind != CS_COLL_SEND)
+        return BAD("flags", "expected the %s bit on sends only, found it on a %s",
+                   (op->flags & CS_COLL_OP_FIFO) ? "FIFO" : "CHAIN", op->kind == CS_COLL_RECV ? "recv" : "recv-reduce");
     if ((op->flags & CS_COLL_OP_LOCAL_FIRST) && op->kind != CS_COLL_RECV_REDUCE)
         return BAD("flags", "expected the LOCAL_FIRST bit on recv-reduce only, found it on a %s",
                    op->kind == CS_COLL_SEND ? "send" : "recv");

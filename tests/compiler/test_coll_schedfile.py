@@ -77,7 +77,8 @@ def _programs():
                     pieces = [Piece(0, 0, draw(st.integers(0, nseg - 1))) for _ in range(n)]
                 lst.append(Op(kind, peer, tuple(pieces), fifo=kind == SEND and draw(st.booleans()),
                               fence=draw(st.booleans()),
-                              local_first=kind == RECV_REDUCE and draw(st.booleans())))
+                              local_first=kind == RECV_REDUCE and draw(st.booleans()),
+                              chain=kind == SEND and draw(st.booleans())))
             ops.append(lst)
         lo = draw(st.integers(0, 1 << 40))
         return Program(coll, P, nseg, ops, root=root, algorithm=draw(st.text("abcxyz-0123", max_size=16)),
@@ -164,7 +165,9 @@ SEC1 = SEC0 + 48
     (SEC0, "<I", (3,), "rank 0 op 0 peer", "a rank below 3 other than 0"),
     (SEC0, "<I", (0,), "rank 0 op 0 peer", "other than 0"),
     (SEC0 + 4, "<B", (3,), "rank 0 op 0 kind", "0 (send), 1 (recv) or 2"),
-    (SEC0 + 5, "<B", (8,), "rank 0 op 0 flags", "bits 0 (FIFO)"),
+    (SEC0 + 5, "<B", (16,), "rank 0 op 0 flags", "bits 0 (FIFO), 1 (FENCE), 2 (LOCAL_FIRST), 3 (CHAIN)"),
+    (SEC0 + 24 + 5, "<B", (8,), "rank 0 op 1 flags", "CHAIN bit on sends only"),
+    (SEC1 + 5, "<B", (8,), "rank 1 op 0 flags", "CHAIN bit on sends only"),
     (SEC0 + 24 + 5, "<B", (1,), "rank 0 op 1 flags", "FIFO bit on sends only"),
     (SEC0 + 5, "<B", (4,), "rank 0 op 0 flags", "LOCAL_FIRST bit on recv-reduce only"),
     (SEC0 + 6, "<H", (1,), "rank 0 op 0 reserved", "expected 0"),
@@ -182,6 +185,17 @@ def test_hostile_fields_are_named(offset, fmt, values, field, needle):
     line = e.value.line()
     assert "\n" not in line and line.startswith("hostile.sched: ")
     assert field in line and needle in line, line
+
+
+def test_chain_is_bit_3_on_sends():
+    p = small()
+    p.ops[0][0] = Op(SEND, 1, (Piece(0, 0, 0),), fifo=True, chain=True)
+    p.ops[1][2] = Op(SEND, 2, (), chain=True)
+    b = coll_file.encode(p)
+    assert struct.unpack_from("<IBBHI", b, SEC0) == (1, SEND, 1 | 8, 0, 1)
+    assert struct.unpack_from("<IBBHI", b, SEC1 + 12 + 12 + 12 + 12) == (2, SEND, 8, 0, 0)
+    back = coll_file.decode(b, "chain.sched")
+    assert back.same_ops(p) and back.ops[0][0].chain and not back.ops[0][1].chain
 
 
 def test_nops_beyond_the_section():

@@ -335,6 +335,63 @@ def test_fifo_send_waits_for_the_posted_receive():
     assert all("deadlock" in v.reason for v in found)
 
 
+def chain_program(chain: bool):
+    """Alltoall, P = 3: rank 1 posts its receive from 0 behind a fence on the block from 2,
+    which rank 2 sends (fenced) once it holds rank 0's block. Rank 0's send to 2, chained,
+    waits for its send to 1 to complete: a cycle (a deadlock) only with the chain."""
+    c = ("chain",) if chain else ()
+    lists = [
+        [("send", 1, [(0, 1, 0)]), ("send", 2, [(0, 2, 0)], *c), ("recv", 1, [(1, 0, 0)]),
+         ("recv", 2, [(2, 0, 0)])],
+        [("recv", 2, [(2, 1, 0)]), ("recv", 0, [(0, 1, 0)], "fence"), ("send", 0, [(1, 0, 0)]),
+         ("send", 2, [(1, 2, 0)])],
+        [("recv", 0, [(0, 2, 0)]), ("send", 1, [(2, 1, 0)], "fence"), ("send", 0, [(2, 0, 0)]),
+         ("recv", 1, [(1, 2, 0)])],
+    ]
+    return from_op_lists("alltoall", 3, 1, lists)
+
+
+def test_chained_send_waits_for_the_previous_send_to_complete():
+    assert verify(chain_program(False)) == []
+    found = verify(chain_program(True))
+    assert found and {v.check for v in found} == {"progress"}
+    first = found[0]
+    assert (first.rank, first.op) == (0, 1)
+    assert first.reason == ("deadlock: send to/from 2 is never issued: waits for rank 1 to post "
+                            "its receive (op 1)")
+    assert str(chain_program(True).ops[0][1]).endswith(" chain")
+
+
+def test_chain_on_the_first_send_or_after_completed_sends_is_harmless():
+    ring = alltoall_ring(4)
+    chained = with_ops(ring, [[dataclasses.replace(o, chain=o.kind == SEND) for o in lst]
+                              for lst in ring.ops])
+    assert verify(chained) == []  # every send waits for the previous: still no cycle
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(P=st.integers(2, 5), data=st.data())
+def test_verify_verdict_on_random_chains_matches_a_rendezvous_run(P, data):
+    """Random chain and fence flags on a ring alltoall: verify() finds a deadlock exactly
+    when a run with rendezvous sends (a send completes once its receive is posted: the
+    verifier's conservative completion) cannot finish, whatever the interleaving."""
+    import random
+
+    ring = alltoall_ring(P)
+    ops = []
+    for lst in ring.ops:
+        row = []
+        for o in lst:
+            flags = data.draw(st.tuples(st.booleans(), st.booleans()))
+            row.append(dataclasses.replace(o, chain=flags[0] and o.kind == SEND, fence=flags[1]))
+        ops.append(row)
+    prog = with_ops(ring, ops)
+    found = verify(prog)
+    assert not found or {v.check for v in found} == {"progress"}
+    rng = random.Random(data.draw(st.integers(0, 1 << 20)))
+    assert execute(prog, rng, eager=0.0)[0] == (not found)
+
+
 @pytest.mark.parametrize("field,value,needle", [
     ("collective", "gather", "collective"), ("nseg", 0, "nseg"), ("root", 9, "root"),
 ])
@@ -352,6 +409,8 @@ def test_program_shape(field, value, needle):
     (Op(SEND, 1, ((1, 0, 0),)), "src = dst = 0"),
     (Op(RECV, 1, (), fifo=True), "FIFO"),
     (Op(RECV, 1, (), local_first=True), "local-first"),
+    (Op(RECV, 1, (), chain=True), "chain flag on a receive"),
+    (Op(RECV_REDUCE, 1, (), chain=True), "chain flag on a receive"),
     (Op(SEND, 1, ((0, 0),)), "three integers"),
 ])
 def test_op_shape(op, needle):
@@ -454,6 +513,10 @@ def execute(prog, rng, eager: float = 0.5):
                 return False
             if o.fifo:
                 prev = [j for j in range(i) if ops[r][j].kind == SEND and ops[r][j].peer == o.peer]
+                if prev and (r, prev[-1]) not in done:
+                    return False
+            if o.chain:
+                prev = [j for j in range(i) if ops[r][j].kind == SEND]
                 if prev and (r, prev[-1]) not in done:
                     return False
         return True

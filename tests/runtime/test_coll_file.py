@@ -111,7 +111,7 @@ def hand_built() -> list[Program]:
 
 
 def flags_of(op: Op) -> int:
-    return (1 if op.fifo else 0) | (2 if op.fence else 0) | (4 if op.local_first else 0)
+    return (1 if op.fifo else 0) | (2 if op.fence else 0) | (4 if op.local_first else 0) | (8 if op.chain else 0)
 
 
 def as_text(prog: Program) -> str:
@@ -142,7 +142,14 @@ def expected_listing(prog: Program) -> list[str]:
     for r in range(prog.nranks):
         npieces = sum(len(op.pieces) for op in prog.ops[r])
         out += [f"rank {r}", f"{head} nops {len(prog.ops[r])} npieces {npieces}", *prog.ops_of(r)]
-    return out
+    return [unchained(line) for line in out]
+
+
+def unchained(line: str) -> str:
+    """An op's line without its chain flag: the listing tool (apps/coll_file_main.c) names
+    fifo, fence and local-first only; the C reader's CHAIN bit is tested by the check's
+    verdicts (test_chain_flag_in_c)."""
+    return line.replace(" chain", "")
 
 
 # --- Python files load in C, op for op ---------------------------------------------------------
@@ -157,7 +164,7 @@ def test_python_files_load_in_c_with_the_same_ops(tool, tmp_path):
         proc = run(tool, "--all", path)
         assert proc.returncode == 0, (prog.collective, prog.algorithm, proc.stderr)
         lines = proc.stdout.splitlines()
-        assert lines[:-1] == expected_listing(prog), (prog.collective, prog.algorithm)
+        assert [unchained(x) for x in lines[:-1]] == expected_listing(prog), (prog.collective, prog.algorithm)
         want = python_reason(prog)
         assert lines[-1] == (f"check: ok" if want == "ok" else f"check: {path}: whole schedule: {want}")
     proc = run(tool, "--header", path)
@@ -290,7 +297,8 @@ def test_each_field_and_crc_is_named(tool, tmp_path):
         (edit(data, sec0, "<I", 0), "rank 0 op 0 peer"),
         (edit(data, sec0 + 4, "<B", 3), "rank 0 op 0 kind"),
         (edit(data, sec0 + 4, "<B", 2), "rank 0 op 0 kind"),  # recv-reduce in an alltoall
-        (edit(data, sec0 + 5, "<B", 8), "rank 0 op 0 flags"),
+        (edit(data, sec0 + 5, "<B", 16), "rank 0 op 0 flags"),
+        (edit(data, op1 + 5, "<B", 8), "rank 0 op 1 flags"),  # CHAIN on a recv
         (edit(data, sec0 + 5, "<B", 4), "rank 0 op 0 flags"),  # local-first on a send
         (edit(data, op1 + 5, "<B", 1), "rank 0 op 1 flags"),  # FIFO on a recv
         (edit(data, sec0 + 6, "<H", 1), "rank 0 op 0 reserved"),
@@ -373,8 +381,10 @@ def mutate(rng: random.Random, prog: Program) -> Program:
         ops[r][i], ops[r][j] = ops[r][j], ops[r][i]
     elif e == 3:
         ops[r][i] = dataclasses.replace(op, fence=not op.fence)
-    elif e == 4:
+    elif e == 4 and rng.random() < 0.5:
         ops[r][i] = dataclasses.replace(op, fifo=not op.fifo)
+    elif e == 4:
+        ops[r][i] = dataclasses.replace(op, chain=not op.chain)
     elif e == 5:
         ops[r][i] = dataclasses.replace(op, local_first=not op.local_first)
     elif e == 6:
@@ -399,7 +409,8 @@ def mutate_pair(rng: random.Random, prog: Program, ops, e: int) -> Program:
         ps = tuple(rand_piece(rng, prog) for _ in range(rng.choice([0, 1, 1, 2])))
         red = prog.collective in REDUCING and rng.random() < 0.6
         ops[a].insert(rng.randrange(len(ops[a]) + 1), Op(SEND, b, ps, fifo=rng.random() < 0.3,
-                                                          fence=rng.random() < 0.2))
+                                                          fence=rng.random() < 0.2,
+                                                          chain=rng.random() < 0.3))
         ops[b].insert(rng.randrange(len(ops[b]) + 1), Op(RECV_REDUCE if red else RECV, a, ps,
                                                           fence=rng.random() < 0.2,
                                                           local_first=red and rng.random() < 0.5))
@@ -442,7 +453,56 @@ def deadlocks() -> list[Program]:
         [("send", 1, [], "fifo"), ("send", 1, x, "fifo"), ("send", 2, x)],
         [("recv", 2, []), ("recv", 0, [], "fence"), ("recv", 0, x)],
         [("recv", 0, x), ("send", 1, [], "fence")]])
-    return [fence, data, fifo]
+    return [fence, data, fifo, chained(True), chained(False)]
+
+
+def chained(chain: bool) -> Program:
+    """Alltoall, P = 3: rank 0's chained send to 2 waits for its send to 1, whose receive
+    rank 1 posts behind a fence on the block from 2, which rank 2 sends (fenced) only once
+    it holds rank 0's block: a deadlock with the chain, none without."""
+    c = ("chain",) if chain else ()
+    return from_op_lists("alltoall", 3, 1, [
+        [("send", 1, [(0, 1, 0)]), ("send", 2, [(0, 2, 0)], *c), ("recv", 1, [(1, 0, 0)]),
+         ("recv", 2, [(2, 0, 0)])],
+        [("recv", 2, [(2, 1, 0)]), ("recv", 0, [(0, 1, 0)], "fence"), ("send", 0, [(1, 0, 0)]),
+         ("send", 2, [(1, 2, 0)])],
+        [("recv", 0, [(0, 2, 0)]), ("send", 1, [(2, 1, 0)], "fence"), ("send", 0, [(2, 0, 0)]),
+         ("recv", 1, [(1, 2, 0)])]])
+
+
+def test_chain_flag_in_c(tool, tmp_path):
+    """The CHAIN bit: read from files on sends (the whole check then sees the chained
+    deadlock verify() sees, with the same words), refused on receives; the C check's
+    verdicts equal verify()'s on chained programs (every arrival alltoall chains)."""
+    good, bad = chained(False), chained(True)
+    assert python_reason(good) == "ok"
+    want = python_reason(bad)
+    assert want == ("rank 0, op 1: deadlock: send to/from 2 is never issued: waits for rank 1 to "
+                    "post its receive (op 1)")
+    paths = [tmp_path / "good.sched", tmp_path / "bad.sched", tmp_path / "recv.sched"]
+    paths[0].write_bytes(schedfile.encode(good))
+    paths[1].write_bytes(schedfile.encode(bad))
+    data = schedfile.encode(good)
+    sec0 = 152 + 16 * 3
+    assert struct.unpack_from("<IBBHI", data, sec0 + 48)[1:3] == (RECV, 0)  # rank 0 op 2: a recv
+    paths[2].write_bytes(edit(data, sec0 + 48 + 5, "<B", 8))
+    got = run(tool, "--each", *paths).stdout.splitlines()
+    assert got[:2] == ["ok", f"{paths[1]}: whole schedule: {want}"]
+    assert field_of(got[2], paths[2]) == "rank 0 op 2 flags" and "CHAIN bit on sends only" in got[2], got[2]
+    arrival = [generate("arrival", CollRequest("alltoall", P, nbytes=1 << 12, nseg=nseg, options={"batch": 2},
+                                               arrivals=np.linspace(0.0, 2e-3, P)[::-1].copy()))
+               for P, nseg in ((4, 1), (6, 1), (5, 2))]
+    assert arrival and all(any(o.chain for lst in p.ops for o in lst) for p in arrival)
+    rng = random.Random(18)
+    cases = [good, bad] + arrival
+    for _ in range(300):
+        prog = rng.choice(cases[:4])
+        ops = [[dataclasses.replace(o, chain=o.kind == SEND and rng.random() < 0.5,
+                                    fence=rng.random() < 0.2) for o in lst] for lst in prog.ops]
+        cases.append(dataclasses.replace(prog, ops=ops))
+    expected = [python_reason(p) for p in cases]
+    assert check_text(tool, cases) == expected
+    assert sum("deadlock" in e for e in expected) >= 20 and expected.count("ok") >= 20
 
 
 def test_c_check_agrees_with_verify(tool):

@@ -10,8 +10,8 @@ Execution (the executor, per rank, from its arrival):
 - the walk goes down the list in order: a receive is posted at once (a FENCE first waits
   until every earlier receive is settled); a SEND is issued once every earlier receive
   whose pieces meet its pieces is settled (for each of its pieces, the last such receive:
-  receives of one piece are applied in list order) and, FIFO, once the previous send to
-  the same peer has completed; until then the walk waits (in-order issue);
+  receives of one piece are applied in list order), FIFO, once the previous send to
+  the same peer has completed and, CHAIN, once the previous send of the list has; until then the walk waits (in-order issue);
 - a receive completes when its message has arrived and it is posted; it is *settled*
   (applied) when the walk needs it, as the runtime (runtime/src/coll_exec.c) settles:
   for a send or a FENCE that waits for it, or at the end, where every receive is settled
@@ -139,6 +139,7 @@ class Plan:
         self.war: list = [()] * n_ops  # recv: earlier sends reading its pieces
         self.prev: list = [()] * n_ops  # recv: previous receives of its pieces
         self.fifo_prev = [-1] * n_ops  # send: previous send to the same peer (FIFO)
+        self.chain_prev = [-1] * n_ops  # chained send: the previous send of the list
         self.fence_deps: list = [()] * n_ops
         self.recvs_of: list = [[] for _ in range(p)]  # each rank's receive ops, in list order
         sends: dict = {}  # (src, dst) -> [send op]
@@ -150,6 +151,7 @@ class Plan:
             last_recv: dict = {}  # piece -> last receive op writing it
             readers: dict = {}  # piece -> sends reading it since its last receive
             last_send_to: dict = {}
+            last_send = -1
             since_fence: list = []
             o = first[r]
             for op in prog.ops[r]:
@@ -179,6 +181,9 @@ class Plan:
                         msg_bytes[o] = sum(seg[x.seg] for x in pieces)
                     fprev_l[o] = last_send_to.get(op.peer, -1)
                     last_send_to[op.peer] = o
+                    if op.chain:
+                        self.chain_prev[o] = last_send
+                    last_send = o
                     key = (r, op.peer)
                     lst = sends.get(key)
                     if lst is None:
@@ -323,6 +328,10 @@ class _Executor:
                 break
             q = pl.fifo_prev[i]
             if pl.fifo[i] and q >= 0 and self.sent[pl.tr[q]] == INF:
+                self._wait(("c", q), ("walk", r))
+                break
+            q = pl.chain_prev[i]
+            if q >= 0 and self.sent[pl.tr[q]] == INF:
                 self._wait(("c", q), ("walk", r))
                 break
             self.issued[t] = now

@@ -58,7 +58,9 @@ class Op:
     send to the same peer completed (as allgather's FIFO sends). fence: issued only once
     every earlier receive of the list has completed and been applied (barriers, the light
     barrier of Faraj et al.). local_first (RECV_REDUCE): value = own (op) incoming instead
-    of incoming (op) own - the order matters for non-commutative operations only.
+    of incoming (op) own - the order matters for non-commutative operations only. chain
+    (sends): issued only once the previous send of the list (to any peer) has completed,
+    so a rank's sends leave one after the other (an arrival-aware alltoall's order).
     """
 
     kind: int
@@ -67,10 +69,12 @@ class Op:
     fifo: bool = False
     fence: bool = False
     local_first: bool = False
+    chain: bool = False
 
     def __str__(self) -> str:
         flags = "".join(f" {n}" for n, on in (("fifo", self.fifo), ("fence", self.fence),
-                                              ("local-first", self.local_first)) if on)
+                                              ("local-first", self.local_first),
+                                              ("chain", self.chain)) if on)
         items = " ".join(f"{p.src}>{p.dst}:{p.seg}" for p in self.pieces) or "(sync)"
         return f"{KIND_NAMES[self.kind]} peer {self.peer} [{items}]{flags}"
 
@@ -149,20 +153,23 @@ class Builder:
 
     def add(self, step: int, src: int, dst: int, pieces, *, reduce: bool = False,
             local_first: bool = False, fifo: bool = False, fence_send: bool = False,
-            fence_recv: bool = False, send_first: bool = False) -> None:
+            fence_recv: bool = False, send_first: bool = False,
+            chain_send: bool = False) -> None:
         """One transfer. reduce: the receiver combines (RECV_REDUCE); fence_send /
         fence_recv: that end waits for all its earlier receives first (Op.fence).
         send_first: the send comes before every receive of its step in src's list, so it
         carries the value held before the step - two ranks that swap a piece and both
         combine (recursive doubling) need it, since with receives first each send would
         wait for the other's. Within one step do not mix send_first and plain transfers on
-        the same ordered pair (their sends would no longer keep the order of add)."""
+        the same ordered pair (their sends would no longer keep the order of add).
+        chain_send: the send waits for the completion of the rank's previous send (Op.chain)."""
         if src == dst:
             raise ValueError(f"transfer from rank {src} to itself")
         pieces = tuple(Piece(*p) for p in pieces)
         i = len(self._rows)
         self._rows.append((src, step, -1 if send_first else 1, i,
-                           Op(SEND, dst, pieces, fifo=fifo, fence=fence_send)))
+                           Op(SEND, dst, pieces, fifo=fifo, fence=fence_send,
+                                              chain=chain_send)))
         kind = RECV_REDUCE if reduce else RECV
         self._rows.append((dst, step, 0, i, Op(kind, src, pieces, fence=fence_recv,
                                                local_first=local_first and reduce)))
@@ -179,7 +186,7 @@ def from_op_lists(collective: str, nranks: int, nseg: int, lists, *, root: int =
                   algorithm: str = "custom") -> Program:
     """A Program from hand-written lists of (kind, peer, pieces[, flags...]) tuples: kind
     "send" / "recv" / "recv-reduce", pieces a list of (src, dst, seg); extra items are
-    flag names ("fifo", "fence", "local-first"). For tests and small examples."""
+    flag names ("fifo", "fence", "local-first", "chain"). For tests and small examples."""
     names = {v: k for k, v in KIND_NAMES.items()}
     out = []
     for ops in lists:
@@ -187,7 +194,7 @@ def from_op_lists(collective: str, nranks: int, nseg: int, lists, *, root: int =
         for kind, peer, pieces, *flags in ops:
             row.append(Op(names.get(kind, kind), int(peer), tuple(Piece(*p) for p in pieces),
                           fifo="fifo" in flags, fence="fence" in flags,
-                          local_first="local-first" in flags))
+                          local_first="local-first" in flags, chain="chain" in flags))
         out.append(row)
     return Program(collective=collective, nranks=nranks, nseg=nseg, ops=out, root=root,
                    algorithm=algorithm)

@@ -28,7 +28,7 @@ INDEX_ENTRY = 16
 OP_BYTES = 12
 PIECE_BYTES = 12
 FLAG_FULL_DUPLEX, FLAG_COMMUTATIVE_ONLY = 1, 8
-OP_FIFO, OP_FENCE, OP_LOCAL_FIRST = 1, 2, 4
+OP_FIFO, OP_FENCE, OP_LOCAL_FIRST, OP_CHAIN = 1, 2, 4, 8
 
 # The 128-byte header of every schedule file (collsched.schedfile._HEADER), then its CRC:
 # magic, major, minor, header_bytes, collective, nranks, nseg, flags, bytes_min, bytes_max,
@@ -56,7 +56,7 @@ def _section(ops) -> bytes:
     out = bytearray()
     for op in ops:
         flags = (OP_FIFO if op.fifo else 0) | (OP_FENCE if op.fence else 0) | (
-            OP_LOCAL_FIRST if op.local_first else 0)
+            OP_LOCAL_FIRST if op.local_first else 0) | (OP_CHAIN if op.chain else 0)
         out += _OP.pack(op.peer, op.kind, flags, 0, len(op.pieces))
         if op.pieces:
             out += struct.pack(f"<{3 * len(op.pieces)}I", *(x for p in op.pieces for x in p))
@@ -226,10 +226,13 @@ def _read_section(data: bytes, off: int, end: int, nops: int, r: int, h: dict, b
             raise field("peer", f"a rank below {nranks} other than {r}", peer)
         if kind > RECV_REDUCE or (kind == RECV_REDUCE and not reducing):
             raise field("kind", "0 (send), 1 (recv)" + (" or 2 (recv-reduce)" if reducing else ""), kind)
-        if flags & ~(OP_FIFO | OP_FENCE | OP_LOCAL_FIRST):
-            raise field("flags", "bits 0 (FIFO), 1 (FENCE), 2 (LOCAL_FIRST) only", f"{flags:#x}")
+        if flags & ~(OP_FIFO | OP_FENCE | OP_LOCAL_FIRST | OP_CHAIN):
+            raise field("flags", "bits 0 (FIFO), 1 (FENCE), 2 (LOCAL_FIRST), 3 (CHAIN) only",
+                        f"{flags:#x}")
         if flags & OP_FIFO and kind != SEND:
             raise field("flags", "the FIFO bit on sends only", f"{flags:#x} on kind {kind}")
+        if flags & OP_CHAIN and kind != SEND:
+            raise field("flags", "the CHAIN bit on sends only", f"{flags:#x} on kind {kind}")
         if flags & OP_LOCAL_FIRST and kind != RECV_REDUCE:
             raise field("flags", "the LOCAL_FIRST bit on recv-reduce only", f"{flags:#x} on kind {kind}")
         if reserved:
@@ -248,7 +251,7 @@ def _read_section(data: bytes, off: int, end: int, nops: int, r: int, h: dict, b
             if not alltoall and (src or dst):
                 raise field(f"piece {k}", f"src = dst = 0 for {coll}", (src, dst))
         out.append(Op(kind, peer, pieces, fifo=bool(flags & OP_FIFO), fence=bool(flags & OP_FENCE),
-                      local_first=bool(flags & OP_LOCAL_FIRST)))
+                      local_first=bool(flags & OP_LOCAL_FIRST), chain=bool(flags & OP_CHAIN)))
     if pos != end:
         raise bad(f"section[{r}]", f"expected its {nops} ops to end at byte {end}, they end at {pos}"
                                    + (" (trailing bytes)" if r + 1 == nranks else ""))

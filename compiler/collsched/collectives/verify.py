@@ -117,6 +117,8 @@ def _op_shape(prog: Program, r: int, op) -> str | None:
         return "local-first flag on an op that is not a recv-reduce"
     if op.fifo and op.kind != SEND:
         return "FIFO flag on a receive"
+    if op.chain and op.kind != SEND:
+        return "chain flag on a receive"
     if len(op.pieces) > MAX_PIECES_PER_OP:
         return f"{len(op.pieces)} pieces (at most {MAX_PIECES_PER_OP})"
     for p in op.pieces:
@@ -253,18 +255,20 @@ class _Execution:
     def _static(self) -> None:
         """Per op, what it waits for in its own list: a send, the last earlier receive of
         each of its pieces (receives of a piece settle in list order) and, FIFO, the
-        previous send to its peer; a receive, the last earlier receive of each of its
+        previous send to its peer and, chained, the previous send of the list; a receive, the last earlier receive of each of its
         pieces and the sends that read them since."""
         c = self.c
         n = len(c.ops)
         self.writers: list[tuple] = [()] * n
         self.readers: list[tuple] = [()] * n
         self.prev_send = [-1] * n
+        self.chain_prev = [-1] * n
         self.recvs: list[list[int]] = []
         for r in range(c.P):
             last: dict = {}
             since: dict = defaultdict(list)
             last_to: dict[int, int] = {}
+            last_send = -1
             mine = []
             for g in c.gids(r):
                 op = c.ops[g]
@@ -272,6 +276,8 @@ class _Execution:
                 if op.kind == SEND:
                     self.prev_send[g] = last_to.get(op.peer, -1) if op.fifo else -1
                     last_to[op.peer] = g
+                    self.chain_prev[g] = last_send if op.chain else -1
+                    last_send = g
                     for p in op.pieces:
                         since[p].append(g)
                 else:
@@ -303,9 +309,9 @@ class _Execution:
             for w in self.writers[g]:
                 if not self.settled[w]:
                     return n + w
-            p = self.prev_send[g]
-            if p >= 0 and not self.done[match[p]]:
-                return match[p]
+            for p in (self.prev_send[g], self.chain_prev[g]):
+                if p >= 0 and not self.done[match[p]]:
+                    return match[p]
         return None
 
     def _unmet_settle(self, q: int) -> int | None:

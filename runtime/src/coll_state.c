@@ -18,7 +18,6 @@
  */
 #include "coll_exec.h"
 
-#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,27 +165,12 @@ static int add(cs_coll_comm *st, const char *path, char *err, size_t len)
     return COLLSCHED_OK;
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
+/* A directory: its 1.2 files in name order (others are the allgather and intergroup paths'). */
 static void scan_directory(cs_coll_comm *st, const char *dir)
 {
-    DIR *d = opendir(dir);
     char **names = NULL, err[REASON_LEN];
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        if (n == cap) {
-            char **w = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *names);
-            if (!w) break;
-            names = w;
-        }
-        if (!(names[n] = strdup(e->d_name))) break;
-        n++;
-    }
-    if (d) closedir(d);
-    if (n) qsort(names, n, sizeof *names, by_name);
-    for (size_t i = 0; i < n; i++) {
+    int n = cs_list_directory(dir, &names);
+    for (int i = 0; i < n; i++) {
         char path[4096];
         struct stat sb;
         cs_text(path, sizeof path, "%s/%s", dir, names[i]);

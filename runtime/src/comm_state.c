@@ -270,10 +270,9 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The names in a directory (not those starting with '.'), in strcmp (byte) order, however
- * many there are: the order candidates are tried in must not depend on readdir's.
- * Returns the count, or -1 (*names NULL) if the directory or memory fails. */
-static int list_directory(const char *dir, char ***names)
+/* runtime.h: the names in a directory in byte order (every selection path lists its
+ * directory so: the order candidates are tried in must not depend on readdir's). */
+int cs_list_directory(const char *dir, char ***names)
 {
     DIR *d = opendir(dir);
     char **v = NULL;
@@ -307,7 +306,7 @@ static int list_directory(const char *dir, char ***names)
 static void scan_directory(cs_comm *st, const char *dir)
 {
     char **names;
-    int n = list_directory(dir, &names), skipped = 0;
+    int n = cs_list_directory(dir, &names), skipped = 0;
     char err[REASON_LEN] = "", first_err[REASON_LEN] = "";
     if (n < 0) {
         cs_text(st->disabled, sizeof st->disabled, "%s: cannot read the directory", dir);

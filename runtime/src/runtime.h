@@ -280,6 +280,10 @@ typedef struct cs_selection {
 } cs_selection;
 
 /* The communicator's state, created on first use (collective over comm). */
+/* The names in a directory (not those starting with '.'), in strcmp (byte) order, however
+ * many there are. Returns the count, or -1 (*names NULL) if the directory or memory fails;
+ * the caller frees each name and the array. */
+int cs_list_directory(const char *dir, char ***names);
 int cs_comm_state(MPI_Comm comm, cs_comm **st);
 /* Chooses the schedule for a call whose blocks have between lo and hi bytes. Collective
  * only on first use of a schedule (the ranks agree); returns an MPI error code;

@@ -363,9 +363,10 @@ def arrival_req(p, nseg, arrivals, **kw):
 @given(st.integers(1, 24), st.integers(1, 3), st.data())
 @settings(max_examples=60, **SLOW)
 def test_arrival_structure(p, nseg, data):
-    """Verified; every receive before the first send; the sends in the receivers' predicted
-    arrival order (ties by distance); the chain flag exactly on every batch-th send's first
-    segment to a receiver that waited lead block times (none without arrivals)."""
+    """Verified; per rank: the ranks that waited lead block times for it, earliest first, in
+    batches (receives then sends; a later batch's first receive fenced, first send chained),
+    then simple's receives (r-1, r-2, ...) and sends (r+1, r+2, ...) of the others, no flags
+    (without arrivals: simple)."""
     import numpy as np
 
     from collsched.collectives.algorithms.registry import REGISTRY
@@ -380,29 +381,42 @@ def test_arrival_structure(p, nseg, data):
     assert verify(prog) == [] and prog.algorithm == "arrival" and not prog.commutative_only
     blk = alltoall.block_time(r0)
     for r, ops in enumerate(prog.ops):
-        kinds = [op.kind for op in ops]
-        assert kinds == [RECV] * (nseg * (p - 1)) + [SEND] * (nseg * (p - 1))
-        sends = [op for op in ops if op.kind == SEND]
-        dests = [op.peer for op in sends[::nseg]]
-        key = (lambda d: (d - r) % p) if a is None else (lambda d: (a[d], (d - r) % p))
-        assert dests == sorted(dests, key=key) and sorted(dests) == [d for d in range(p) if d != r]
-        for k, d in enumerate(dests):
-            waited = a is not None and a[d] <= a[r] - lead * blk
-            want = waited and k > 0 and k % batch == 0
-            assert [op.chain for op in sends[k * nseg:(k + 1) * nseg]] == [want] + [False] * (nseg - 1)
-            assert [op.pieces for op in sends[k * nseg:(k + 1) * nseg]] == [(Piece(r, d, g),) for g in range(nseg)]
+        order = sorted((d for d in range(p) if d != r),
+                       key=(lambda d: (d - r) % p) if a is None else (lambda d: (a[d], (d - r) % p)))
+        waited = [] if a is None else [d for d in order if a[d] < a[r] - lead * blk]
+        want = []
+        for k in range(0, len(waited), batch):
+            group = waited[k:k + batch]
+            want += [(RECV, d, (d, r, g), k > 0 and j == 0 and g == 0, False)
+                     for j, d in enumerate(group) for g in range(nseg)]
+            want += [(SEND, d, (r, d, g), False, k > 0 and j == 0 and g == 0)
+                     for j, d in enumerate(group) for g in range(nseg)]
+        want += [(RECV, (r - i) % p, ((r - i) % p, r, g), False, False) for i in range(1, p)
+                 if (r - i) % p not in waited for g in range(nseg)]
+        want += [(SEND, (r + i) % p, (r, (r + i) % p, g), False, False) for i in range(1, p)
+                 if (r + i) % p not in waited for g in range(nseg)]
+        got = [(op.kind, op.peer, tuple(op.pieces[0]), op.fence, op.chain) for op in ops]
+        assert got == want and all(len(op.pieces) == 1 and not op.fifo for op in ops)
+    if a is None:
+        assert prog.same_ops(generate("simple", req(p, nseg)))
 
 
-def test_arrival_one_late_rank_chains_its_sends():
-    """One rank far behind the others: its sends are chained in batches, every other
-    rank's are not (it arrives with the others)."""
+def test_arrival_one_late_rank_serves_the_others_in_batches():
+    """One rank far behind the others: it exchanges with them in batches of 2 (fenced
+    receives, chained sends), earliest (then nearest) first; every other rank runs simple."""
     import numpy as np
 
     a = np.zeros(8)
     a[3] = 0.05
     prog = generate("arrival", arrival_req(8, 1, a, options={"batch": 2}))
-    assert [op.chain for op in prog.ops[3] if op.kind == SEND] == [False, False, True, False, True, False, True]
-    assert not any(op.chain for r in range(8) if r != 3 for op in prog.ops[r])
+    flags = [(str(op.kind), op.peer, op.fence, op.chain) for op in prog.ops[3]]
+    want = []
+    for k, group in enumerate([(4, 5), (6, 7), (0, 1), (2,)]):
+        want += [(str(RECV), d, k > 0 and j == 0, False) for j, d in enumerate(group)]
+        want += [(str(SEND), d, False, k > 0 and j == 0) for j, d in enumerate(group)]
+    assert flags == want
+    simple = generate("simple", req(8))
+    assert all(prog.ops[r] == simple.ops[r] for r in range(8) if r != 3)
     assert verify(prog) == []
 
 
@@ -415,9 +429,8 @@ def test_arrival_refuses_bad_options(options, key):
 
 def test_arrival_beats_simple_under_imbalance_in_both_models():
     """tryton-48, P = 28, 128 KiB, the lab's seeded maxDelay patterns: at 50 ms the fluid
-    model (SMPI's sharing) and the DAG model both time `arrival` faster than `simple` on
-    average elapsed time; at 5 ms (no rank waits 5 block times) it is `simple` in the
-    fluid model, not slower."""
+    model (SMPI's sharing) and the DAG model both time `arrival` well below `simple` on
+    average elapsed time; at 5 ms (no rank waits 5 block times) it is `simple`."""
     from collsched.collectives.fluid import simulate_fluid
     from collsched.collectives.model import simulate
     from collsched.lab.arrivals import arrival_pattern
@@ -433,6 +446,6 @@ def test_arrival_beats_simple_under_imbalance_in_both_models():
             t[name] = (simulate_fluid(prog, topo, nbytes=n, arrivals=a, simgrid_eager=True).avg_elapsed_s,
                        simulate(prog, topo, nbytes=n, arrivals=a).avg_elapsed_s)
         if max_delay == 0.05:
-            assert t["arrival"][0] < 0.97 * t["simple"][0] and t["arrival"][1] < 0.9 * t["simple"][1], t
+            assert t["arrival"][0] < 0.85 * t["simple"][0] and t["arrival"][1] < 0.9 * t["simple"][1], t
         else:
             assert t["arrival"][0] <= t["simple"][0] * 1.001, t

@@ -50,30 +50,34 @@ collective operations", ICS 2007 / IJPP 2008):
   rank per step, each carrying about P/2 blocks. ceil(log2 P) messages per rank instead of
   P - 1, at the price of log2(P)/2 times the bytes.
 
-- `arrival` (arrival-aware, req.arrivals): `simple`'s receives, then the rank's sends in
-  the receivers' predicted arrival order (earliest first; ties by distance r+1, r+2, ...),
-  with the CHAIN flag (docs/semantics.md: issued once the previous send completed) on
-  every `batch`-th send whose receiver is predicted to have waited at least `lead` block
-  times (a block's bytes over the slowest port) when the sender arrives. A late rank thus
-  serves the longest-waiting ranks first, in batches of `batch` concurrent sends, instead
-  of sharing its NIC among all P-1 blocks; ranks arriving together run `simple`.
+- `arrival` (arrival-aware, req.arrivals): a rank r first serves the ranks predicted to
+  have waited for it (arrived more than `lead` block times before it, strictly: the
+  relation has no cycle, so neither have the fences; a block time = the block's bytes over
+  the slowest port), earliest first (ties by distance r+1, r+2, ...),
+  in batches of `batch`: per batch it posts the receives from the batch's ranks, then sends
+  them their blocks; a batch after the first starts with a FENCE'd receive (its receives
+  are posted once every earlier receive settled) and a CHAIN'ed send (docs/semantics.md:
+  issued once the previous send completed). Then, as `simple`, it posts every other
+  receive (from r-1, r-2, ...) and sends every other block (to r+1, r+2, ...), unflagged. A late rank thus
+  exchanges with the longest-waiting ranks a few at a time, in both directions, so they
+  finish one batch after the other instead of all when its last block lands (sharing its
+  NIC both ways among P-1 blocks); ranks arriving together run `simple`.
   Options: lead (block times, default 5), batch (default 6).
   Decision, by the fluid model (simgrid_eager, SMPI's sharing) on tryton-48, P = 28,
   128 KiB, the lab's seeded patterns (seed 1, 4 iterations), average elapsed / the lower
   bound's avg_elapsed_s, maxDelay 5 ms | 50 ms: simple 1.076 | 1.351; kept (lead 5,
-  batch 6) 1.076 | 1.291. Rejected: every send chained (one at a time) in arrival order
-  5.39 | 2.55: all ranks walk the same receiver order, so their chains meet at one
-  receiver after the other (a convoy), and each chained send waits for that receiver's
-  shared NIC; lead 0, batch 1 (chain only to receivers that arrived first) 5.37 | 1.61;
-  lead 0, batch 6 1.93 | 1.25; lead 3, batch 6 1.40 | 1.27; chaining only the ranks
-  arriving after the median, batch 1 4.34 | 1.64, batch 6 1.82 | 1.21; a pairwise
-  variant (the late rank also receives from the waiting ranks one at a time, FENCE'd
-  receives) 1.08 | 1.55: it is at the bound for one late rank (64.1 ms against 63.4,
-  simple 76.6) but the middle ranks stall on senders busy elsewhere. The DAG model
-  (single port) favours chaining far more (every variant 1.10-1.17 at 50 ms against
-  simple's 1.41). None reaches the 15% target in the fluid model: an early rank must
-  exchange with every late rank, and the bound's per-rank terms ignore that those share
-  the late ranks' ports.
+  batch 6) 1.076 | 1.098 (SMPI CM02, seeds 1-3, one iteration: 1.07-1.10 | 1.06-1.10,
+  simple 1.07-1.10 | 1.31-1.37). Rejected: batch 1 (one partner at a time) 1.076 | 1.546,
+  the middle ranks stall on partners busy elsewhere (it is at the bound for one late rank:
+  64.1 ms against 63.4, simple 76.6); batch 3, 4, 5, 8: 1.154, 1.116, 1.096, 1.111 at
+  50 ms; lead 2, batch 6: 1.564 | 1.093 (ranks arriving together fence and convoy); lead
+  15, batch 4: 1.189 at 50 ms; sends only (receives all posted at once, every `batch`-th
+  send to a waited rank chained): lead 5, batch 6 1.076 | 1.291: the early ranks then wait
+  for their own sends into the late rank's shared inbound; every send chained in arrival
+  order 5.39 | 2.55 (every rank walks the same order: convoys at one receiver after the
+  other); chaining only the ranks arriving after the median, batch 6 1.82 | 1.21; the
+  unflagged sends in arrival order instead of by distance: the same in the fluid model,
+  the DAG model (single port) 2.14 against simple's 1.87 at 5 ms.
 
 Options (req.options): `arrival` above; otherwise none. nseg is accepted by every
 algorithm (see above).
@@ -255,7 +259,6 @@ def build_bruck(req: CollRequest) -> Program:
     return bruck_builder(req).build()
 
 
-
 def arrival_order(req: CollRequest, r: int) -> list[int]:
     """The receivers of rank r, earliest predicted arrival first (ties, and without
     arrivals: by distance r+1, r+2, ...)."""
@@ -274,10 +277,10 @@ def block_time(req: CollRequest) -> float:
     return req.nbytes / rate if rate > 0 else 0.0
 
 
-def arrival_builder(req: CollRequest) -> Builder:
-    """Every rank posts all its receives, then sends its blocks in arrival order, chaining
-    every `batch`-th send to a receiver that has waited `lead` block times (module
-    docstring, `arrival`)."""
+def arrival_lists(req: CollRequest) -> list[list[Op]]:
+    """Each rank's list for `arrival` (module docstring): first the ranks that waited for
+    it in batches (the batch's receives, then its sends; a later batch's first receive
+    fenced and first send chained), then every other receive and send, unflagged."""
     p, nseg, a = req.nranks, req.nseg, req.arrivals
     lead, batch = req.options.get("lead", 5.0), req.options.get("batch", 6)
     if isinstance(lead, bool) or not isinstance(lead, (int, float)) or lead < 0:
@@ -285,17 +288,28 @@ def arrival_builder(req: CollRequest) -> Builder:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise InputError("alltoall arrival", "option batch", f"expected an integer >= 1, found {batch!r}")
     wait = lead * block_time(req)
-    b = Builder("alltoall", p, nseg, algorithm="arrival")
+    lists = []
     for r in range(p):
-        for k, d in enumerate(arrival_order(req, r)):
-            waited = a is not None and float(a[d]) <= float(a[r]) - wait
-            for g in range(nseg):
-                b.add(0, r, d, [Piece(r, d, g)], chain_send=waited and k > 0 and k % batch == 0
-                      and g == 0)
-    return b
+        order = arrival_order(req, r)
+        waited = [] if a is None else [d for d in order if float(a[d]) < float(a[r]) - wait]
+        ops: list[Op] = []
+        for k in range(0, len(waited), batch):
+            group = waited[k:k + batch]
+            for j, d in enumerate(group):
+                ops += [Op(RECV, d, (Piece(d, r, g),), fence=k > 0 and j == 0 and g == 0) for g in range(nseg)]
+            for j, d in enumerate(group):
+                ops += [Op(SEND, d, (Piece(r, d, g),), chain=k > 0 and j == 0 and g == 0) for g in range(nseg)]
+        done = set(waited)
+        ops += [Op(RECV, (r - i) % p, (Piece((r - i) % p, r, g),)) for i in range(1, p)
+                if (r - i) % p not in done for g in range(nseg)]
+        ops += [Op(SEND, (r + i) % p, (Piece(r, (r + i) % p, g),)) for i in range(1, p)
+                if (r + i) % p not in done for g in range(nseg)]
+        lists.append(ops)
+    return lists
 
 
-@register("alltoall", "arrival", "post every receive, then send in predicted arrival order, "
-          "long-waiting receivers first in chained batches", arrival_aware=True)
+@register("alltoall", "arrival", "exchange with the ranks that waited for it first, in arrival "
+          "order and batches (fenced receives, chained sends), then post everything else",
+          arrival_aware=True)
 def build_arrival(req: CollRequest) -> Program:
-    return arrival_builder(req).build()
+    return program(req, "arrival", arrival_lists(req))

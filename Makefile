@@ -91,6 +91,7 @@ bench-collectives: deps runtime lab
 	    --img-dir docs/img --json out/collectives-cm02.json
 	$(PY) -m collsched.lab.coll_report --suite --network-model SMPI --no-faraj-grid \
 	    --doc docs/benchmarks.md --img-dir docs/img --json out/collectives-smpi.json
+	$(PY) -m collsched.lab.coll_arrival --doc docs/benchmarks.md
 
 # The lab at scale with compact schedules (issue 24 part 5; docs/benchmarks.md, section
 # lab-scale-compact): compact ring and bruck against native:ompi and native:mpich on the

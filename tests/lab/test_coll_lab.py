@@ -260,3 +260,20 @@ def test_suite_section_and_plots_from_rows(tmp_path):
     text = doc.read_text()
     assert "<!-- BEGIN lab-collectives-smpi -->" in text and "states its targets for CM02" in text
     assert text.count("<!-- BEGIN lab-collectives -->") == 1
+
+
+def test_arrival_section_ratios_from_rows():
+    """lab/coll_arrival.py's table: each time over the case's average-elapsed bound, and the
+    arrival-aware alltoall against the best native of its row."""
+    from collsched.lab import coll_arrival
+
+    rows = [{"algorithm": a, "kind": "native" if a.startswith("native") else "compiled",
+             "avg_elapsed_s": t, "data_ok": True}
+            for a, t in zip(coll_arrival.ALGORITHMS, (0.040, 0.050, 0.050, 0.051, 0.052))]
+    rep = {"inputs": {"max_delay_ms": 50.0, "seed": 2}, "results": rows, "bound": {"avg_elapsed_s": 0.032}}
+    md = coll_arrival.markdown([rep], "2026-11-27 00:00 UTC", "CM02")
+    line = next(l for l in md.splitlines() if l.startswith("| 50 | 2 |"))
+    assert "| 32.00 |" in line and "40.00 (1.250)" in line and "50.00 (1.562)" in line
+    assert "| 1.250x | ok |" in line
+    rows[0]["data_ok"] = False
+    assert "WRONG" in coll_arrival.markdown([rep], "x", "CM02")

@@ -49,8 +49,9 @@ static void print_section(const cs_coll_section *s)
             const cs_coll_piece *p = &s->pieces[op->first + k];
             printf("%s%u>%u:%u", k ? " " : "", p->src, p->dst, p->seg);
         }
-        printf("%s]%s%s%s\n", op->npieces ? "" : "(sync)", op->flags & CS_COLL_OP_FIFO ? " fifo" : "",
-               op->flags & CS_COLL_OP_FENCE ? " fence" : "", op->flags & CS_COLL_OP_LOCAL_FIRST ? " local-first" : "");
+        printf("%s]%s%s%s%s\n", op->npieces ? "" : "(sync)", op->flags & CS_COLL_OP_FIFO ? " fifo" : "",
+               op->flags & CS_COLL_OP_FENCE ? " fence" : "", op->flags & CS_COLL_OP_LOCAL_FIRST ? " local-first" : "",
+               op->flags & CS_COLL_OP_CHAIN ? " chain" : "");
     }
 }
 

@@ -27,7 +27,6 @@ the benchmarks section are coll_report.py's; the Faraj-style table faraj.py's.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -53,8 +52,7 @@ DEFAULT_ALGORITHMS = {"alltoall": "pair,ring,pair-light,ring-light,simple,native
                       "allreduce": "ring,rd,rabenseifner,native,native:ompi,native:mpich"}
 
 
-class LabRunError(RuntimeError):
-    """A launch failed (crash, time-out, no result line)."""
+LabRunError = launch.LabRunError  # one error type for every lab launch
 
 
 @dataclass
@@ -244,18 +242,7 @@ def _launch(cfg: CollConfig, env: _Env, label: str, schedule: Path | None, chose
         cmd, extra_env = env.launcher.command(cfg.ranks, bench, chosen.mca if chosen else None,
                                               forward=tuple(own))
         environ.update(extra_env)
-    try:
-        done = launch.run(cmd, environ, env.tmp, RUN_TIMEOUT_S)
-    except launch.LaunchTimeout:
-        raise LabRunError(f"{label}: {cmd[0]} did not finish within {RUN_TIMEOUT_S} s") from None
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
-    if done.returncode != 0 or line is None:
-        tail = ([ln for ln in done.stderr if any(c.isalnum() for c in ln)] or ["(no output)"])[-1].strip()
-        raise LabRunError(f"{label}: {cmd[0]} failed (exit {done.returncode}): {tail}")
-    out = json.loads(line)
-    out["wall_s"] = done.wall_s
-    out["command"] = cmd
-    return out
+    return launch.run_driver(cmd, environ, env.tmp, RUN_TIMEOUT_S, label)
 
 
 def measured(run: dict) -> dict:

@@ -26,7 +26,6 @@ intergroup.py.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -55,8 +54,7 @@ SHARED_ABOVE_BYTES = 2 << 30
 SHARED_STRIDE = 1 << 20  # the driver's STRIDE: one private page per MiB
 
 
-class LabRunError(RuntimeError):
-    """A launch failed (crash, time-out, no result line)."""
+LabRunError = launch.LabRunError  # one error type for every lab launch
 
 
 @dataclass
@@ -187,18 +185,7 @@ def _launch(cfg: InterConfig, env: _Env, label: str, impls: list[str], schedule:
     else:
         cmd, extra_env = env.launcher.command(cfg.groups.nranks, bench, None, forward=tuple(own))
         environ.update(extra_env)
-    try:
-        done = launch.run(cmd, environ, env.tmp, RUN_TIMEOUT_S)
-    except launch.LaunchTimeout:
-        raise LabRunError(f"{label}: {cmd[0]} did not finish within {RUN_TIMEOUT_S} s") from None
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
-    if done.returncode != 0 or line is None:
-        tail = ([ln for ln in done.stderr if any(c.isalnum() for c in ln)] or ["(no output)"])[-1].strip()
-        raise LabRunError(f"{label}: {cmd[0]} failed (exit {done.returncode}): {tail}")
-    out = json.loads(line)
-    out["wall_s"] = done.wall_s
-    out["command"] = cmd
-    return out
+    return launch.run_driver(cmd, environ, env.tmp, RUN_TIMEOUT_S, label)
 
 
 def measured(run: dict) -> dict:

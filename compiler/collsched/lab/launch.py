@@ -26,6 +26,7 @@ stop a launch (docs/lab.md, "Launchers").
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -342,6 +343,10 @@ class LaunchTimeout(RuntimeError):
     """The launch did not finish within its time-out (its process group was stopped)."""
 
 
+class LabRunError(RuntimeError):
+    """A benchmark launch failed (crash, time-out, no result line)."""
+
+
 @dataclass
 class Finished:
     returncode: int
@@ -405,3 +410,25 @@ def stop_group(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def run_driver(cmd: list[str], env: dict, cwd, timeout_s: float, label: str, driver: str = "the driver") -> dict:
+    """Run a lab driver (minibench, inter-bench, coll-bench) and return its JSON result line
+    (the first stdout line starting with "{") with wall_s and the command; LabRunError, one
+    line naming `label`, on a time-out, a failure or a missing result line."""
+    try:
+        done = run(cmd, env, cwd, timeout_s)
+    except LaunchTimeout:
+        raise LabRunError(f"{label}: {cmd[0]} did not finish within {timeout_s:g} s") from None
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
+    if done.returncode == 0 and line is None:
+        raise LabRunError(f"{label}: {cmd[0]} exited 0 without {driver}'s result line on stdout "
+                          "(a launcher option that rewrites the program's output?)")
+    if done.returncode != 0 or line is None:
+        # the last line that says something (Open MPI frames its messages with dashes)
+        tail = ([ln for ln in done.stderr if any(c.isalnum() for c in ln)] or ["(no output)"])[-1].strip()
+        raise LabRunError(f"{label}: {cmd[0]} failed (exit {done.returncode}): {tail}")
+    out = json.loads(line)
+    out["wall_s"] = done.wall_s
+    out["command"] = cmd
+    return out

@@ -33,7 +33,6 @@ the cost models still use `topology` (required then), SimGrid keeps the lab's se
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -70,8 +69,7 @@ CACHE_PAT_PREFIX = "cache-pat:"
 ORACLE_PAT = "oracle-pat"
 
 
-class LabRunError(RuntimeError):
-    """A benchmark launch failed (crash, time-out, no result line)."""
+LabRunError = launch.LabRunError  # one error type for every lab launch
 
 
 @dataclass
@@ -250,22 +248,7 @@ def _launch(cfg: LabConfig, algorithm: str, schedule: Path | None, env: _RunEnv,
         cmd, extra_env = env.launcher.command(cfg.ranks, bench, chosen.mca if chosen else None,
                                               forward=tuple(cfg.environ))
         environ.update(extra_env)
-    try:
-        done = launch.run(cmd, environ, env.tmp, RUN_TIMEOUT_S)
-    except launch.LaunchTimeout:
-        raise LabRunError(f"{algorithm}: {cmd[0]} did not finish within {RUN_TIMEOUT_S} s") from None
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
-    if done.returncode == 0 and line is None:
-        raise LabRunError(f"{algorithm}: {cmd[0]} exited 0 without the minibench's result line on stdout "
-                          "(a launcher option that rewrites the program's output?)")
-    if done.returncode != 0 or line is None:
-        # the last line that says something (Open MPI frames its messages with dashes)
-        tail = ([ln for ln in done.stderr if any(c.isalnum() for c in ln)] or ["(no output)"])[-1].strip()
-        raise LabRunError(f"{algorithm}: {cmd[0]} failed (exit {done.returncode}): {tail}")
-    out = json.loads(line)
-    out["wall_s"] = done.wall_s
-    out["command"] = cmd
-    return out
+    return launch.run_driver(cmd, environ, env.tmp, RUN_TIMEOUT_S, algorithm, "the minibench")
 
 
 def _measured_metrics(run: dict, cfg: LabConfig, t: float) -> dict:

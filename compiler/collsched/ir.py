@@ -19,6 +19,9 @@ import numpy as np
 
 SEND, RECV = 0, 1
 FOREGROUND, BACKGROUND = 0, 1
+# Schedule.join: 1 = this op carries one more piece of the message the op before it in the
+# rank's list started (multi-piece messages, docs/semantics.md "Multi-piece messages").
+JOIN = 1
 KIND_NAMES = {SEND: "send", RECV: "recv"}
 PHASE_NAMES = {FOREGROUND: "fg", BACKGROUND: "bg"}
 
@@ -70,6 +73,11 @@ class Schedule:
     # uint8 per op, sends only: wait for the previous send to the same peer (FIFO per link;
     # set by policy.mark_fifo_links). None = all zero.
     fifo: np.ndarray | None = None
+    # uint8 per op: 1 = the op continues the message of the op before it (same rank, kind,
+    # peer and phase; never a rank's first op, never FIFO-marked): one MPI message carries
+    # the pieces of a head op and of the joined ops after it. None = all zero (every op is
+    # a message of one piece, as before).
+    join: np.ndarray | None = None
     # Not stored in files. Set by an algorithm that plans with the pool tree (min3): the
     # tree's partitions, against which the verifier checks that every piece enters every
     # pool once, and the run time its own plan predicts.
@@ -84,6 +92,30 @@ class Schedule:
     def __post_init__(self):
         if self.fifo is None:
             self.fifo = np.zeros(len(self.kind), np.uint8)
+        if self.join is None:
+            self.join = np.zeros(len(self.kind), np.uint8)
+
+    @property
+    def has_messages(self) -> bool:
+        """True if some message carries more than one piece (a joined op exists)."""
+        return bool(np.any(self.join))
+
+    def message_head(self) -> np.ndarray:
+        """Per op, the index of the first op of its message (itself unless joined)."""
+        idx = np.arange(self.total_ops, dtype=np.int64)
+        if not self.has_messages:
+            return idx
+        head = np.where(self.join == 0, idx, -1)
+        return np.maximum.accumulate(head) if len(head) else head
+
+    def message_sizes(self, nbytes: int) -> np.ndarray:
+        """Per op: bytes of the whole message on its head op, 0 on joined ops."""
+        per_op = self.piece_bytes(nbytes)[self.segment]
+        if not self.has_messages:
+            return per_op
+        out = np.zeros(self.total_ops, np.int64)
+        np.add.at(out, self.message_head(), per_op)
+        return out
 
     @property
     def total_ops(self) -> int:
@@ -112,7 +144,8 @@ class Schedule:
     def same_ops(self, other: "Schedule") -> bool:
         return (self.nranks == other.nranks and self.nseg == other.nseg
                 and all(np.array_equal(getattr(self, c), getattr(other, c))
-                        for c in ("offsets", "kind", "peer", "origin", "segment", "phase", "fifo")))
+                        for c in ("offsets", "kind", "peer", "origin", "segment", "phase", "fifo",
+                                  "join")))
 
     def piece_bytes(self, nbytes: int) -> np.ndarray:
         """Bytes of each segment index for `nbytes` per rank (docs/semantics.md)."""
@@ -124,7 +157,7 @@ class Schedule:
 
 def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
                    phase=None, *, algorithm: str, half_duplex_order: bool = False,
-                   recv_phase=None, recv_step=None) -> Schedule:
+                   recv_phase=None, recv_step=None, join=None) -> Schedule:
     """Build per-rank lists from transfers given in global order.
 
     Each transfer i moves piece (origin[i], segment[i]) from src[i] to dst[i] in step[i].
@@ -135,6 +168,11 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
     half-duplex port needs to make progress in parallel. `phase` applies to both ends of a
     transfer unless `recv_phase` gives the receiving end its own (a late rank receives in
     the background from an early one sending in its foreground: BDR pre-steps).
+
+    `join` (multi-piece messages): join[i] = 1 puts transfer i into the message of
+    transfer i - 1, which must have the same src, dst, step, recv step and phases (checked
+    here). The pieces of a message then sit next to each other in both lists, in transfer
+    order: nothing else sorts between consecutive transfers with equal keys.
     """
     step = _integers(step)
     src = np.asarray(src, dtype=np.int32)
@@ -168,11 +206,37 @@ def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,
             np.copyto(op_phase, rphase.take(tid), where=~is_send)
     else:
         op_phase = np.zeros(2 * n, np.uint8)
+    op_join = None
+    if join is not None:
+        op_join = _op_join(np.asarray(join, np.uint8), tid, src, dst, step, rstep, phase, rphase,
+                           substep)
     return Schedule(
         nranks=nranks, nseg=nseg, offsets=offsets,
         kind=kind, peer=peer, origin=origin.take(tid), segment=segment,
-        phase=op_phase, algorithm=algorithm,
+        phase=op_phase, algorithm=algorithm, join=op_join,
     )
+
+
+def _op_join(join, tid, src, dst, step, rstep, phase, rphase, substep) -> np.ndarray:
+    """The join column of the ops (both ends of a joined transfer are joined), after
+    checking that every joined transfer can share its predecessor's message."""
+    n = len(join)
+    if n != len(src):
+        raise ValueError(f"join has {len(join)} entries for {len(src)} transfers")
+    j = np.nonzero(join)[0]
+    if len(j):
+        if j[0] == 0:
+            raise ValueError("join[0] = 1: the first transfer has no message to join")
+        p = j - 1
+        same = ((src[j] == src[p]) & (dst[j] == dst[p]) & (step[j] == step[p])
+                & (rstep[j] == rstep[p]) & (phase[j] == phase[p]) & (rphase[j] == rphase[p]))
+        if substep is not None:
+            same &= substep[j] == substep[p]
+        if not same.all():
+            i = int(j[np.argmin(same)])
+            raise ValueError(f"transfer {i} joins transfer {i - 1}, which differs in src, dst, "
+                             "step or phase")
+    return join.take(tid)
 
 
 def _integers(a) -> np.ndarray:
@@ -269,12 +333,13 @@ def _half_duplex_substeps(step, src, dst) -> np.ndarray:
 
 
 def from_op_lists(nranks: int, nseg: int, lists, algorithm: str = "custom") -> Schedule:
-    """Schedule from per-rank lists of (kind, peer, origin, segment[, phase]) tuples.
+    """Schedule from per-rank lists of (kind, peer, origin, segment[, phase[, fifo[, join]]])
+    tuples.
 
     For hand-written schedules (tests, small examples); kind is "send"/"recv" or SEND/RECV.
     """
     names = {"send": SEND, "recv": RECV, SEND: SEND, RECV: RECV}
-    cols: tuple[list, ...] = ([], [], [], [], [], [])
+    cols: tuple[list, ...] = ([], [], [], [], [], [], [])
     counts = []
     for ops in lists:
         counts.append(len(ops))
@@ -283,7 +348,8 @@ def from_op_lists(nranks: int, nseg: int, lists, algorithm: str = "custom") -> S
             phase = op[4] if len(op) > 4 else FOREGROUND
             phase = {"fg": FOREGROUND, "bg": BACKGROUND}.get(phase, phase)
             fifo = int(op[5]) if len(op) > 5 else 0
-            for col, v in zip(cols, (names[kind], peer, origin, seg, phase, fifo)):
+            join = int(op[6]) if len(op) > 6 else 0
+            for col, v in zip(cols, (names[kind], peer, origin, seg, phase, fifo, join)):
                 col.append(v)
     offsets = np.zeros(nranks + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
@@ -291,7 +357,7 @@ def from_op_lists(nranks: int, nseg: int, lists, algorithm: str = "custom") -> S
                     kind=np.array(cols[0], np.uint8), peer=np.array(cols[1], np.int32),
                     origin=np.array(cols[2], np.int32), segment=np.array(cols[3], np.int32),
                     phase=np.array(cols[4], np.uint8), fifo=np.array(cols[5], np.uint8),
-                    algorithm=algorithm)
+                    join=np.array(cols[6], np.uint8), algorithm=algorithm)
 
 
 def to_op_lists(sched: Schedule) -> list[list[tuple]]:

@@ -34,7 +34,10 @@ FLAG_FULL_DUPLEX, FLAG_BACKGROUND, FLAG_SERIAL = 1, 2, 4
 _HEADER = struct.Struct("<8sHHIIIII QQ 16s16s32s Q I")
 _INDEX = np.dtype([("offset", "<u8"), ("nops", "<u4"), ("crc", "<u4")])
 _OP = np.dtype([("peer", "<u4"), ("origin", "<u4"), ("segment", "<u2"), ("kind", "u1"),
-                ("phase", "u1")])  # "phase" is the flags byte: bit 0 phase, bit 1 FIFO wait
+                ("phase", "u1")])  # "phase" is the flags byte: bit 0 phase, bit 1 FIFO wait, bit 2 join
+# A file whose schedule has multi-piece messages (a joined op) says minor version 3, so that
+# a reader from before it fails at the flag, not later (docs/schedule-format.md).
+MINOR_MESSAGES = 3
 assert _HEADER.size == HEADER_BYTES - 4 and _INDEX.itemsize == INDEX_ENTRY
 assert _OP.itemsize == OP_BYTES
 _COLLECTIVE_NAMES = {v: k for k, v in COLLECTIVES.items()}
@@ -85,7 +88,8 @@ def _stream(sched: Schedule, out) -> int:
         ops = np.empty(hi - lo, _OP)
         ops["peer"], ops["origin"] = sched.peer[lo:hi], sched.origin[lo:hi]
         ops["segment"], ops["kind"] = sched.segment[lo:hi], sched.kind[lo:hi]
-        ops["phase"] = sched.phase[lo:hi] | (sched.fifo[lo:hi] << 1)  # byte 11: bit 0 phase, bit 1 FIFO wait
+        # byte 11: bit 0 phase, bit 1 FIFO wait, bit 2 join (multi-piece messages)
+        ops["phase"] = sched.phase[lo:hi] | (sched.fifo[lo:hi] << 1) | (sched.join[lo:hi] << 2)
         mv = memoryview(ops).cast("B")
         for q in range(r, end):
             crcs[q] = zlib.crc32(mv[OP_BYTES * (int(offsets[q]) - lo):OP_BYTES * (int(offsets[q + 1]) - lo)])
@@ -95,7 +99,8 @@ def _stream(sched: Schedule, out) -> int:
     flags = (FLAG_FULL_DUPLEX if sched.full_duplex else 0) | (
         FLAG_BACKGROUND if sched.has_background else 0) | (FLAG_SERIAL if sched.serial else 0)
     head = _HEADER.pack(
-        MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_BYTES, COLLECTIVES[sched.collective],
+        MAGIC, VERSION_MAJOR, MINOR_MESSAGES if sched.has_messages else VERSION_MINOR,
+        HEADER_BYTES, COLLECTIVES[sched.collective],
         sched.nranks, sched.nseg, flags, sched.bytes_min, sched.bytes_max,
         _ascii16(sched.algorithm), _ascii16(sched.compiler_version or __version__),
         sched.input_hash, sched.total_ops, zlib.crc32(index_bytes))
@@ -210,7 +215,8 @@ def decode(data: bytes, source: str = "<bytes>"):
         nranks=nranks, nseg=nseg, offsets=offsets,
         kind=ops["kind"].copy(), peer=ops["peer"].astype(np.int32),
         origin=ops["origin"].astype(np.int32), segment=ops["segment"].astype(np.int32),
-        phase=ops["phase"] & 1, fifo=ops["phase"] >> 1, algorithm=_text(alg),
+        phase=ops["phase"] & 1, fifo=(ops["phase"] >> 1) & 1, join=ops["phase"] >> 2,
+        algorithm=_text(alg),
         collective=_COLLECTIVE_NAMES[coll],
         bytes_min=bmin, bytes_max=bmax, full_duplex=bool(flags & FLAG_FULL_DUPLEX),
         serial=bool(flags & FLAG_SERIAL),
@@ -256,9 +262,20 @@ def _sections(data: bytes, start: int, nranks: int, op_bytes: int, index_crc: in
 def _check_op_fields(s: Schedule, source: str) -> None:
     """Field ranges of every operation (the runtime checks the same for its own rank)."""
     rank = s.rank_of_op
+    # A joined op continues the message of the op before it: same rank, kind, peer, phase.
+    prev = np.arange(s.total_ops) - 1
+    first = np.zeros(s.total_ops, bool)
+    first[s.offsets[:-1][np.diff(s.offsets) > 0]] = True
+    prev[first] = np.maximum(prev[first], 0)  # compared below only where not first
+    joined = s.join == 1
     checks = (
         (s.kind > 1, "kind", "0 (send) or 1 (recv)"),
-        (s.fifo > 1, "flags", "bits 0 (background) and 1 (FIFO wait) only"),
+        (s.join > 1, "flags", "bits 0 (background), 1 (FIFO wait) and 2 (join) only"),
+        (joined & first, "flags", "no join bit on a rank's first op (it has no message to join)"),
+        (joined & ~first & ((s.kind != s.kind[prev]) | (s.peer != s.peer[prev])
+                            | (s.phase != s.phase[prev])),
+         "flags", "the join bit only on an op with the kind, peer and phase of the op before it"),
+        ((s.fifo == 1) & joined, "flags", "the FIFO bit on a message's first op only"),
         ((s.fifo == 1) & (s.kind == 1), "flags", "the FIFO bit on sends only"),
         ((s.peer < 0) | (s.peer >= s.nranks), "peer", f"a rank below {s.nranks}"),
         (s.peer == rank, "peer", "a rank other than the op's own"),

@@ -43,6 +43,8 @@ typedef struct collsched_op {
     int32_t prev;             /* send: index of the previous send to the same peer (FIFO per link); else -1 */
     uint8_t kind, phase;
     uint8_t fifo;             /* send: wait for the previous send to the same peer first */
+    uint8_t join;             /* 1: carries one more piece of the message the op before it
+                                 started (multi-piece messages, docs/semantics.md) */
 } collsched_op;
 
 typedef struct collsched_schedule {

@@ -241,6 +241,7 @@ static int check_fields(const source *s, const collsched_header *h, uint32_t ran
     op->phase = raw[11] & 1u;        /* byte 11 holds flags: bit 0 phase, bit 1 FIFO wait */
     op->fifo = (raw[11] >> 1) & 1u;
     op->dep = -1;
+    op->join = 0; /* multi-piece messages: read by the reader once it accepts bit 2 */
     op->prev = -1;
     char field[64];
 #define BAD(fld, ...) (snprintf(field, sizeof field, "rank %u op %u %s", rank, i, fld), \

@@ -28,6 +28,9 @@ class Request:
     serial: bool | None = None
     # min3: False = every piece straight from its origin (no relays; policy.execution_candidates)
     relays: bool = True
+    # Multi-piece messages (docs/semantics.md): True = plan them (min3: one message per link
+    # crossing), False = one piece per message, None = the algorithm's choice.
+    aggregate: bool | None = None
 
 
 @dataclass

@@ -100,11 +100,11 @@ int cs_bdr_build(uint32_t P, const double *arrivals, double tau, uint32_t rank,
     for (size_t t = 0; t < n; t++) {
         const xfer *e = &x[t];
         if (e->src == rank)
-            k[m++] = (keyed){ 1, e->step, 1, t, { e->dst, e->origin, 0, -1, -1, COLLSCHED_SEND, 0, 0 } };
+            k[m++] = (keyed){ 1, e->step, 1, t, { e->dst, e->origin, 0, -1, -1, COLLSCHED_SEND, 0, 0, 0 } };
         if (e->dst == rank) {
             int bg = e->step < maxps && e->step < first_send[rank];
             k[m++] = (keyed){ bg ? 0 : 1, e->step, 0, t, { e->src, e->origin, 0, -1, -1, COLLSCHED_RECV,
-                                                           (uint8_t)bg, 0 } };
+                                                           (uint8_t)bg, 0, 0 } };
         }
     }
     qsort(k, m, sizeof *k, by_order);

@@ -40,6 +40,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,7 +392,34 @@ static int build_online(pat_engine *e)
     return 1;
 }
 
-/* The background part: the leading receives of the rank's list, into the staging buffer. */
+/* Bytes of the piece op i moves (its segment of a block). */
+static uint64_t piece_len(const pat_engine *e, uint32_t i)
+{
+    uint64_t nseg = e->sched->hdr.nseg;
+    uint32_t g = e->sched->ops[i].segment;
+    return cs_seg_lo(g + 1u, e->iter_bytes, nseg) - cs_seg_lo(g, e->iter_bytes, nseg);
+}
+
+/* Multi-piece messages (docs/semantics.md): the message op i heads ends before this op
+ * (its joined ops follow it; never past the background part, which holds whole messages). */
+static uint32_t msg_end(const pat_engine *e, uint32_t i)
+{
+    for (i++; i < e->nbg && e->sched->ops[i].join; i++) {}
+    return i;
+}
+
+/* Bytes of the message headed by op h: its pieces' sum. */
+static uint64_t msg_bytes(const pat_engine *e, uint32_t h)
+{
+    uint64_t n = 0;
+    for (uint32_t i = h, end = msg_end(e, h); i < end; i++) n += piece_len(e, i);
+    return n;
+}
+
+/* The background part: the leading ops marked background (whole messages). A receive
+ * message lands in the staging slots of its ops, contiguously from its head's slot
+ * (slot = the largest piece, so piece k sits at head slot + the bytes of the pieces
+ * before it, within the message's own slots); held[] says where each piece is. */
 static int post_background(pat_engine *e)
 {
     const collsched_schedule *s = e->sched;
@@ -413,10 +441,18 @@ static int post_background(pat_engine *e)
     char **held = realloc(e->held, (nbg ? nbg : 1) * sizeof *held);
     if (!held) { fail_iteration(e, "%s", "no memory for the background staging slots"); return 0; }
     e->held = held;
-    for (uint32_t i = 0; i < nbg; i++)
-        e->held[i] = s->ops[i].kind == COLLSCHED_RECV ? e->staging + (uint64_t)i * slot : NULL;
-    e->slot = slot;
     e->nbg = nbg;
+    for (uint32_t h = 0; h < nbg; h = msg_end(e, h)) {
+        char *at = e->staging + (uint64_t)h * slot;
+        for (uint32_t i = h, end = msg_end(e, h); i < end; at += piece_len(e, i), i++)
+            e->held[i] = s->ops[i].kind == COLLSCHED_RECV ? at : NULL;
+        if (msg_bytes(e, h) > INT_MAX) { /* one MPI call moves it, counted in an int */
+            e->nbg = 0;
+            fail_iteration(e, "%s", "a background message exceeds INT_MAX bytes");
+            return 0;
+        }
+    }
+    e->slot = slot;
     e->bg_next = 0;
     e->bg_posted_current = 0;
     e->bs_next = 0;
@@ -428,19 +464,121 @@ static int post_background(pat_engine *e)
     return 1;
 }
 
-/* Bytes of the piece op i moves (its segment of a block). */
-static int piece_len(pat_engine *e, uint32_t i)
+/* Posts the background receive message headed by op h into its staging slots; its
+ * request sits at h (its joined ops' stay MPI_REQUEST_NULL). */
+static void post_bg(pat_engine *e, uint32_t h)
 {
-    uint64_t nseg = e->sched->hdr.nseg;
-    uint32_t g = e->sched->ops[i].segment;
-    return (int)(cs_seg_lo(g + 1u, e->iter_bytes, nseg) - cs_seg_lo(g, e->iter_bytes, nseg));
+    PMPI_Irecv(e->held[h], (int)msg_bytes(e, h), MPI_BYTE, (int)e->sched->ops[h].peer, CS_TAG, e->comm,
+               &e->reqs[h]);
 }
 
-/* Posts background receive i into its staging slot. */
-static void post_bg(pat_engine *e, uint32_t i)
+/* A committed datatype over n pieces at addr[k] of len[k] bytes, relative to addr[0]
+ * (MPI_BYTE displacements; used with buffer addr[0]). */
+static int pieces_type(char *const *addr, const int *len, int n, MPI_Datatype *t)
 {
-    PMPI_Irecv(e->staging + (uint64_t)i * e->slot, piece_len(e, i), MPI_BYTE, (int)e->sched->ops[i].peer,
-               CS_TAG, e->comm, &e->reqs[i]);
+    MPI_Aint *disp = malloc((size_t)n * sizeof *disp);
+    if (!disp) return MPI_ERR_NO_MEM;
+    for (int k = 0; k < n; k++) disp[k] = (MPI_Aint)(addr[k] - addr[0]);
+    int rc = PMPI_Type_create_hindexed(n, len, disp, MPI_BYTE, t);
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(t);
+    free(disp);
+    return rc;
+}
+
+/* Relays the background send message [h, end) from the staging slots its pieces were
+ * received in (synchronous, as serial execution has it): one contiguous run as bytes,
+ * else a derived datatype over the pieces' places. 0: it could not be issued (no memory):
+ * the call will send it. */
+static int relay(pat_engine *e, uint32_t h, uint32_t end)
+{
+    const collsched_op *ops = e->sched->ops;
+    int n = (int)(end - h), rc = MPI_ERR_NO_MEM, contiguous = 1;
+    char **addr = malloc((size_t)n * sizeof *addr);
+    int *len = malloc((size_t)n * sizeof *len);
+    uint64_t total = 0;
+    for (int k = 0; addr && len && k < n; k++) {
+        addr[k] = e->held[ops[h + (uint32_t)k].dep];
+        len[k] = (int)piece_len(e, h + (uint32_t)k);
+        if (k && addr[k] != addr[k - 1] + len[k - 1]) contiguous = 0;
+        total += (uint64_t)len[k];
+    }
+    if (addr && len && total <= INT_MAX) {
+        if (contiguous) {
+            rc = PMPI_Issend(addr[0], (int)total, MPI_BYTE, (int)ops[h].peer, CS_TAG, e->comm, &e->reqs[h]);
+        } else {
+            MPI_Datatype t;
+            rc = pieces_type(addr, len, n, &t);
+            if (rc == MPI_SUCCESS) {
+                rc = PMPI_Issend(addr[0], 1, t, (int)ops[h].peer, CS_TAG, e->comm, &e->reqs[h]);
+                PMPI_Type_free(&t); /* the send keeps what it needs */
+            }
+        }
+    }
+    free(addr);
+    free(len);
+    return rc == MPI_SUCCESS;
+}
+
+/* Whether the send message [h, end) relays only pieces received in the background:
+ * none is the rank's own (*own), and all have arrived (receives complete in list order,
+ * message by message: those before bg_next have). */
+static int relay_ready(const pat_engine *e, uint32_t h, uint32_t end, int *own)
+{
+    const collsched_op *ops = e->sched->ops;
+    int ready = 1;
+    *own = 0;
+    for (uint32_t i = h; i < end; i++) {
+        if (ops[i].dep < 0 || ops[i].origin == (uint32_t)e->rank) { *own = 1; return 0; }
+        if ((uint32_t)ops[i].dep >= e->bg_next) ready = 0;
+    }
+    return ready;
+}
+
+/* Serial schedules: two chains, as the executor runs them (run_serial), message by
+ * message. The receive messages of the background part one at a time, in list order
+ * (Listing 2, lines 47-51). Its send messages - pieces received in the background,
+ * relayed while the rank still computes (semantics rule 4; arrival-aware min3 plans them)
+ * - one at a time, synchronous, each once all its pieces are in. The send chain stops at
+ * a message carrying the rank's own piece: its data are the call's. The call takes both
+ * chains over where they are. Returns 1 while either chain has work. */
+static int serial_step(pat_engine *e)
+{
+    const collsched_op *ops = e->sched->ops;
+    for (int moved = 1; moved;) {
+        moved = 0;
+        while (e->bg_next < e->nbg && (ops[e->bg_next].kind != COLLSCHED_RECV || ops[e->bg_next].join))
+            e->bg_next++;
+        if (e->bg_next < e->nbg) {
+            if (!e->bg_posted_current) { post_bg(e, e->bg_next); e->bg_posted_current = 1; }
+            int done = 0;
+            PMPI_Test(&e->reqs[e->bg_next], &done, MPI_STATUS_IGNORE);
+            if (done) { e->bg_next = msg_end(e, e->bg_next); e->bg_posted_current = 0; moved = 1; }
+        }
+        if (e->bs_cur >= 0) {
+            int done = 0;
+            PMPI_Test(&e->reqs[e->bs_cur], &done, MPI_STATUS_IGNORE);
+            if (done) { e->bs_cur = -1; moved = 1; }
+        }
+        while (e->bs_next < e->nbg && (ops[e->bs_next].kind != COLLSCHED_SEND || ops[e->bs_next].join))
+            e->bs_next++;
+        if (e->bs_cur < 0 && !e->bs_stopped && e->bs_next < e->nbg) {
+            uint32_t end = msg_end(e, e->bs_next);
+            int own = 0;
+            if (relay_ready(e, e->bs_next, end, &own)) {
+                if (relay(e, e->bs_next, end)) {
+                    e->bs_cur = (int32_t)e->bs_next;
+                    e->bs_next = end;
+                    moved = 1;
+                } else {
+                    e->bs_stopped = 1; /* the call sends it */
+                }
+            } else if (own) {
+                e->bs_stopped = 1;
+            }
+        }
+    }
+    if (e->bg_next >= e->nbg && e->bs_cur < 0 && (e->bs_stopped || e->bs_next >= e->nbg)) e->state = PAT_READY;
+    return e->state == PAT_BACKGROUND;
 }
 
 /* One step; `blocking` waits instead of testing. Returns 1 while background work is
@@ -484,7 +622,8 @@ static int advance(pat_engine *e, int blocking, int posted_will_do)
          * requests to MPI_REQUEST_NULL under some MPIs: never repost by looking at them). */
         if (e->bg_next == 0)
             for (e->bg_next = 1; e->bg_next <= e->nbg; e->bg_next++)
-                if (e->sched->ops[e->bg_next - 1].kind == COLLSCHED_RECV) post_bg(e, e->bg_next - 1);
+                if (e->sched->ops[e->bg_next - 1].kind == COLLSCHED_RECV && !e->sched->ops[e->bg_next - 1].join)
+                    post_bg(e, e->bg_next - 1); /* receive messages at once, each at its head */
         if (posted_will_do) return 0;
         int done = 1;
         if (blocking) PMPI_Waitall((int)e->nbg, e->reqs, MPI_STATUSES_IGNORE);
@@ -494,44 +633,9 @@ static int advance(pat_engine *e, int blocking, int posted_will_do)
         e->state = PAT_READY;
         return 0;
     }
-    /* Serial schedules: two chains, as the executor runs them (run_serial). The receives
-     * of the background part one at a time, in list order (Listing 2, lines 47-51). Its
-     * sends - pieces received in the background, relayed while the rank still computes
-     * (semantics rule 4; arrival-aware min3 plans them) - one at a time, synchronous, each
-     * once its piece is in. The send chain stops at a send of the rank's own piece: its
-     * data are the call's. The call takes both chains over where they are. */
-    if (e->state == PAT_BACKGROUND) {
+    if (e->state == PAT_BACKGROUND) { /* serial */
         if (posted_will_do) return 0;
-        const collsched_op *ops = e->sched->ops;
-        for (int moved = 1; moved;) {
-            moved = 0;
-            while (e->bg_next < e->nbg && ops[e->bg_next].kind != COLLSCHED_RECV) e->bg_next++;
-            if (e->bg_next < e->nbg) {
-                if (!e->bg_posted_current) { post_bg(e, e->bg_next); e->bg_posted_current = 1; }
-                int done = 0;
-                PMPI_Test(&e->reqs[e->bg_next], &done, MPI_STATUS_IGNORE);
-                if (done) { e->bg_next++; e->bg_posted_current = 0; moved = 1; }
-            }
-            if (e->bs_cur >= 0) {
-                int done = 0;
-                PMPI_Test(&e->reqs[e->bs_cur], &done, MPI_STATUS_IGNORE);
-                if (done) { e->bs_cur = -1; moved = 1; }
-            }
-            while (e->bs_next < e->nbg && ops[e->bs_next].kind != COLLSCHED_SEND) e->bs_next++;
-            if (e->bs_cur < 0 && !e->bs_stopped && e->bs_next < e->nbg) {
-                const collsched_op *op = &ops[e->bs_next];
-                if (op->dep < 0 || op->origin == (uint32_t)e->rank) {
-                    e->bs_stopped = 1;
-                } else if ((uint32_t)op->dep < e->bg_next) { /* receives complete in list order */
-                    PMPI_Issend(e->staging + (uint64_t)op->dep * e->slot, piece_len(e, e->bs_next), MPI_BYTE,
-                                (int)op->peer, CS_TAG, e->comm, &e->reqs[e->bs_next]);
-                    e->bs_cur = (int32_t)e->bs_next++;
-                    moved = 1;
-                }
-            }
-        }
-        if (e->bg_next >= e->nbg && e->bs_cur < 0 && (e->bs_stopped || e->bs_next >= e->nbg)) e->state = PAT_READY;
-        return e->state == PAT_BACKGROUND;
+        return serial_step(e);
     }
     return 0;
 }
@@ -934,10 +1038,13 @@ int cs_pat_claim(MPI_Comm comm, uint64_t bytes, cs_pat_job *job)
     job->comm = e->comm;
     job->reqs = e->reqs;
     job->started.nops = e->nbg;
-    /* Receives the engine posted: all of a dataflow schedule's; a serial one's up to the
-     * one in flight (or all, once the chain is done). */
-    job->started.recvs = e->state == PAT_BACKGROUND && e->bg_serial ? e->bg_next + (uint32_t)e->bg_posted_current : e->nbg;
-    job->started.sends = e->bg_serial ? e->bs_next : 0; /* sends before it: issued by the engine */
+    /* Ops the engine reached, counted in ops and ending on message boundaries (a message's
+     * request sits at its head): the receives it posted - all of a dataflow schedule's; a
+     * serial one's up to the message in flight (or all, once the chain is done) - and the
+     * sends before bs_next, issued by the engine. */
+    job->started.recvs = e->state == PAT_BACKGROUND && e->bg_serial
+                             ? (e->bg_posted_current ? msg_end(e, e->bg_next) : e->bg_next) : e->nbg;
+    job->started.sends = e->bg_serial ? e->bs_next : 0;
     job->started.held = e->held;
     snprintf(job->name, sizeof job->name, "%s", e->sched_name);
     return CS_PAT_RUN;

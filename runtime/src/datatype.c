@@ -224,3 +224,26 @@ int cs_type_run(MPI_Datatype t, MPI_Aint *off)
     *off = r.lo;
     return 1;
 }
+
+/* A datatype over n pieces: piece k is len[k] bytes at addr[k] (absolute addresses; the
+ * type is used with MPI_BOTTOM as the buffer, count 1). The wire carries the pieces'
+ * bytes in list order (a message of several pieces, docs/semantics.md); the addresses may
+ * lie in different buffers and in any order. Empty pieces add nothing; n == 0 gives an
+ * empty type. On success *t is committed and the caller frees it (PMPI_Type_free), which
+ * MPI allows as soon as the calls that use it have been started. */
+int cs_pieces_type(const char *const *addr, const int *len, int n, MPI_Datatype *t)
+{
+    if (n <= 0) {
+        int rc = PMPI_Type_contiguous(0, MPI_BYTE, t);
+        if (rc == MPI_SUCCESS && (rc = PMPI_Type_commit(t)) != MPI_SUCCESS) PMPI_Type_free(t);
+        return rc;
+    }
+    MPI_Aint stack[32], *disp = n <= 32 ? stack : malloc(sizeof *disp * (size_t)n);
+    if (!disp) return MPI_ERR_NO_MEM;
+    int rc = MPI_SUCCESS;
+    for (int k = 0; k < n && rc == MPI_SUCCESS; k++) rc = PMPI_Get_address(addr[k], &disp[k]);
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_create_hindexed(n, len, disp, MPI_BYTE, t);
+    if (rc == MPI_SUCCESS && (rc = PMPI_Type_commit(t)) != MPI_SUCCESS) PMPI_Type_free(t);
+    if (disp != stack) free(disp);
+    return rc;
+}

@@ -13,6 +13,13 @@
  * bytes per element, no holes, nothing reordered), starting *off bytes from the buffer's
  * address; 0 if not (or if unsure). */
 int cs_type_run(MPI_Datatype t, MPI_Aint *off);
+/* datatype.c: a type over n pieces of a message, piece k len[k] bytes at the absolute
+ * address addr[k], carried in list order; used as (MPI_BOTTOM, 1, *t). On success *t is
+ * committed; the caller frees it (PMPI_Type_free; allowed once the calls that use it are
+ * started). Empty pieces add nothing, n == 0 is an empty type. The executor (messages
+ * whose pieces do not follow each other in memory) and the PAT engine's background
+ * relays use it. */
+int cs_pieces_type(const char *const *addr, const int *len, int n, MPI_Datatype *t);
 
 /* Where the blocks live in the receive buffer (executor.c): only the layout. */
 typedef struct cs_layout {
@@ -36,7 +43,12 @@ typedef struct cs_layout {
  * i < nops, is where op i's piece lands instead of its place in the layout (a receive
  * started before the receive buffer was known), NULL if in its place: the executor
  * copies it to its place before a send forwards it, else at the end, and then sets
- * held[i] = NULL; a receive among them that the executor posts itself goes to its place. */
+ * held[i] = NULL; a receive among them that the executor posts itself goes to its place.
+ * Multi-piece messages: a started message's request is at its head op (its joined ops'
+ * reqs are MPI_REQUEST_NULL); held[] is per op (a message received into one staging slot
+ * has held[op] = slot + the piece's offset in the message for each of its ops); recvs and
+ * sends count ops and end on a message boundary (a message is started whole). The
+ * executor copies staged pieces to their places (per op, as above) and sends from there. */
 typedef struct cs_started {
     uint32_t nops;
     uint32_t recvs, sends;

@@ -11,3 +11,4 @@ from .registry import REGISTRY, Algorithm, Request, block_transfers, generate, r
 # Import the modules so that they register themselves.
 from . import bcast_trees, bdr, bruck, bslb, lnbc, magpie, min3, mpichg2, nex, rd, ring, spreading  # noqa: F401
 from . import hier  # noqa: F401,E402 - the hierarchical composition (docs/hier.md)
+from . import agg  # noqa: F401,E402 - arrival-aware multi-piece planner (docs/agg.md)

@@ -32,10 +32,14 @@ class Violation:
 
 @dataclass
 class Matching:
-    """Matched transfers: send_op[i] (global op index) meets recv_op[i]."""
+    """Matched transfers: send_op[i] (global op index) meets recv_op[i], one pair per
+    piece, sorted by (sender, receiver, send op): a message's pieces are consecutive
+    pairs, in its order. first_piece[i]: whether pair i starts a message (its send op and
+    its recv op are their messages' heads); None when every message has one piece."""
 
     send_op: np.ndarray
     recv_op: np.ndarray
+    first_piece: np.ndarray | None = None
 
 
 class _Ctx:
@@ -48,6 +52,13 @@ class _Ctx:
         self.is_recv = s.kind == RECV
         self.matching: Matching | None = None
         self.feeding_recv: np.ndarray | None = None  # per op: recv delivering a forwarded send's piece
+        # Multi-piece messages (docs/semantics.md): per op, its message's first and last op
+        # (None without joined ops: every op is its own message, and no column is made).
+        self.head = self.last = None
+        if s.has_messages:
+            self.head = s.message_head()
+            heads = np.nonzero(s.join == 0)[0]
+            self.last = (np.r_[heads[1:], s.total_ops] - 1)[np.cumsum(s.join == 0) - 1]
 
     def local(self, op) -> int:
         """The index of global op `op` in its rank's list (asked only to name an op: no
@@ -57,6 +68,17 @@ class _Ctx:
 
     def v(self, check: str, op: int, reason: str) -> Violation:
         return Violation(check, int(self.rank[op]), self.local(op), reason)
+
+    def pieces(self, op) -> int:
+        """How many pieces the message of op carries."""
+        return 1 if self.head is None else int(self.last[op] - self.head[op]) + 1
+
+    def message(self, op) -> str:
+        """How a reason names the message of global op `op`: 'op I', or 'message at op I
+        (N pieces)' for a multi-piece one (I its head's index in the rank's list)."""
+        n = self.pieces(op)
+        head = int(op) if self.head is None else int(self.head[op])
+        return f"op {self.local(head)}" if n == 1 else f"message at op {self.local(head)} ({n} pieces)"
 
     def piece_key(self, ops) -> np.ndarray:
         s = self.s
@@ -90,6 +112,49 @@ def check_shape(c: _Ctx) -> list[Violation]:
     late_bg[late_bg] &= ~bg[np.nonzero(late_bg)[0] - 1]
     out += [c.v("shape", int(i), "background op after a foreground op")
             for i in np.nonzero(late_bg)[0][:MAX_REPORTED]]
+    if c.head is not None:
+        out += _message_shape(c)
+    return out
+
+
+def _message_shape(c: _Ctx) -> list[Violation]:
+    """The join column's rules (docs/semantics.md, "Multi-piece messages", rule 1): a
+    joined op continues the message of the op before it (same kind, peer and phase; never
+    a rank's first op), carries no FIFO mark, and adds a piece its message lacks."""
+    s = c.s
+    out: list[Violation] = []
+    j = np.nonzero(s.join)[0]
+    first = np.zeros(s.total_ops, bool)
+    first[s.offsets[:-1][np.diff(s.offsets) > 0]] = True
+    for i in j[(s.join[j] > 1)][:MAX_REPORTED]:
+        out.append(c.v("shape", int(i), f"join flag is {int(s.join[i])}, neither 0 nor 1"))
+    for i in j[first[j]][:MAX_REPORTED]:
+        out.append(c.v("shape", int(i), "joined op is the rank's first op (no message to join)"))
+    j = j[~first[j]]
+    p = j - 1
+    names = {SEND: "send", RECV: "recv"}
+    for i in j[s.kind[j] != s.kind[p]][:MAX_REPORTED]:
+        out.append(c.v("shape", int(i), f"joined {names.get(int(s.kind[i]), '?')} continues a message of "
+                                        f"{names.get(int(s.kind[i - 1]), '?')}s (op {c.local(i - 1)})"))
+    for i in j[s.peer[j] != s.peer[p]][:MAX_REPORTED]:
+        out.append(c.v("shape", int(i), f"joined op's peer {int(s.peer[i])} differs from its message's "
+                                        f"peer {int(s.peer[i - 1])} (op {c.local(i - 1)})"))
+    for i in j[s.phase[j] != s.phase[p]][:MAX_REPORTED]:
+        out.append(c.v("shape", int(i), "joined op's phase differs from its message's "
+                                        f"(op {c.local(i - 1)})"))
+    for i in j[s.fifo[j] != 0][:MAX_REPORTED]:
+        out.append(c.v("shape", int(i), "FIFO flag on a joined op (a message's FIFO mark is its head's)"))
+    if out:
+        return out
+    # No piece twice in one message: sort the multi-piece messages' ops by (head, piece).
+    multi = np.nonzero(c.last != c.head)[0]
+    piece = s.origin[multi].astype(np.int64) * s.nseg + s.segment[multi]
+    order = np.lexsort((multi, piece, c.head[multi]))
+    multi, piece, head = multi[order], piece[order], c.head[multi][order]
+    for i in (np.nonzero((np.diff(piece) == 0) & (np.diff(head) == 0))[0] + 1)[:MAX_REPORTED]:
+        op = int(multi[i])
+        out.append(c.v("shape", op, f"piece ({int(s.origin[op])},{int(s.segment[op])}) twice in the "
+                                    f"{c.message(op)} (first at op {c.local(multi[i - 1])})"))
     return out
 
 
@@ -125,6 +190,10 @@ def _kth(key: np.ndarray) -> np.ndarray:
 
 def check_matching(c: _Ctx) -> list[Violation]:
     s = c.s
+    if c.head is not None:  # messages first: per pair, the k-th send meets the k-th recv message
+        out = _match_messages(c)
+        if out:
+            return out
     sends, recvs = np.nonzero(c.is_send)[0], np.nonzero(c.is_recv)[0]
     s_ops, s_key = _pair_sequence(c.rank[sends], s.peer[sends], sends, s.nranks)
     del sends
@@ -152,12 +221,69 @@ def check_matching(c: _Ctx) -> list[Violation]:
     diff = np.nonzero((s.origin[s_ops] != s.origin[r_ops]) | (s.segment[s_ops] != s.segment[r_ops]))[0]
     for i in diff[:MAX_REPORTED]:
         so, ro = int(s_ops[i]), int(r_ops[i])
-        out.append(c.v("matching", ro,
-                       f"recv from {int(s.peer[ro])} expects piece ({int(s.origin[ro])},{int(s.segment[ro])}) "
-                       f"but the matching send (rank {int(c.rank[so])} op {c.local(so)}) carries "
-                       f"({int(s.origin[so])},{int(s.segment[so])})"))
+        if c.head is None or c.pieces(ro) == 1:
+            out.append(c.v("matching", ro,
+                           f"recv from {int(s.peer[ro])} expects piece ({int(s.origin[ro])},{int(s.segment[ro])}) "
+                           f"but the matching send (rank {int(c.rank[so])} op {c.local(so)}) carries "
+                           f"({int(s.origin[so])},{int(s.segment[so])})"))
+            continue
+        out.append(c.v("matching", ro, _piece_mismatch(c, so, ro)))
     if not out:
-        c.matching = Matching(s_ops, r_ops)
+        c.matching = Matching(s_ops, r_ops, None if c.head is None else c.head[s_ops] == s_ops)
+    return out
+
+
+def _piece_mismatch(c: _Ctx, so: int, ro: int) -> str:
+    """Why recv op ro of a multi-piece message differs from its matching send op so."""
+    s = c.s
+
+    def pieces(op):
+        lo, hi = int(c.head[op]), int(c.last[op]) + 1
+        return list(zip(s.origin[lo:hi].tolist(), s.segment[lo:hi].tolist()))
+
+    k = int(ro - c.head[ro])
+    sent, got = pieces(so), pieces(ro)
+    how = ("the same pieces in another order" if sorted(sent) == sorted(got)
+           else f"pieces {_fmt(sent)} where it expects {_fmt(got)}")
+    return (f"piece {k + 1} of its recv {c.message(ro)} from {int(s.peer[ro])} is "
+            f"({int(s.origin[ro])},{int(s.segment[ro])}) but the matching send "
+            f"{c.message(so)} at rank {int(c.rank[so])} carries ({int(s.origin[so])},{int(s.segment[so])}): "
+            f"{how}")
+
+
+def _fmt(pieces) -> str:
+    return "[" + " ".join(f"({o},{g})" for o, g in pieces[:8]) + (" ...]" if len(pieces) > 8 else "]")
+
+
+def _match_messages(c: _Ctx) -> list[Violation]:
+    """Per ordered pair, as many send messages as recv messages, the k-th of each of the
+    same number of pieces (their pieces are compared per piece after this)."""
+    s = c.s
+    heads = s.join == 0
+    sends, recvs = np.nonzero(heads & c.is_send)[0], np.nonzero(heads & c.is_recv)[0]
+    s_ops, s_key = _pair_sequence(c.rank[sends], s.peer[sends], sends, s.nranks)
+    r_ops, r_key = _pair_sequence(s.peer[recvs], c.rank[recvs], recvs, s.nranks)
+    out: list[Violation] = []
+    s_k, r_k = _kth(s_key), _kth(r_key)
+    if not np.array_equal(s_key, r_key):
+        s_set = set(zip(s_key.tolist(), s_k.tolist()))
+        r_set = set(zip(r_key.tolist(), r_k.tolist()))
+        for ops, key, kth, other, what, there in ((s_ops, s_key, s_k, r_set, "send", "recv"),
+                                                  (r_ops, r_key, r_k, s_set, "recv", "send")):
+            for i in np.nonzero([t not in other for t in zip(key.tolist(), kth.tolist())])[0][:MAX_REPORTED]:
+                op = int(ops[i])
+                out.append(c.v("matching", op,
+                               f"{what} {c.message(op)} {'to' if what == 'send' else 'from'} "
+                               f"{int(s.peer[op])} (message #{int(kth[i]) + 1} on that pair) has no "
+                               f"matching {there} message there"))
+        return out
+    ns, nr = c.last[s_ops] - s_ops + 1, c.last[r_ops] - r_ops + 1
+    for i in np.nonzero(ns != nr)[0][:MAX_REPORTED]:
+        so, ro = int(s_ops[i]), int(r_ops[i])
+        out.append(c.v("matching", so,
+                       f"send message of {int(ns[i])} pieces to {int(s.peer[so])} (message #{int(s_k[i]) + 1} "
+                       f"on that pair) matched by a message of {int(nr[i])} at rank {int(c.rank[ro])} "
+                       f"op {c.local(ro)}"))
     return out
 
 
@@ -174,12 +300,15 @@ def check_holding(c: _Ctx) -> list[Violation]:
     feed = _first_receipt(recvs, rkey, fkey, s.nranks * s.nranks * s.nseg)
     del recvs, rkey, fkey  # (at P = 4096 each is 134 MB)
     found = feed >= 0
-    bad = np.nonzero(~found | (feed > fwd))[0]
+    # A send message holds all its pieces when the walk reaches its head (rule 3 of
+    # "Multi-piece messages"): each one received before the head, not just before the op.
+    bad = np.nonzero(~found | (feed > (fwd if c.head is None else c.head[fwd])))[0]
     for i in bad[:MAX_REPORTED]:
         op = int(fwd[i])
         what = "never receives it" if feed[i] < 0 else f"receives it only later (op {c.local(feed[i])})"
+        where = "" if c.pieces(op) == 1 else f" in its send {c.message(op)}"
         out.append(c.v("holding", op, f"forwards piece ({int(s.origin[op])},{int(s.segment[op])}) "
-                                      f"to {int(s.peer[op])} before holding it: the rank {what}"))
+                                      f"to {int(s.peer[op])}{where} before holding it: the rank {what}"))
     if not out:
         c.feeding_recv = np.full(s.total_ops, -1, np.int32 if s.total_ops < 2 ** 31 else np.int64)
         c.feeding_recv[fwd] = feed
@@ -253,6 +382,11 @@ def check_progress(c: _Ctx) -> list[Violation]:
     conditions. The walk of rank r stops at its first send with an unmet condition; each
     wave advances every rank past one such send whose conditions hold. If a wave advances
     nobody while some rank has not finished, the schedule deadlocks.
+
+    Multi-piece messages are the walk's units (_progress_deps says how they fit the same
+    columns): a send message waits for every receive message delivering one of its
+    pieces, its head for the FIFO or serial wait; a deadlock is reported at the head of
+    the message the walk waits at.
     """
     s = c.s
     fwd_dep, fifo_dep, bar_dep = _progress_deps(c)
@@ -301,27 +435,30 @@ def check_progress(c: _Ctx) -> list[Violation]:
     out = []
     for r in active[:MAX_REPORTED]:
         op = int(blocking[cur[r]])
+        at = op if c.head is None else int(c.head[op])  # the message the walk waits at
+        msg = "" if c.pieces(op) == 1 else f" in its send {c.message(op)}"
         if bar_dep is not None and bar_dep[op] >= 0 and not met(np.array([bar_dep[op]]))[0]:
             dep = int(bar_dep[op])
-            out.append(c.v("progress", op,
+            out.append(c.v("progress", at,
                            f"deadlock: waits for its background receives (rank {int(c.rank[dep])} issuing "
-                           f"its op {c.local(dep)}), which never happens"))
+                           f"its {c.message(dep)}), which never happens"))
         elif fwd_dep[op] >= 0 and not met(np.array([fwd_dep[op]]))[0]:
             dep = int(fwd_dep[op])
-            out.append(c.v("progress", op,
-                           f"deadlock: waits to forward piece ({int(s.origin[op])},{int(s.segment[op])}) until "
-                           f"rank {int(c.rank[dep])} issues its op {c.local(dep)}, which never happens"))
+            out.append(c.v("progress", at,
+                           f"deadlock: waits to forward piece ({int(s.origin[op])},{int(s.segment[op])}){msg} "
+                           f"until rank {int(c.rank[dep])} issues its {c.message(dep)}, which never happens"))
         elif c.is_recv[op] and fifo_dep[op] >= 0:
             dep = int(fifo_dep[op])
-            out.append(c.v("progress", op,
-                           f"deadlock: posts its receive of piece ({int(s.origin[op])},{int(s.segment[op])}) "
+            what = "" if c.pieces(op) == 1 else f" (its recv {c.message(op)})"
+            out.append(c.v("progress", at,
+                           f"deadlock: posts its receive of piece ({int(s.origin[op])},{int(s.segment[op])}){what} "
                            f"only after the previous receive completes (rank {int(c.rank[dep])} issuing its "
-                           f"op {c.local(dep)}), which never happens (serial execution)"))
+                           f"{c.message(dep)}), which never happens (serial execution)"))
         else:
             dep = int(fifo_dep[op])
-            out.append(c.v("progress", op,
-                           f"deadlock: waits to send piece ({int(s.origin[op])},{int(s.segment[op])}) to "
-                           f"{int(s.peer[op])} until rank {int(c.rank[dep])} posts its op {c.local(dep)} "
+            out.append(c.v("progress", at,
+                           f"deadlock: waits to send piece ({int(s.origin[op])},{int(s.segment[op])}){msg} to "
+                           f"{int(s.peer[op])} until rank {int(c.rank[dep])} posts its {c.message(dep)} "
                            "(the receive of the previous message), which never happens"))
     return out
 
@@ -341,9 +478,20 @@ def _progress_deps(c: _Ctx):
     idx = np.int32 if n < 2 ** 31 else np.int64
     send_of_recv = np.full(n, -1, idx)
     send_of_recv[m.recv_op] = m.send_op
+    # Multi-piece messages (docs/semantics.md): a send message counts as issued once the
+    # walk has passed its last op (its pieces' waits sit on its ops, head to last, so the
+    # walk passes them all only when it holds every piece), a recv message as posted once
+    # the walk reached its head. So every "issued" condition on a send names the last op of
+    # its message (done), and the message-level graph fits the same three columns.
+    last = c.last
+
+    def done(ops):
+        return ops if last is None else last[ops]
+
+    heads = None if last is None else c.s.join == 0
     fwd_dep = np.full(n, -1, np.int64)
     fwd = np.nonzero(c.feeding_recv >= 0)[0]
-    fwd_dep[fwd] = send_of_recv[c.feeding_recv[fwd]]
+    fwd_dep[fwd] = done(send_of_recv[c.feeding_recv[fwd]])
     del fwd
     c.feeding_recv = None  # read only here
     # FIFO per link: the recv that matches the previous send to the same peer. Serial mode
@@ -354,25 +502,29 @@ def _progress_deps(c: _Ctx):
     if not serial:
         # Each link's sends in list order are the matching's send sequence (sorted by
         # (rank, peer, op) in check_matching), each beside its recv.
-        link = c.rank[m.send_op].astype(np.int64)
+        so, ro = m.send_op, m.recv_op
+        if m.first_piece is not None:  # a message's FIFO wait is its head's: on the previous message
+            so, ro = so[m.first_piece], ro[m.first_piece]
+        link = c.rank[so].astype(np.int64)
         link *= s.nranks
-        link += s.peer[m.send_op]
+        link += s.peer[so]
         same = np.nonzero(link[1:] == link[:-1])[0]
         del link
-        fifo_dep[m.send_op[same + 1]] = m.recv_op[same]
-        del same
+        fifo_dep[so[same + 1]] = ro[same]
+        del same, so, ro
         fifo_dep[s.fifo == 0] = -1  # only sends marked FIFO wait for the previous one
     else:
-        sends = np.nonzero(c.is_send)[0]  # every rank's sends, in list order
+        # every rank's send messages (heads), in list order
+        sends = np.nonzero(c.is_send if heads is None else c.is_send & heads)[0]
         same = np.nonzero(c.rank[sends][1:] == c.rank[sends][:-1])[0]
         recv_of_send = np.full(n, -1, idx)
         recv_of_send[m.send_op] = m.recv_op
         fifo_dep[sends[same + 1]] = recv_of_send[sends[same]]
         del recv_of_send, sends, same
         # A recv waits for the previous recv of its rank to complete: its send issued.
-        recvs = np.nonzero(c.is_recv)[0]
+        recvs = np.nonzero(c.is_recv if heads is None else c.is_recv & heads)[0]
         same_rank = np.r_[False, c.rank[recvs][1:] == c.rank[recvs][:-1]]
-        fifo_dep[recvs[same_rank]] = send_of_recv[recvs[np.nonzero(same_rank)[0] - 1]]
+        fifo_dep[recvs[same_rank]] = done(send_of_recv[recvs[np.nonzero(same_rank)[0] - 1]])
     # Serial schedules: the background engine (docs/pat.md) runs a rank's leading background
     # receives before its call, and the call waits for all of them before its first other
     # op. Proven as a chain (each waits for the one before, the first other op for the
@@ -390,9 +542,11 @@ def _progress_deps(c: _Ctx):
                 continue
             run = lead[lo:hi]
             end = lo + (int(np.argmin(run)) if not run.all() else hi - lo)
-            bar_dep[lo + 1:end] = send_of_recv[lo:end - 1]
+            bar_dep[lo + 1:end] = done(send_of_recv[lo:end - 1])
+            if heads is not None:  # each receive message waits, not its joined ops
+                bar_dep[lo + 1:end][~heads[lo + 1:end]] = -1
             if end < hi:
-                bar_dep[end] = send_of_recv[end - 1]
+                bar_dep[end] = done(send_of_recv[end - 1])
     return fwd_dep, fifo_dep, bar_dep
 
 

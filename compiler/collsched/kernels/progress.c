@@ -5,6 +5,8 @@
  * this is the same walk). blocking[] lists the blocking ops rank-major in list order; rank
  * r's are blocking[first[r] .. last[r]). dep0..dep2[op] name the op that must have been
  * issued before op may go (-1: none). Returns 1 (every walk ends) or 0, or CS_ENOMEM.
+ * Multi-piece messages need nothing here: verify._progress_deps names a send message by its
+ * last op and a receive message by its head, so the message-level walk is this walk.
  */
 #include "kernels.h"
 

@@ -305,14 +305,19 @@ def cmd_show(a) -> int:
           f"duplex {'full' if s.full_duplex else 'half'}   background ops {'yes' if s.has_background else 'no'}")
     print(f"bytes/rank  {s.bytes_min}" + (f"..{s.bytes_max}" if s.bytes_max != s.bytes_min else ""))
     print(f"input hash  {s.input_hash.hex()}")
+    head = s.message_head()
+    if s.has_messages:  # multi-piece messages: a joined op shows "+msg@H", H its message's first op
+        print(f"messages    {int(s.total_ops - s.join.sum())} for {s.total_ops} ops "
+              f"({int(s.join.sum())} ops joined to the op before them)")
     ranks = [a.rank] if a.rank is not None else range(s.nranks)
     for r in ranks:
         ops = s.ops_of(r)
-        fifo = s.fifo[int(s.offsets[r]):int(s.offsets[r + 1])]
+        lo, hi = int(s.offsets[r]), int(s.offsets[r + 1])
         print(f"rank {r}: {len(ops)} ops")
-        for i, ((k, peer, o, seg, ph), f) in enumerate(zip(ops, fifo)):
+        for i, ((k, peer, o, seg, ph), f, h) in enumerate(zip(ops, s.fifo[lo:hi], head[lo:hi])):
             arrow = "->" if k == KIND_NAMES[0] else "<-"
-            marks = " ".join(m for m in (ph if ph != PHASE_NAMES[0] else "", "fifo" if f else "") if m)
+            marks = " ".join(m for m in (ph if ph != PHASE_NAMES[0] else "", "fifo" if f else "",
+                                         f"+msg@{int(h) - lo}" if h != lo + i else "") if m)
             print(f"  {i:6d} {k} {arrow} {peer:<6d} piece ({o},{seg}) {marks}".rstrip())
     return EXIT_OK
 

@@ -13,9 +13,10 @@
   depends on every rank's list at once, not on the transfer the gate moves, so it is
   asked here, in the pipeline, where the verifier belongs, rather than by the algorithm.
   The gating needs only the transfers' order and the topology, so any algorithm that
-  keeps its order gets it.
+  keeps its order gets it. Schedules with multi-piece messages are left ungated (a
+  message is one transfer already; gating would split it).
 - FIFO marks (mark_fifo, policy.mark_fifo_links): the sends that wait for the previous
-  message on their link.
+  message on their link (a multi-piece message's head only).
 
 `apply` runs them in that order; anything that builds a schedule outside compile_schedule
 and wants what compile would run (tests, benchmarks) calls it after `generate`.
@@ -58,6 +59,12 @@ def gate_link_receives(sched: Schedule, topo, nbytes: int) -> Schedule:
     if t is None:
         return sched
     sched.transfers = None
+    # Multi-piece messages: not gated. Gating moves single receives past sends, which would
+    # split a receive message (its pieces must stay one run of the list, matched by one
+    # send message), and the re-sorted lists would drop the join column; a message already
+    # takes its link's pieces as one transfer, which is what gating is for.
+    if sched.has_messages:
+        return sched
     k = max(sched.nseg, 1)
     item = t.origin.astype(np.int64) * k + t.segment
     foreground = (t.send_phase == FOREGROUND) & (t.recv_phase == FOREGROUND)

@@ -55,10 +55,17 @@ def fifo_link(latency, piece_bytes, flow_bw, bandwidth):
 
 
 def mark_fifo_links(sched: Schedule, topo, nbytes: int) -> int:
-    """Set sched.fifo for sends on the links fifo_link picks; returns how many."""
+    """Set sched.fifo for sends on the links fifo_link picks; returns how many.
+
+    Multi-piece messages (docs/semantics.md): a message's FIFO mark is its head's, and
+    the rule weighs the whole message's bytes (one transfer); joined ops stay unmarked."""
     rank = sched.rank_of_op
     send = sched.kind == SEND
-    piece = sched.piece_bytes(nbytes)[sched.segment]
+    if sched.has_messages:
+        send &= sched.join == 0
+        piece = sched.message_sizes(nbytes)
+    else:
+        piece = sched.piece_bytes(nbytes)[sched.segment]
     src, dst = rank[send], sched.peer[send]
     flow = topo.flow_bandwidth()
     lat_factor, meff = topo.effective_sizes(src, dst, piece[send])  # inputs/msgcosts.py

@@ -156,6 +156,10 @@ def test_imbalanced_report_says_how_and_bounds_what_smpi_measured():
         assert r["avg_elapsed_s"] >= b["lp_avg_elapsed_s"] * 0.99, r
         if r["algorithm"] in ("bdr", "min3"):
             assert r["avg_elapsed_s"] >= b["serial_avg_elapsed_s"] * 0.99, r
+        # The row's own bound (its measured arrivals) and the measured gaps to it (issue 20).
+        assert r["lower_bound_avg_elapsed_s"] == pytest.approx(b["lp_avg_elapsed_s"], rel=0.05), r
+        assert r["gap_avg_elapsed"] == pytest.approx(r["avg_elapsed_s"] / r["lower_bound_avg_elapsed_s"] - 1)
+        assert r["gap_avg_elapsed"] >= -0.01 and r["gap_run_time"] >= -0.01, r
     text = "\n".join(notes(rep))
     assert "min3: compiled ahead" in text and "known from the seed" in text
     assert "Speedup over the best regular algorithm" in text and "1.9x" in text
@@ -163,8 +167,9 @@ def test_imbalanced_report_says_how_and_bounds_what_smpi_measured():
     assert text.splitlines()[0] in markdown(rep)
     flat = run_lab(dataclasses.replace(cfg, max_delay_ms=0.0, iterations=1), ["ring", "min3"])
     assert "bounds" not in flat
-    # Flat arrivals: nothing about arrival-aware schedules or bounds, only the compiler's pick.
-    assert [n.split(" (")[0] for n in notes(flat)] == ["The compiler's pick"]
+    # Flat arrivals: nothing about arrival-aware schedules or the pattern's bounds, only the
+    # compiler's pick and the measured rows' gaps to the LP bound.
+    assert [n.split(" (")[0] for n in notes(flat)] == ["The compiler's pick", "Gaps"]
 
 
 def test_grid_report_gives_min3s_improvement_over_the_paper_baselines():

@@ -40,6 +40,67 @@ def compiler_pick(rows: list[dict]) -> dict | None:
             "within_target": ratio <= 1 + PICK_TOLERANCE, "candidates": len(ours)}
 
 
+# The lab table's columns (print_report, markdown; report_from_markdown reads them back by
+# name, and the 8 columns of sections written before the gap columns too). "LP bound ms" is
+# the LP lower bound on the average elapsed time for the row's measured arrivals (cost
+# model, runner.measured_gaps); "gap" and "run gap": measured / bound - 1 for the average
+# elapsed time and the run time.
+COLUMNS = ("algorithm", "avg elapsed ms", "run time ms", "LP bound ms", "gap", "run gap", "absorption ms",
+           "omega/tau", "predicted ms", "pred/meas", "data")
+
+
+def row_gaps(row: dict) -> tuple[float | None, float | None]:
+    """(average elapsed, run time) gaps of a row's measured times to its LP bounds:
+    measured / bound - 1; None where the row has no bound (native rows have one too: the
+    bound holds for any schedule)."""
+    from ..pipeline import gap_to
+
+    return (gap_to(row.get("avg_elapsed_s"), row.get("lower_bound_avg_elapsed_s")),
+            gap_to(row.get("run_time_s"), row.get("lower_bound_run_time_s")))
+
+
+def percent(gap: float | None) -> str:
+    """A gap as the table prints it: +12.3%, or - where there is none."""
+    return "-" if gap is None else f"{gap * 100:+.1f}%"
+
+
+def table_cells(r: dict) -> list[str]:
+    """One row of the lab table (COLUMNS), "-" for what the row lacks."""
+    pred, bound = r.get("predicted_avg_elapsed_s"), r.get("lower_bound_avg_elapsed_s")
+    gap, run_gap = row_gaps(r)
+
+    def ms(v, fmt=".3f"):
+        return "-" if v is None else f"{v * 1e3:{fmt}}"
+
+    return [r["algorithm"], ms(r["avg_elapsed_s"]), ms(r["run_time_s"]), ms(bound), percent(gap),
+            percent(run_gap), ms(r.get("absorption_s")),
+            "-" if r.get("imbalance_factor") is None else f"{r['imbalance_factor']:.2f}",
+            ms(pred), f"{r['model_ratio']:.3f}" if "model_ratio" in r else "-",
+            "ok" if r["data_ok"] else "WRONG"]
+
+
+def gap_note(rows: list[dict]) -> str | None:
+    """The LP bound the gap columns divide by, in words, and the row nearest to it; None
+    when no row has a bound (or, with a note, why it was skipped)."""
+    bounded = [r for r in rows if r.get("lower_bound_avg_elapsed_s") is not None]
+    if not bounded:
+        why = next((r["lower_bound_note"] for r in rows if r.get("lower_bound_note")), None)
+        return f"Gaps to the LP lower bound: {why}." if why else None
+
+    def span(key):  # one figure where the rows' bounds agree to the table's precision
+        lo, hi = (f"{f(r[key] for r in bounded) * 1e3:.3f}" for f in (min, max))
+        return f"{lo} ms" if lo == hi else f"{lo}-{hi} ms (the rows' arrivals differ)"
+
+    ok = [r for r in bounded if r["data_ok"]]
+    best = min(ok, key=lambda r: (row_gaps(r)[0], r["algorithm"])) if ok else None
+    nearest = (f"; nearest: {best['algorithm']}, {percent(row_gaps(best)[0])} (average elapsed time)"
+               if best else "")
+    method = ", ".join(sorted({r["lower_bound_method"] for r in bounded if r.get("lower_bound_method")}))
+    return (f"Gaps (measured / bound - 1) to the LP lower bound for the measured arrivals (cost model, "
+            f"lowerbound.py; {method}): average elapsed time {span('lower_bound_avg_elapsed_s')}, run "
+            f"time {span('lower_bound_run_time_s')}{nearest}.")
+
+
 def network_text(report: dict) -> str:
     """The network a run had, in words (SMPI: the model and the costs the predictions used)."""
     if report["backend"] != "smpi":
@@ -90,6 +151,9 @@ def notes(report: dict) -> list[str]:
                    f"({pick['best']}, {pick['best_measured_s'] * 1e3:.3f} ms); target within "
                    f"{PICK_TOLERANCE:.0%}: {'met' if pick['within_target'] else 'MISSED'}.")
     out += report.get("network_notes", [])
+    line = gap_note(rows)
+    if line:
+        out.append(line)
     b = report.get("bounds")
     if b:
         serial = (f", {b['serial_avg_elapsed_s'] * 1e3:.3f} ms for a serial one (bdr, bslb, "
@@ -106,17 +170,11 @@ def print_report(report: dict) -> None:
              f"maxDelay {i['max_delay_ms']} ms, {i['iterations']} iterations, seed {i['seed']}"
              + (f", network model {i['network_model']}" if report["backend"] == "smpi" else ""))
     t = Table(title=title)
-    for col in ("algorithm", "avg elapsed ms", "run time ms", "absorption ms", "omega/tau",
-                "predicted ms", "pred/meas", "data"):
+    for col in COLUMNS:
         t.add_column(col, justify="right" if col != "algorithm" else "left")
     for r in report["results"]:
-        pred = r.get("predicted_avg_elapsed_s")
-        t.add_row(r["algorithm"], f"{r['avg_elapsed_s'] * 1e3:.3f}", f"{r['run_time_s'] * 1e3:.3f}",
-                  f"{r['absorption_s'] * 1e3:.3f}", f"{r['imbalance_factor']:.2f}",
-                  f"{pred * 1e3:.3f}" if pred is not None else "-",
-                  f"{r['model_ratio']:.3f}" if "model_ratio" in r else "-",
-                  "ok" if r["data_ok"] else "WRONG")
-    console = Console(width=max(120, Console().width))
+        t.add_row(*table_cells(r))
+    console = Console(width=max(150, Console().width))
     console.print(t)
     for line in notes(report):
         console.print(line)
@@ -161,8 +219,16 @@ def report_figure(report: dict):
     wrong = [j for j, r in enumerate(rows) if not r.get("data_ok", True)]
     for j in wrong:  # a run that returned wrong data: its bar hatched, said in the caption
         measured[j].set_hatch("xx")
-    values = np.concatenate([lows, highs, pred[has_pred]]) * k
+    bound = np.array([r.get("lower_bound_avg_elapsed_s") or np.nan for r in rows])
+    has_bound = np.isfinite(bound)
+    values = np.concatenate([lows, highs, pred[has_pred], bound[has_bound]]) * k
     how = value_axis(ax, float(values.min()), float(values.max()), unit, "average elapsed time")
+    if has_bound.any():  # the LP bound per category, and each measured bar's gap to it
+        ax.hlines(bound[has_bound] * k, x[has_bound] - 0.42, x[has_bound] + 0.42, colors="black",
+                  linestyles="dashed", lw=1.1, label="LP lower bound", zorder=3)
+        for j in np.flatnonzero(has_bound):
+            ax.annotate(percent(row_gaps(rows[j])[0]), (x[j] - 0.2, highs[j] * k), xytext=(0, 2),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=6.5, color="0.2")
     rotate_labels(ax, [r["algorithm"] for r in rows])
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
@@ -172,9 +238,11 @@ def report_figure(report: dict):
                  f"{backend_text(report['backend'], i.get('network_model'))}, "
                  f"{i['iterations']} iteration{'s' if i['iterations'] != 1 else ''}, seed {i['seed']}",
                  fontsize=9.5, pad=22)
-    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False,
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False,
               borderaxespad=0.1)
     notes = []
+    if has_bound.any():
+        notes.append("Dashed: LP lower bound (cost model, measured arrivals); the labels: measured / bound - 1.")
     if bars:
         notes.append(f"Error bars: lowest and highest of the {i['iterations']} iterations' "
                      "average elapsed times (the bar: their mean).")
@@ -206,15 +274,10 @@ def markdown(report: dict, plot_rel: str | None = None) -> str:
              f"(+{i['flat_iterations']} flat for the absorption time), seed {i['seed']}"
              + (f", {network_text(report)}, TCP window {i['tcp_gamma']} B" if backend == "smpi" else "")
              + ". Predicted = the cost model for the measured arrivals; every byte checked.", "",
-             "| algorithm | avg elapsed ms | run time ms | absorption ms | omega/tau | predicted ms | pred/meas | data |",
-             "|:--|--:|--:|--:|--:|--:|--:|:--|"]
+             "| " + " | ".join(COLUMNS) + " |",
+             "|:--|" + "--:|" * (len(COLUMNS) - 2) + ":--|"]
     for r in report["results"]:
-        pred = r.get("predicted_avg_elapsed_s")
-        lines.append(
-            f"| {r['algorithm']} | {r['avg_elapsed_s'] * 1e3:.3f} | {r['run_time_s'] * 1e3:.3f} | "
-            f"{r['absorption_s'] * 1e3:.3f} | {r['imbalance_factor']:.2f} | "
-            + (f"{pred * 1e3:.3f} | {r['model_ratio']:.3f}" if pred is not None else "- | -")
-            + f" | {'ok' if r['data_ok'] else 'WRONG'} |")
+        lines.append("| " + " | ".join(table_cells(r)) + " |")
     extra = notes(report)
     if extra:
         lines += [""] + [f"- {line}" for line in extra]
@@ -258,15 +321,24 @@ def report_from_markdown(text: str) -> dict:
               "max_delay_ms": find(r"maxDelay ([\d.]+) ms", float),
               "iterations": find(r"(\d+) iterations", int), "seed": find(r"seed (\d+)", int),
               "network_model": find(r"--network-model (\w+)", str, "")}
-    results = []
+    results, names = [], None
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 8 or not re.fullmatch(r"-?[\d.]+", cells[1]):
+        if cells[0] == "algorithm":  # the header: columns by name (COLUMNS, or the older 8)
+            names = {c: k for k, c in enumerate(cells)}
             continue
-        row = {"algorithm": cells[0], "avg_elapsed_s": float(cells[1]) / 1e3,
-               "run_time_s": float(cells[2]) / 1e3, "data_ok": cells[7] == "ok"}
-        if cells[5] != "-":
-            row["predicted_avg_elapsed_s"] = float(cells[5]) / 1e3
+        if names is None or len(cells) != len(names) or not re.fullmatch(r"-?[\d.]+", cells[1]):
+            continue
+
+        def seconds(col):
+            k = names.get(col)
+            return float(cells[k]) / 1e3 if k is not None and re.fullmatch(r"-?[\d.]+", cells[k]) else None
+
+        row = {"algorithm": cells[0], "avg_elapsed_s": seconds("avg elapsed ms"),
+               "run_time_s": seconds("run time ms"), "data_ok": cells[names["data"]] == "ok"}
+        for col, key in (("predicted ms", "predicted_avg_elapsed_s"), ("LP bound ms", "lower_bound_avg_elapsed_s")):
+            if seconds(col) is not None:
+                row[key] = seconds(col)
         results.append(row)
     if not results:
         raise InputError("section", "table", "no result rows")

@@ -57,8 +57,9 @@ from .simgrid_platform import placement_note, platform_record, user_platform
 
 RUN_TIMEOUT_S = 1800
 # Arrival-aware algorithms: run through the PAT engine; bdr is built online by the runtime,
-# the others are compiled per iteration from the seeded pattern.
-PAP_AWARE = ("bdr", "bslb", "min3")
+# the others are compiled per iteration from the seeded pattern (agg: issue 20's planner of
+# multi-piece messages, once registered; check_algorithm refuses names not in REGISTRY).
+PAP_AWARE = ("bdr", "bslb", "min3", "agg")
 ONLINE = ("bdr",)
 CACHE_PREFIX = "cache:"  # cache:DIR: the runtime selects from the schedule cache DIR
 ORACLE = "oracle"  # per iteration, auto (engine none) compiled for its true pattern
@@ -393,11 +394,11 @@ def run_lab(cfg: LabConfig, algorithms: list[str], progress=None) -> dict:
         write_pap(pap, pattern - pattern.min(1, keepdims=True), unit="s",
                   comment=f"mini-benchmark arrivals: {cfg.delays_source or 'replayed'}" if cfg.delays is not None
                   else f"mini-benchmark arrivals: seed {cfg.seed}, maxDelay {cfg.max_delay_ms} ms")
-        t_piece = [None]
+        t_piece, bounds = [None], {}
         for name in algorithms:
             if progress:
                 progress(name)
-            results.append(_run_one(cfg, name, topo, pattern, pap, env, t_piece))
+            results.append(_run_one(cfg, name, topo, pattern, pap, env, t_piece, bounds))
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -446,9 +447,11 @@ def _predict_with(cfg: LabConfig, env: _RunEnv):
     return pred, dataclasses.replace(env, topology_file=str(path))
 
 
-def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, t_piece: list) -> dict:
-    """One algorithm's row: launch, measured metrics, predictions. t_piece: [tau], shared by
-    the rows (the first compiled schedule's, else one piece's transfer time)."""
+def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, t_piece: list,
+             bounds: dict | None = None) -> dict:
+    """One algorithm's row: launch, measured metrics, predictions, the gaps to the LP bound
+    (cfg.bounds). t_piece: [tau], shared by the rows (the first compiled schedule's, else one
+    piece's transfer time); bounds: measured_gaps' cache, shared by the rows."""
     row = {"algorithm": name}
     schedule = None
     if name in PAP_AWARE or name == ORACLE_PAT:
@@ -501,6 +504,8 @@ def _run_one(cfg: LabConfig, name: str, topo, pattern, pap: Path, env: _RunEnv, 
         row["native"] = native.resolve(name, cfg.backend).describe()  # what the backend was told
     a, f = np.array(run["arrivals"])[:cfg.iterations], np.array(run["exits"])[:cfg.iterations]
     row["elapsed_per_iteration_s"] = [float(x) for x in np.mean(f - a, axis=1)]
+    if cfg.bounds:  # the LP bound for the measured arrivals, the measured gaps to it
+        row.update(measured_gaps(row, a, topo, cfg, {} if bounds is None else bounds))
     row["used"] = [Path(u).name if u else "" for u in run.get("used", [])[:cfg.iterations]]
     if "predicted_avg_elapsed_s" in row and row["avg_elapsed_s"] > 0:
         row["model_ratio"] = row["predicted_avg_elapsed_s"] / row["avg_elapsed_s"]
@@ -549,6 +554,37 @@ def write_delays(path: Path, delays: np.ndarray) -> Path:
     lines += [" ".join(f"{float(x):.17g}" for x in row) for row in d]
     write_atomic(path, "\n".join(lines) + "\n")
     return path
+
+
+def measured_gaps(row: dict, arrivals: np.ndarray, topo, cfg: LabConfig, cache: dict) -> dict:
+    """A row's LP lower bound (lowerbound.pattern_lower_bound, under the cost model) for the
+    arrivals its run measured (iterations x ranks: the ones every prediction of the row uses;
+    rows of equal arrivals share one LP through `cache`), and the measured times' gaps to it:
+    gap = measured / bound - 1 (pipeline.gap_to), average elapsed time and run time. Where
+    the bound is skipped (more than pipeline.MAX_BOUND_RANKS ranks, the LP failed) the
+    bounds and gaps are None and lower_bound_note says why."""
+    from ..model.lowerbound import pattern_lower_bound
+    from ..pipeline import MAX_BOUND_RANKS, gap_to
+
+    arrivals = np.asarray(arrivals, dtype=float)
+    key = np.round(arrivals, 9).tobytes()
+    if key not in cache:
+        b = {"lower_bound_avg_elapsed_s": None, "lower_bound_run_time_s": None, "lower_bound_method": None,
+             "lower_bound_note": None}
+        if cfg.ranks > MAX_BOUND_RANKS:
+            b["lower_bound_note"] = f"skipped: more than {MAX_BOUND_RANKS} ranks"
+        else:
+            try:
+                lb = pattern_lower_bound(topo, cfg.nbytes, arrivals)
+                b.update(lower_bound_avg_elapsed_s=lb.avg_elapsed_s, lower_bound_run_time_s=lb.run_time_s,
+                         lower_bound_method=lb.method)
+            except RuntimeError as e:  # the LP solver gave up: the row stands without its gap
+                b["lower_bound_note"] = f"skipped: {e}"
+        cache[key] = b
+    b = dict(cache[key])
+    b["gap_avg_elapsed"] = gap_to(row["avg_elapsed_s"], b["lower_bound_avg_elapsed_s"])
+    b["gap_run_time"] = gap_to(row["run_time_s"], b["lower_bound_run_time_s"])
+    return b
 
 
 def pattern_bounds(topo, nbytes: int, pattern: np.ndarray) -> dict:

@@ -24,6 +24,7 @@ from collsched.model.lowerbound import lower_bound
 from collsched.model.simulate import simulate, simulate_pattern
 from collsched.verify import verify
 
+FLUID_OPS = 1500  # fluid-model checks up to this many ops (seconds beyond)
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
 
@@ -65,12 +66,13 @@ def check_schedule(sched, topo, nbytes, a):
     _, dag = simulate(sched, topo, nbytes, arr)
     tol = 1e-9 + 1e-9 * bound.avg_elapsed_s
     assert dag.avg_elapsed_s >= bound.avg_elapsed_s - tol
-    _, _, fl = fluid_pattern(sched, topo, nbytes, arr[None, :])
-    assert fl.avg_elapsed_s >= bound.avg_elapsed_s - tol
+    if sched.total_ops <= FLUID_OPS:  # the fluid model is the slow one
+        _, _, fl = fluid_pattern(sched, topo, nbytes, arr[None, :])
+        assert fl.avg_elapsed_s >= bound.avg_elapsed_s - tol
     return bound
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=st.integers(1, 40), nbytes=st.sampled_from([0, 1, 1000, 37448, 200_000]),
        nseg=st.integers(1, 3), kind=st.sampled_from(["none", "flat", "uniform", "one-late", "all-late"]),
        topo_kind=st.sampled_from(["homogeneous", "tryton", "hetero", "half"]),

@@ -24,12 +24,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import BACKGROUND, FOREGROUND, from_transfers
+from .agg_ahead import plan_ahead
 from .agg_plan import Message, Settings, plan
 from .registry import Request, register
 
 # Settings.grow in transfer times of one piece (docs/agg.md: 3 was the best of 0..4 on the
 # lab's tryton-48 patterns).
 GROW = 3.0
+# agg_ahead's longest wait for a busy holder, in transfer times of one piece (0.3 was the
+# best of 0, 0.3, 1 there).
+MAX_WAIT = 0.3
 
 
 def _arrivals(req: Request) -> np.ndarray:
@@ -109,12 +113,20 @@ def settings_for(req: Request, topo) -> Settings:
 
 
 def plan_request(req: Request, settings: Settings | None = None) -> list[Message]:
-    """The planned messages of a request (agg_plan.plan with the request's inputs)."""
+    """The planned messages of a request in planned start order: the look-ahead scheduler
+    (agg_ahead) in full duplex, the matching one (agg_plan) in half duplex."""
+    from ..model.simulate import piece_time
+
     p, k = req.nranks, max(req.nseg, 1)
     topo = _topology(req)
     st = settings_for(req, topo) if settings is None else settings
-    return plan(topo, p, k, item_bytes(req.nbytes, k), _arrivals(req), st,
-                full_duplex=req.full_duplex)
+    ib, a = item_bytes(req.nbytes, k), _arrivals(req)
+    if not req.full_duplex:
+        return plan(topo, p, k, ib, a, st, full_duplex=False)
+    wait = MAX_WAIT * piece_time(topo, int(ib.max()))
+    msgs = plan_ahead(topo, p, k, ib, a, st, max_wait=wait)
+    msgs.sort(key=lambda m: m.start)  # stable: committed order among equal starts
+    return msgs
 
 
 @register("agg", "arrival-aware allgather with multi-piece messages: a serial list scheduler "

@@ -472,23 +472,10 @@ static void post_bg(pat_engine *e, uint32_t h)
                &e->reqs[h]);
 }
 
-/* A committed datatype over n pieces at addr[k] of len[k] bytes, relative to addr[0]
- * (MPI_BYTE displacements; used with buffer addr[0]). */
-static int pieces_type(char *const *addr, const int *len, int n, MPI_Datatype *t)
-{
-    MPI_Aint *disp = malloc((size_t)n * sizeof *disp);
-    if (!disp) return MPI_ERR_NO_MEM;
-    for (int k = 0; k < n; k++) disp[k] = (MPI_Aint)(addr[k] - addr[0]);
-    int rc = PMPI_Type_create_hindexed(n, len, disp, MPI_BYTE, t);
-    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(t);
-    free(disp);
-    return rc;
-}
-
 /* Relays the background send message [h, end) from the staging slots its pieces were
  * received in (synchronous, as serial execution has it): one contiguous run as bytes,
- * else a derived datatype over the pieces' places. 0: it could not be issued (no memory):
- * the call will send it. */
+ * else a derived datatype over the pieces' places (cs_pieces_type, at MPI_BOTTOM).
+ * 0: it could not be issued (no memory): the call will send it. */
 static int relay(pat_engine *e, uint32_t h, uint32_t end)
 {
     const collsched_op *ops = e->sched->ops;
@@ -507,9 +494,9 @@ static int relay(pat_engine *e, uint32_t h, uint32_t end)
             rc = PMPI_Issend(addr[0], (int)total, MPI_BYTE, (int)ops[h].peer, CS_TAG, e->comm, &e->reqs[h]);
         } else {
             MPI_Datatype t;
-            rc = pieces_type(addr, len, n, &t);
+            rc = cs_pieces_type((const char *const *)addr, len, n, &t);
             if (rc == MPI_SUCCESS) {
-                rc = PMPI_Issend(addr[0], 1, t, (int)ops[h].peer, CS_TAG, e->comm, &e->reqs[h]);
+                rc = PMPI_Issend(MPI_BOTTOM, 1, t, (int)ops[h].peer, CS_TAG, e->comm, &e->reqs[h]);
                 PMPI_Type_free(&t); /* the send keeps what it needs */
             }
         }

@@ -51,7 +51,8 @@ int cs_compact_link_sum(const collsched_schedule *s, uint32_t nranks, uint64_t *
  * reason ("rank R, op I: what is wrong", as the Python verifier words it). */
 typedef struct cs_wire_op {
     uint32_t peer, origin;
-    uint32_t word;            /* segment | kind << 16 | flags << 24 (bit 0 phase, bit 1 FIFO) */
+    uint32_t word;            /* segment | kind << 16 | flags << 24 (bit 0 phase, bit 1 FIFO,
+                                 bit 2 join: the op continues the message of the op before) */
 } cs_wire_op;
 enum { CS_WHOLE_OK = 0, CS_WHOLE_BAD = 1, CS_WHOLE_NOMEM = 2 };
 #define CS_WHOLE_MAX_OPS 0x7FFFFFFFu  /* total ops (int counts of MPI_Gatherv) */
@@ -60,7 +61,7 @@ static inline cs_wire_op cs_wire_pack(const collsched_op *op)
 {
     cs_wire_op w = { op->peer, op->origin,
                      (op->segment & 0xFFFFu) | ((uint32_t)op->kind << 16) |
-                     ((uint32_t)(op->phase | op->fifo << 1) << 24) };
+                     ((uint32_t)(op->phase | op->fifo << 1 | op->join << 2) << 24) };
     return w;
 }
 int cs_whole_check(uint32_t nranks, uint32_t nseg, const int *nops, const cs_wire_op *ops,

@@ -238,16 +238,24 @@ static int check_fields(const source *s, const collsched_header *h, uint32_t ran
     op->origin = rd32(raw + 4);
     op->segment = rd16(raw + 8);
     op->kind = raw[10];
-    op->phase = raw[11] & 1u;        /* byte 11 holds flags: bit 0 phase, bit 1 FIFO wait */
-    op->fifo = (raw[11] >> 1) & 1u;
+    op->phase = raw[11] & 1u;        /* byte 11 holds flags: bit 0 phase, bit 1 FIFO wait, */
+    op->fifo = (raw[11] >> 1) & 1u;  /* bit 2 join (multi-piece messages) */
+    op->join = (raw[11] >> 2) & 1u;
     op->dep = -1;
-    op->join = 0; /* multi-piece messages: read by the reader once it accepts bit 2 */
     op->prev = -1;
     char field[64];
 #define BAD(fld, ...) (snprintf(field, sizeof field, "rank %u op %u %s", rank, i, fld), \
                        fail(COLLSCHED_EFORMAT, err, errlen, s->name, field, __VA_ARGS__))
     if (op->kind > 1) return BAD("kind", "expected 0 (send) or 1 (recv), found %u", op->kind);
-    if (raw[11] > 3) return BAD("flags", "expected bits 0 (background) and 1 (FIFO wait) only, found %u", raw[11]);
+    if (raw[11] > 7)
+        return BAD("flags", "expected bits 0 (background), 1 (FIFO wait) and 2 (join) only, found %u", raw[11]);
+    /* A joined op continues the message of the op before it (docs/semantics.md,
+     * "Multi-piece messages"); the words are the Python reader's (_check_op_fields). */
+    if (op->join && i == 0)
+        return BAD("flags", "expected no join bit on a rank's first op (it has no message to join)");
+    if (op->join && (op->kind != op[-1].kind || op->peer != op[-1].peer || op->phase != op[-1].phase))
+        return BAD("flags", "expected the join bit only on an op with the kind, peer and phase of the op before it");
+    if (op->join && op->fifo) return BAD("flags", "expected the FIFO bit on a message's first op only");
     if (op->fifo && op->kind == COLLSCHED_RECV) return BAD("flags", "expected the FIFO bit on sends only");
     if (op->peer >= h->nranks) return BAD("peer", "expected a rank below %u, found %u", h->nranks, op->peer);
     if (op->peer == rank) return BAD("peer", "expected a rank other than the op's own (%u)", rank);
@@ -303,15 +311,16 @@ static int check_dataflow(const source *s, const collsched_header *h, collsched_
     return rc;
 }
 
-/* FIFO per link (docs/semantics.md): a send marked FIFO names the previous send to the
- * same peer, which the executor completes before it issues this one. */
+/* FIFO per link (docs/semantics.md): a send marked FIFO names the previous send message
+ * to the same peer (its head op, where its request is), which the executor completes
+ * before it issues this one. Joined ops carry no FIFO mark: prev = -1. */
 static int link_sends(collsched_schedule *sc)
 {
     piece_map m;
     if (map_init(&m, sc->nops) != 0) { map_free(&m); return COLLSCHED_ENOMEM; }
     for (uint32_t i = 0; i < sc->nops; i++) {
         collsched_op *op = &sc->ops[i];
-        if (op->kind != COLLSCHED_SEND) continue;
+        if (op->kind != COLLSCHED_SEND || op->join) continue;
         int32_t *val;
         uint64_t *slot = map_slot(&m, op->peer, &val);
         op->prev = op->fifo && *slot ? *val : -1;

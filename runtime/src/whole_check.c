@@ -8,7 +8,7 @@
  * on lists read from text.
  *
  * Cost, N = total ops, P = ranks, M = largest section: O(N log M) time (one sort of each
- * rank's list), memory 12 N bytes + 16 M bytes + O(P) besides the 12 N bytes of the input.
+ * rank's list), memory 16 N bytes + 16 M bytes + O(P) besides the 12 N bytes of the input.
  * Limits: N <= INT32_MAX, P <= 2^24 (the file format's own limit).
  */
 #include "internal.h"
@@ -29,6 +29,7 @@ typedef struct wc {
                            * list order); reused by the progress pass as its wait lists */
     uint32_t *link;       /* N: recv -> the send it matches; forwarded send -> its feeding recv */
     uint32_t *fifo;       /* N: send -> the recv matching the previous send to the same peer */
+    uint32_t *mh;         /* N: the first op (head) of each op's message: itself unless joined */
     int serial;           /* prove the PAT engine's serial execution (docs/semantics.md) */
     uint32_t *mrecv;      /* serial: N: send -> the recv it matches */
     uint64_t *lsend, *lrecv; /* serial: P: each rank's last issued send / recv (or UINT64_MAX) */
@@ -41,7 +42,9 @@ typedef struct wc {
 static uint32_t seg_of(const cs_wire_op *o) { return o->word & 0xFFFFu; }
 static uint32_t kind_of(const cs_wire_op *o) { return (o->word >> 16) & 0xFFu; }
 static uint32_t phase_of(const cs_wire_op *o) { return (o->word >> 24) & 1u; }
-static uint32_t fifo_of(const cs_wire_op *o) { return o->word >> 25; }
+static uint32_t fifo_of(const cs_wire_op *o) { return (o->word >> 25) & 1u; }
+static uint32_t join_of(const cs_wire_op *o) { return (o->word >> 26) & 1u; }
+static uint32_t other_flags(const cs_wire_op *o) { return o->word >> 27; }
 
 /* Records "rank R, op I: ..." (I local to R; I == NONE: "end of list"); returns 1. */
 static int bad(wc *w, uint32_t rank, uint64_t op, const char *fmt, ...)
@@ -62,7 +65,7 @@ static int bad(wc *w, uint32_t rank, uint64_t op, const char *fmt, ...)
 
 static int check_shape(wc *w)
 {
-    for (int t = 0; t < 8; t++)
+    for (int t = 0; t < 11; t++)
         for (uint32_t r = 0; r < w->P; r++)
             for (uint64_t g = w->off[r]; g < w->off[r + 1]; g++) {
                 const cs_wire_op *o = &w->ops[g];
@@ -73,7 +76,7 @@ static int check_shape(wc *w)
                 case 2: if (o->peer == r) return bad(w, r, i, "peer is the rank itself"); break;
                 case 3: if (o->origin >= w->P) return bad(w, r, i, "origin out of range 0..%u", w->P - 1); break;
                 case 4: if (seg_of(o) >= w->nseg) return bad(w, r, i, "segment out of range 0..%u", w->nseg - 1); break;
-                case 5: if (fifo_of(o) > 1) return bad(w, r, i, "FIFO flag is neither 0 nor 1"); break;
+                case 5: if (other_flags(o)) return bad(w, r, i, "FIFO flag is neither 0 nor 1"); break;
                 case 6:
                     if (fifo_of(o) == 1 && kind_of(o) == COLLSCHED_RECV) return bad(w, r, i, "FIFO flag on a recv");
                     break;
@@ -81,6 +84,16 @@ static int check_shape(wc *w)
                     if (i > 0 && phase_of(o) == 1 && phase_of(o - 1) != 1)
                         return bad(w, r, i, "background op after a foreground op");
                     break;
+                /* multi-piece messages (docs/semantics.md): a joined op continues the
+                 * message of the op before it */
+                case 8: if (join_of(o) && i == 0) return bad(w, r, i, "joins a message, but is the rank's first op"); break;
+                case 9:
+                    if (join_of(o) && i > 0 && (kind_of(o) != kind_of(o - 1) || o->peer != (o - 1)->peer
+                                                || phase_of(o) != phase_of(o - 1)))
+                        return bad(w, r, i, "joins the message of op %llu, whose kind, peer or phase differs",
+                                   (unsigned long long)(i - 1));
+                    break;
+                case 10: if (join_of(o) && fifo_of(o)) return bad(w, r, i, "FIFO flag on a joined op"); break;
                 }
             }
     return 0;
@@ -182,6 +195,12 @@ static int same_pieces(wc *w, uint32_t a, uint32_t b, uint64_t lo, uint64_t hi, 
             return bad(w, b, r - w->off[b],
                        "recv from %u expects piece (%u,%u) but the matching send (rank %u op %llu) carries (%u,%u)",
                        a, ro->origin, seg_of(ro), a, (unsigned long long)(s - w->off[a]), so->origin, seg_of(so));
+        /* the pieces agree op by op; the messages must too: the same ops start one */
+        if (join_of(so) != join_of(ro))
+            return bad(w, b, r - w->off[b],
+                       "recv from %u %s a message but the matching send (rank %u op %llu) %s one", a,
+                       join_of(ro) ? "continues" : "starts", a, (unsigned long long)(s - w->off[a]),
+                       join_of(so) ? "continues" : "starts");
     }
     return 0;
 }
@@ -311,17 +330,22 @@ static int check_holding_delivery(wc *w)
 
 /* The op that op g of rank r still waits for (NONE: it may be issued now). *why: 1 FIFO
  * or serial send (the recv of the previous message must be posted), 2 serial recv (the
- * previous recv must be complete: its send issued), 0 a forwarded piece. */
-static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t r, int *why)
+ * previous recv must be complete: its send issued), 3 the serial chain of leading
+ * background receives, 0 a forwarded piece (*at: the op of the message carrying it).
+ * Messages are the units (docs/semantics.md, "Multi-piece messages"): a joined op never
+ * waits (it is issued with its head), a head waits for everything its message needs,
+ * and what it waits for is the head of another message. */
+static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t r, int *why, uint64_t *at)
 {
     const cs_wire_op *o = &w->ops[g];
     *why = 0;
+    *at = g;
+    if (join_of(o)) return NONE;
     /* Serial: the background engine runs the leading background receives before the call,
-     * which waits for all of them: proven as a chain, each op waiting for the one before. */
+     * which waits for all of them: proven as a chain, each message waiting for the one before. */
     if (w->serial && g > w->off[r] && g <= w->lead_end[r] && g < w->off[r + 1]) {
-        const cs_wire_op *p = &w->ops[g - 1];
-        uint32_t f = w->link[g - 1];
-        if (f >= pos[p->peer]) { *why = 3; return f; }
+        uint32_t p = w->mh[g - 1], f = w->link[p];
+        if (f >= pos[w->ops[p].peer]) { *why = 3; return f; }
     }
     if (kind_of(o) != COLLSCHED_SEND) {
         if (w->serial && w->lrecv[r] != UINT64_MAX) {
@@ -331,9 +355,10 @@ static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t
         }
         return NONE;
     }
-    if (o->origin != r) {
-        uint32_t fr = w->link[g], f = w->link[fr], q = w->ops[fr].peer;
-        if (f >= pos[q]) return f;
+    for (uint64_t i = g; i < w->off[r + 1] && (i == g || join_of(&w->ops[i])); i++) {
+        if (w->ops[i].origin == r) continue;
+        uint32_t fr = w->link[i], f = w->mh[w->link[fr]], q = w->ops[fr].peer;
+        if (f >= pos[q]) { *at = i; return f; }
     }
     if (w->serial) {
         if (w->lsend[r] != UINT64_MAX) {
@@ -342,7 +367,7 @@ static uint32_t waits_for(const wc *w, const uint64_t *pos, uint64_t g, uint32_t
         }
         return NONE;
     }
-    uint32_t m = fifo_of(o) ? w->fifo[g] : NONE;
+    uint32_t m = fifo_of(o) && w->fifo[g] != NONE ? w->mh[w->fifo[g]] : NONE;
     if (m != NONE && m >= pos[o->peer]) { *why = 1; return m; }
     return NONE;
 }
@@ -377,9 +402,10 @@ static int check_progress(wc *w)
         while (pos[r] < w->off[r + 1]) {
             uint64_t g = pos[r];
             int why;
-            uint32_t f = waits_for(w, pos, g, r, &why);
+            uint64_t at;
+            uint32_t f = waits_for(w, pos, g, r, &why, &at);
             if (f != NONE) { next[r] = head[f]; head[f] = r; break; }
-            if (w->serial) {
+            if (w->serial && !join_of(&w->ops[g])) {
                 if (kind_of(&w->ops[g]) == COLLSCHED_SEND) w->lsend[r] = g;
                 else w->lrecv[r] = g;
             }
@@ -394,11 +420,12 @@ static int check_progress(wc *w)
             uint64_t g = pos[r];
             const cs_wire_op *o = &w->ops[g];
             int why;
-            uint32_t f = waits_for(w, pos, g, r, &why);
+            uint64_t at;
+            uint32_t f = waits_for(w, pos, g, r, &why, &at);
             uint32_t q = why == 3 ? w->ops[g - 1].peer
                        : why == 2 ? w->ops[w->lrecv[r]].peer
                        : why == 1 ? (w->serial ? w->ops[w->lsend[r]].peer : o->peer)
-                       : w->ops[w->link[g]].peer;
+                       : w->ops[w->link[at]].peer;
             if (why == 3)
                 rc = bad(w, r, g - w->off[r], "deadlock: waits for its background receives (rank %u issuing its "
                          "op %llu), which never happens", q, (unsigned long long)(f - w->off[q]));
@@ -412,7 +439,8 @@ static int check_progress(wc *w)
                          seg_of(o), o->peer, q, (unsigned long long)(f - w->off[q]));
             else
                 rc = bad(w, r, g - w->off[r], "deadlock: waits to forward piece (%u,%u) until rank %u issues its "
-                         "op %llu, which never happens", o->origin, seg_of(o), q, (unsigned long long)(f - w->off[q]));
+                         "op %llu, which never happens", w->ops[at].origin, seg_of(&w->ops[at]), q,
+                         (unsigned long long)(f - w->off[q]));
         }
     free(pos);
     free(next);
@@ -460,6 +488,7 @@ int cs_whole_check_mode(uint32_t nranks, uint32_t nseg, const int *nops, const c
     w.order = malloc((size_t)(N ? N : 1) * sizeof *w.order);
     w.link = malloc((size_t)(N ? N : 1) * sizeof *w.link);
     w.fifo = malloc((size_t)(N ? N : 1) * sizeof *w.fifo);
+    w.mh = malloc((size_t)(N ? N : 1) * sizeof *w.mh);
     w.tmp = malloc((size_t)(M ? M : 1) * sizeof(piece_at));
     w.lead_end = malloc((size_t)nranks * sizeof *w.lead_end);
     if (!w.lead_end) goto nomem;
@@ -469,17 +498,20 @@ int cs_whole_check_mode(uint32_t nranks, uint32_t nseg, const int *nops, const c
         w.lrecv = malloc((size_t)nranks * sizeof *w.lrecv);
         if (!w.mrecv || !w.lsend || !w.lrecv) goto nomem;
     }
-    if (!w.order || !w.link || !w.fifo || !w.tmp) goto nomem;
+    if (!w.order || !w.link || !w.fifo || !w.mh || !w.tmp) goto nomem;
     int rc = check_shape(&w);
+    for (uint32_t r = 0; !rc && r < nranks; r++) /* shape holds: a joined op is never a first op */
+        for (uint64_t g = w.off[r]; g < w.off[r + 1]; g++)
+            w.mh[g] = join_of(&ops[g]) ? w.mh[g - 1] : (uint32_t)g;
     if (!rc) { sort_lists(&w); rc = check_matching(&w); }
     if (!rc) rc = check_holding_delivery(&w);
     if (!rc) rc = check_progress(&w);
     if (rc < 0) goto nomem;
-    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.tmp);
+    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.mh); free(w.tmp);
     free(w.mrecv); free(w.lsend); free(w.lrecv); free(w.lead_end);
     return rc ? CS_WHOLE_BAD : CS_WHOLE_OK;
 nomem:
-    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.tmp);
+    free(w.off); free(w.nsend); free(w.order); free(w.link); free(w.fifo); free(w.mh); free(w.tmp);
     free(w.mrecv); free(w.lsend); free(w.lrecv); free(w.lead_end);
     snprintf(reason, len, "whole-schedule check: cannot allocate memory for the check");
     return CS_WHOLE_NOMEM;

@@ -99,7 +99,7 @@ def test_every_schedule_verifies_and_respects_the_bound(p, nbytes, nseg, kind, t
         # The plan's own timing (the cost model's serial timing of messages) respects it too.
         arr = np.zeros(p) if a is None else a - a.min()
         msgs = agg.plan_request(req)
-        ex = agg.retime(msgs, topo, p, nseg, agg.item_bytes(nbytes, nseg), arr)
+        ex = agg.retime(msgs, topo, p, nseg, agg.item_bytes(nbytes, nseg), arr, topo.full_duplex)
         assert np.mean(ex - arr) >= bound.avg_elapsed_s - 1e-9
 
 

@@ -69,13 +69,16 @@ def item_bytes(nbytes: int, nseg: int) -> np.ndarray:
     return np.diff(s * q + (s * r) // nseg)
 
 
-def retime(msgs: list[Message], topo, p: int, nseg: int, ibytes, arrivals) -> np.ndarray:
+def retime(msgs: list[Message], topo, p: int, nseg: int, ibytes, arrivals,
+           full_duplex: bool = True) -> np.ndarray:
     """Exit times of the messages' lists under serial execution (docs/semantics.md), as the
     cost model times them: each message starts once its sender's previous send message and
     its receiver's previous receive message have ended, the sender holds every piece (its
-    own from its arrival) and, for a foreground end, that rank has arrived."""
+    own from its arrival) and, for a foreground end, that rank has arrived. Half duplex:
+    one port per rank, for its sends and receives alike."""
     a = np.asarray(arrivals, np.float64)
-    send_end, recv_end = [0.0] * p, [0.0] * p
+    send_end = [0.0] * p
+    recv_end = [0.0] * p if full_duplex else send_end
     exit_ = a.tolist()
     got = [dict() for _ in range(p)]  # item -> time delivered
     k = nseg
@@ -94,6 +97,8 @@ def retime(msgs: list[Message], topo, p: int, nseg: int, ibytes, arrivals) -> np
             cache[nb] = topo.transfer_time(nb)
         end = t + float(cache[nb][s, r])
         send_end[s] = recv_end[r] = end
+        if not full_duplex:
+            send_end[r] = end
         for i in m.items:
             got[r][i] = end
         exit_[s] = max(exit_[s], end)
@@ -144,7 +149,7 @@ def build(req: Request):
     if p < 2:
         return sched
     topo = _topology(req)
-    mine = float(np.mean(retime(msgs, topo, p, k, item_bytes(req.nbytes, k), a) - a))
+    mine = float(np.mean(retime(msgs, topo, p, k, item_bytes(req.nbytes, k), a, req.full_duplex) - a))
     direct = spreading(req)
     theirs = simulate(direct, topo, req.nbytes, a)[1].avg_elapsed_s
     if theirs < mine:

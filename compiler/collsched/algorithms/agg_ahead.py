@@ -31,7 +31,8 @@ def plan_ahead(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.nda
     own = [((1 << k) - 1) << (r * k) for r in range(p)]
     want = [((1 << n) - 1) & ~own[r] for r in range(p)]
     holders = [1] * n
-    got = [[] for _ in range(p)]  # per rank: (end, mask) of its planned receives
+    delivered = [0] * p  # per rank: what its planned receives delivered by now
+    pending = [[] for _ in range(p)]  # per rank: (end, mask) of later ends, in end order
     send_until = [0.0] * p
     cap = settings.cap if settings.cap > 0 else n
     grow = settings.grow
@@ -52,8 +53,11 @@ def plan_ahead(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.nda
             f = send_until[s] if send_until[s] > t else t
             if f - t > max_wait:
                 continue
-            h = own[s] if a[s] <= f else 0
-            for end, mask in got[s]:
+            pl = pending[s]
+            while pl and pl[0][0] <= t:  # times only grow: delivered for good
+                delivered[s] |= pl.pop(0)[1]
+            h = delivered[s] | own[s] if a[s] <= f else delivered[s]
+            for end, mask in pl:
                 if end <= f:
                     h |= mask
             u = h & w
@@ -65,8 +69,7 @@ def plan_ahead(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.nda
                 lim = int(f / grow)
                 cf = min(cf, lim if lim > 1 else 1)
             nb = cf * ib[0] if k == 1 else sum(ib[:cf])  # close enough for the choice
-            d = durs.of(nb)[s][r]
-            rate = nb / (f - t + d)
+            rate = nb / (f - t + durs.of(nb)[s][r])
             if best is None or rate > best[0]:
                 best = (rate, s, f, u, cf)
         if best is None:
@@ -84,7 +87,7 @@ def plan_ahead(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.nda
         want[r] &= ~mask
         for i in items:
             holders[i] += 1
-        got[r].append((end, mask))
+        pending[r].append((end, mask))  # r's receives are serial: ends increase
         send_until[s] = end
         heapq.heappush(ready, (end, -want[r].bit_count(), r))
         _insert(changes, end)

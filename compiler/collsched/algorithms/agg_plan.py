@@ -31,7 +31,9 @@ class Settings:
     biggest_first: bool = True
     # Paced release (idealised experiment, not a runtime mode): a receive port may take
     # the next message one latency before the previous one ends (latency hidden).
-    paced: bool = False
+    # "both": a send port and a receive port both free one latency before the message
+    # ends; "recv" / "send": only that one; "": neither (serial execution).
+    paced: str = ""
     # Messages grow with time: at time t at most max(1, t / grow) items (0: off). Early,
     # few pieces exist and small messages spread them faster; later, large ones amortise
     # the latency.
@@ -100,10 +102,14 @@ def plan(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.ndarray,
             if kind == 1:  # message ends: r holds mask
                 held[r] |= mask
                 avail[r] |= mask
-            if kind == 2 or not settings.paced:  # the ports free (paced: one latency earlier)
-                busy_send[s] = busy_recv[r] = False
-                if not full_duplex:  # one port per rank: both ends free
-                    busy_recv[s] = busy_send[r] = False
+            if not full_duplex:  # one port per rank: both ends free (never paced)
+                busy_send[s] = busy_recv[r] = busy_recv[s] = busy_send[r] = False
+                continue
+            pace = settings.paced
+            if (kind == 2) == (pace in ("both", "send")):  # paced: one latency earlier
+                busy_send[s] = False
+            if (kind == 2) == (pace in ("both", "recv")):
+                busy_recv[r] = False
         recv = [r for r in range(p) if not busy_recv[r] and want[r]]
         send = [s for s in range(p) if not busy_send[s] and avail[s] and send_from[s] <= t]
         if not recv or not send:
@@ -123,7 +129,7 @@ def plan(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.ndarray,
             if not full_duplex:
                 busy_recv[s] = busy_send[r] = True
             heapq.heappush(events, (end, 1, r, s, mask))
-            if settings.paced:
+            if settings.paced and full_duplex:
                 heapq.heappush(events, (end - durs.lat[s][r], 2, r, s, 0))
     return out
 

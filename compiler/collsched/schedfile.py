@@ -223,6 +223,9 @@ def decode(data: bytes, source: str = "<bytes>"):
         input_hash=ihash, compiler_version=_text(ver),
         format_version=f"{major}.{minor}", file_bytes=len(data))
     _check_op_fields(sched, source)
+    if sched.has_messages and minor < MINOR_MESSAGES:
+        raise bad("version_minor", f"expected at least {MINOR_MESSAGES} for a schedule with joined "
+                  f"ops (flags bit 2), found {minor}")
     return sched
 
 
@@ -289,6 +292,23 @@ def _check_op_fields(s: Schedule, source: str) -> None:
             r = int(rank[i])
             raise ScheduleFileError(source, f"rank {r} op {i - int(s.offsets[r])} {fld}",
                                     f"expected {expected}")
+    # No piece twice in one message (docs/semantics.md, "Multi-piece messages", rule 1);
+    # message_head is valid here: the join rules above passed.
+    if s.has_messages:
+        head = s.message_head()
+        multi = np.nonzero(head != np.arange(s.total_ops))[0]  # joined ops
+        multi = np.union1d(multi, head[multi])  # and their heads
+        piece = s.origin[multi].astype(np.int64) * s.nseg + s.segment[multi]
+        order = np.lexsort((multi, piece, head[multi]))
+        m, pc, hd = multi[order], piece[order], head[multi][order]
+        dup = np.nonzero((np.diff(pc) == 0) & (np.diff(hd) == 0))[0]
+        if len(dup):
+            i = int(m[dup[0] + 1])
+            r = int(rank[i])
+            raise ScheduleFileError(source, f"rank {r} op {i - int(s.offsets[r])} segment",
+                                    f"expected a piece not already in its message (op "
+                                    f"{int(m[dup[0]]) - int(s.offsets[r])} carries "
+                                    f"({int(s.origin[i])},{int(s.segment[i])}) too)")
 
 
 def _ascii16(text: str) -> bytes:

@@ -40,7 +40,8 @@ enum { COLLSCHED_FLAG_FULL_DUPLEX = 1, COLLSCHED_FLAG_BACKGROUND = 2, COLLSCHED_
 typedef struct collsched_op {
     uint32_t peer, origin, segment;
     int32_t dep;              /* send of a forwarded piece: index of the recv that delivers it; else -1 */
-    int32_t prev;             /* send: index of the previous send to the same peer (FIFO per link); else -1 */
+    int32_t prev;             /* FIFO-marked send: the head of the previous send message to the same
+                                 peer (its request's index; FIFO per link); else -1 */
     uint8_t kind, phase;
     uint8_t fifo;             /* send: wait for the previous send to the same peer first */
     uint8_t join;             /* 1: carries one more piece of the message the op before it

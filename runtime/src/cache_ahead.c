@@ -107,13 +107,22 @@ int cs_ahead_post(cs_ahead *a)
     const collsched_schedule *s = a->s;
     int rc = MPI_SUCCESS;
     uint32_t i = 0;
-    for (; i < a->nlead && rc == MPI_SUCCESS; i++) {
-        const collsched_op *op = &s->ops[i];
-        uint64_t g = op->segment;
-        int len = (int)(cs_seg_lo(g + 1u, a->bytes, s->hdr.nseg) - cs_seg_lo(g, a->bytes, s->hdr.nseg));
-        a->held[i] = a->staging + i * a->slot;
-        rc = PMPI_Irecv(a->held[i], len, MPI_BYTE, (int)op->peer, CS_TAG, a->comm, &a->reqs[i]);
-        if (rc != MPI_SUCCESS) a->reqs[i] = MPI_REQUEST_NULL;
+    /* One receive per message (multi-piece messages: its pieces back to back from the
+     * head's slot; a message of k pieces fits the k slots of its ops); requests of joined
+     * ops stay MPI_REQUEST_NULL, as the executor expects (runtime.h, cs_started). */
+    for (uint32_t k = 0; k < a->nlead; k++) a->reqs[k] = MPI_REQUEST_NULL;
+    while (i < a->nlead && rc == MPI_SUCCESS) {
+        uint32_t h = i;
+        uint64_t at = 0;
+        do {
+            uint64_t g = s->ops[i].segment;
+            a->held[i] = a->staging + h * a->slot + at;
+            at += cs_seg_lo(g + 1u, a->bytes, s->hdr.nseg) - cs_seg_lo(g, a->bytes, s->hdr.nseg);
+            i++;
+        } while (i < a->nlead && s->ops[i].join);
+        rc = at > INT_MAX ? MPI_ERR_COUNT
+                          : PMPI_Irecv(a->held[h], (int)at, MPI_BYTE, (int)s->ops[h].peer, CS_TAG, a->comm, &a->reqs[h]);
+        if (rc != MPI_SUCCESS) a->reqs[h] = MPI_REQUEST_NULL;
     }
     if (rc != MPI_SUCCESS) { /* none stays out: the call posts them itself */
         withdraw(a, i);

@@ -157,6 +157,8 @@ static void trace_write(const cs_trace *tr, const collsched_schedule *s, uint32_
 void cs_trace_end(cs_trace *tr, const collsched_schedule *s, uint32_t rank, int write)
 {
     if (!tr) return;
+    for (uint32_t i = 1; write && i < s->nops; i++) /* a joined op moves with its message's head */
+        if (s->ops[i].join) { tr->issued[i] = tr->issued[i - 1]; tr->done[i] = tr->done[i - 1]; }
     if (write) trace_write(tr, s, rank);
     free(tr->issued); free(tr->done); free(tr->idx); free(tr);
 }

@@ -12,3 +12,4 @@ from .registry import REGISTRY, Algorithm, Request, block_transfers, generate, r
 from . import bcast_trees, bdr, bruck, bslb, lnbc, magpie, min3, mpichg2, nex, rd, ring, spreading  # noqa: F401
 from . import hier  # noqa: F401,E402 - the hierarchical composition (docs/hier.md)
 from . import agg  # noqa: F401,E402 - arrival-aware multi-piece planner (docs/agg.md)
+from . import forest  # noqa: F401,E402 - spanning-tree packing (docs/forest.md)

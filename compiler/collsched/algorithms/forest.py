@@ -18,17 +18,20 @@ Each piece (origin, segment) is broadcast down one spanning out-tree rooted at i
 
 **Order.** The trees say who sends what to whom; the order comes from a plan in slots per
 site (a slot: one piece over the LAN, L + m/b): each rank's send port and receive port
-hold at most one piece per slot. Wide-area sends of pieces a rank holds from the start go
-first; their arrival is estimated with the link's queue (the DAG model's rule: a shared
-link admits a transfer every m / capacity; it lasts L + m / b_flow), and the entry rank
-is the one of the receiving site, among those with the fewest wide-area receives, whose
-receive port is free first at the estimated arrival (plus a margin); relays follow the
-same way. Then each site's pieces, by the slot at which their entry holds them, take the
-earliest ring *diagonal* free all along their path (slot c at the entry, c + 1 at the
-next hop, ...), so pieces from different entries never meet on a port in the same slot.
-Every transfer gets its sender's and its receiver's planned times; `ir.from_transfers`
-sorts each rank's list by them (recv_step), so a forward always follows its receive and
-the k-th send a -> b meets the k-th receive.
+hold at most one piece per slot. Wide-area sends leave just in time, when their link's
+queue (the DAG model's rule: a shared link admits a transfer every m / capacity; it lasts
+L + m / b_flow) would take them. A wide-area receive holds its rank's receive port from
+its posting to its landing (the cost model serves a rank's receives in list order and the
+walk posts a rendezvous receive when it gets there), so that *window* is reserved; the
+entry rank is one whose window is open (joined) or a fresh one (_enter; up to 256 ranks two
+settings are planned and the one the DAG model times faster is kept). Relays follow the same way. Then each
+site's pieces, by the slot at which their entry holds them, take the earliest ring
+*diagonal* free all along their path (slot c at the entry, c + 1 at the next hop, ...),
+so pieces never meet on a port in the same slot. Every op sits at its transfer's planned
+start (a receive at its posting); `ir.from_transfers` (recv_step) sorts each rank's list
+by those times, so every wait of the cost model points back in time (no cycle), a
+forward follows its receive and the k-th send a -> b meets the k-th receive. docs/forest.md
+has the decisions and the measurements (on grids Min3 is better).
 """
 from __future__ import annotations
 
@@ -45,8 +48,14 @@ from .registry import Request, register
 MARGIN = 0.02  # a wide-area receive is planned this fraction after its estimated arrival
 MARGIN_SLOTS = 1
 WINDOW = 64  # ring slots searched at once
-TOLERANCE = 2  # slots a landing may wait to share an open entry window
-WINDOW_CAP = 1.2  # an entry window lasts at most this many flight times
+# Entry windows (_enter): (slots a landing may wait to share an open window, the longest
+# window in flight times). Few long windows suit a site whose windows are long against
+# its ring (wan-3x16: 16 ranks, 20-80 ms), many short ones a large site with short
+# windows (lyon-grenoble: 128 ranks, 2 ms). Up to PICK_MAX_RANKS ranks build makes both
+# and keeps the one the DAG model times faster (the plans' own ends rank them wrongly on
+# three-site-grid); beyond, the first.
+WINDOW_SETTINGS = ((2, 1.2), (16, 4.0))
+PICK_MAX_RANKS = 256
 
 
 class _Site:
@@ -170,7 +179,7 @@ def assign_routes(g, frac: dict, k: int) -> dict:
     return routes
 
 
-def _plan(req: Request, topo):
+def _plan(req: Request, topo, windows=WINDOW_SETTINGS[0]):
     """Planned transfers: (send time, posting time, landing time, src, dst, origin, segment)."""
     p, k, nb = req.nranks, req.nseg, int(req.nbytes)
     g = site_graph(topo)
@@ -188,7 +197,7 @@ def _plan(req: Request, topo):
     entry = {}  # (piece id, site) -> (member index, receive slot)
     if s > 1:
         frac = route_fractions(g, nb)[0]
-        _plan_wan(g, sites, assign_routes(g, frac, k), pos, k, m, entry, out)
+        _plan_wan(g, sites, assign_routes(g, frac, k), pos, k, m, entry, out, windows)
     for y, site in enumerate(sites):
         if site.n < 2:
             continue
@@ -207,7 +216,7 @@ def _plan(req: Request, topo):
     return out
 
 
-def _plan_wan(g, sites, routes, pos, k, m, entry, out) -> None:
+def _plan_wan(g, sites, routes, pos, k, m, entry, out, windows) -> None:
     """Wide-area edges of the site trees: direct sends from the origins, then relays."""
     s = len(g.members)
     relays = {}  # (x, z, pid) -> [y, ...]: z forwards pid to each y
@@ -237,7 +246,7 @@ def _plan_wan(g, sites, routes, pos, k, m, entry, out) -> None:
         if key >= 0:
             free[key] = max(t, start) + m / g.capacity[key]
         sends.append((t, x, y, o, pid))
-    _enter(g, sites, _queue(g, sends, m, {}), k, entry, out)
+    _enter(g, sites, _queue(g, sends, m, {}), k, entry, out, windows)
     state = _link_state(g, sends, m)
     rsends = []
     for (x, z, pid), ys in sorted(relays.items(), key=lambda kv: entry[kv[0][2], kv[0][1]][1]):
@@ -248,7 +257,7 @@ def _plan_wan(g, sites, routes, pos, k, m, entry, out) -> None:
             sl = sites[z].take_send(j, max(slot + 1, int(start / sites[z].tau)))
             rsends.append((sl * sites[z].tau, z, y, int(sites[z].members[j]), pid))
     if rsends:
-        _enter(g, sites, _queue(g, rsends, m, state), k, entry, out)
+        _enter(g, sites, _queue(g, rsends, m, state), k, entry, out, windows)
 
 
 def _link_state(g, sends, m):
@@ -285,26 +294,27 @@ def _queue(g, sends, m, before):
     return out
 
 
-def _enter(g, sites, arrivals, k, entry, out) -> None:
+def _enter(g, sites, arrivals, k, entry, out, windows) -> None:
     """Entry rank and landing slot of each wide-area transfer, in posting order. The cost
     model serves a rank's receives in list order and the walk posts a receive when it gets
     there, so a wide-area receive holds its rank's receive port from its posting (the
     send) until it lands: that window is reserved. A transfer joins an entry whose window
-    is still open when it lands no more than TOLERANCE slots later than on a fresh rank;
+    is still open when it lands no more than `tolerance` slots later than on a fresh rank;
     else it opens a window on the member with the fewest wide-area receives."""
+    tolerance, cap = windows
     for arr, t, x, y, src, pid in sorted(arrivals, key=lambda r: (r[1], r[0], r[5])):
         site = sites[y]
         ps = int(math.floor(t / site.tau))
         a = max(int(math.ceil(arr * (1 + MARGIN) / site.tau)) + MARGIN_SLOTS, ps + 1)
         site.ensure(a + WINDOW)
-        wmax = int(WINDOW_CAP * (arr - t) / site.tau) + TOLERANCE
+        wmax = int(cap * (arr - t) / site.tau) + tolerance
         open_ = np.nonzero((site.last_land >= ps) & (site.win_start >= a - wmax))[0]
         best = None
         if len(open_):
             lands = np.maximum(a, site.last_land[open_] + 1)
             i = int(np.argmin(lands))
             best = (int(lands[i]), int(open_[i]))
-        if best is None or best[0] > a + TOLERANCE:
+        if best is None or best[0] > a + tolerance:
             fresh = np.nonzero(site.last_land < ps)[0]
             if len(fresh):
                 j = int(fresh[np.lexsort((fresh, site.wan_in[fresh]))[0]])
@@ -340,10 +350,21 @@ def build(req: Request):
     topo = req.topology if req.topology is not None else homogeneous(p, full_duplex=req.full_duplex)
     if p < 2:
         return from_transfers(p, k, [], [], [], [], algorithm="forest")
-    parts = _plan(req, topo)
-    ts, tp, tl, src, dst, origin, seg = (np.concatenate([np.asarray(c[i]) for c in parts])
-                                         for i in range(7))
-    return _lists(p, k, req.full_duplex, ts, tp, tl, src, dst, origin, seg)
+    settings = WINDOW_SETTINGS if len(set(topo.rank_site())) > 1 and p <= PICK_MAX_RANKS else WINDOW_SETTINGS[:1]
+    best = None
+    for w in settings:
+        sched = _lists(p, k, req.full_duplex, *_columns(_plan(req, topo, w)))
+        if len(settings) == 1:
+            return sched
+        from ..model.simulate import simulate  # the model imports the IR, not the algorithms
+        run = simulate(sched, topo, int(req.nbytes))[1].run_time_s
+        if best is None or run < best[0]:
+            best = (run, sched)
+    return best[1]
+
+
+def _columns(parts):
+    return tuple(np.concatenate([np.asarray(c[i]) for c in parts]) for i in range(7))
 
 
 def _lists(p, k, full_duplex, ts, tp, tl, src, dst, origin, seg):

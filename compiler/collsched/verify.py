@@ -148,10 +148,18 @@ def _message_shape(c: _Ctx) -> list[Violation]:
         return out
     # No piece twice in one message: sort the multi-piece messages' ops by (head, piece).
     multi = np.nonzero(c.last != c.head)[0]
-    piece = s.origin[multi].astype(np.int64) * s.nseg + s.segment[multi]
-    order = np.lexsort((multi, piece, c.head[multi]))
-    multi, piece, head = multi[order], piece[order], c.head[multi][order]
-    for i in (np.nonzero((np.diff(piece) == 0) & (np.diff(head) == 0))[0] + 1)[:MAX_REPORTED]:
+    span = s.nranks * s.nseg  # pieces, sorted within each message by (head, piece)
+    if float(s.total_ops) * span < 2.0 ** 62:  # one int64 key: _sorted_by_key's fast sort
+        key = c.head[multi] * span
+        key += s.origin[multi].astype(np.int64) * s.nseg + s.segment[multi]
+        multi, key = _sorted_by_key(key, multi)
+        same = np.diff(key) == 0
+    else:
+        piece = s.origin[multi].astype(np.int64) * s.nseg + s.segment[multi]
+        order = np.lexsort((multi, piece, c.head[multi]))
+        multi, piece, head = multi[order], piece[order], c.head[multi][order]
+        same = (np.diff(piece) == 0) & (np.diff(head) == 0)
+    for i in (np.nonzero(same)[0] + 1)[:MAX_REPORTED]:
         op = int(multi[i])
         out.append(c.v("shape", op, f"piece ({int(s.origin[op])},{int(s.segment[op])}) twice in the "
                                     f"{c.message(op)} (first at op {c.local(multi[i - 1])})"))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +26,8 @@ from collsched.model.policy import mark_fifo_links
 from collsched.verify import match, verify
 
 from switches import c_kernels, setting
-from test_min3 import TOPOLOGIES
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
 J = ("fg", 0, 1)  # from_op_lists' phase, fifo, join: a joined foreground op
 
@@ -210,8 +213,10 @@ def test_transfers_grouped_by_step_verify(name, p, nseg, serial, pick):
         assert m.first_piece is None
 
 
+@functools.cache
 def base_schedules():
-    """Verified schedules of the existing algorithms, some serial with background parts."""
+    """Verified schedules of the existing algorithms, some serial with background parts
+    (made once, at the first test that asks)."""
     a = np.array([0.0, 3e-3, 1e-3, 6e-3, 0.0, 2e-3, 4e-3])
     topo = homogeneous(7)
     grid = load_topology(TOPOLOGIES / "three-site-grid.yaml", 9)
@@ -224,21 +229,22 @@ def base_schedules():
         s.transfers = None
         assert verify(s) == [] and (not s.has_background or verify(s, serial=True) == [])
     mark_fifo_links(out[0], homogeneous(6), 1 << 20)  # LAN, large pieces: FIFO marks
-    assert out[0].fifo.any()
-    return out
+    assert out[0].fifo.any() and len(out) == NBASES
+    return tuple(out)
 
 
-BASES = base_schedules()
+NBASES = 7
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(which=st.integers(0, len(BASES) - 1), serial=st.booleans(),
+@given(which=st.integers(0, NBASES - 1), serial=st.booleans(),
        pick=st.lists(st.booleans(), min_size=1, max_size=60),
        fifo=st.lists(st.booleans(), max_size=60))
 def test_progress_agrees_with_the_message_walk(which, serial, pick, fifo):
     """Random joins of adjacent ops on both ends (and random FIFO marks on message heads):
     nothing but progress can fail, and it fails exactly when the message walk does."""
-    s = with_joins(BASES[which], joinable(BASES[which]), pick)
+    base = base_schedules()[which]
+    s = with_joins(base, joinable(base), pick)
     if fifo:
         heads = np.nonzero((s.kind == SEND) & (s.join == 0))[0]
         s.fifo[heads] |= np.resize(np.asarray(fifo, np.uint8), len(heads))
@@ -308,7 +314,7 @@ def test_random_gossip_sees_both_verdicts():
 def test_some_random_joins_deadlock():
     """The property above sees both verdicts (serial bdr with joined relays deadlocks)."""
     seen = set()
-    for which, base in enumerate(BASES):
+    for base in base_schedules():
         pairs = joinable(base)
         for serial in (False, True):
             for k in range(8):

@@ -123,6 +123,7 @@ def test_outputs_must_be_writable():
     ro.flags.writeable = False
     with pytest.raises(TypeError, match="must be writable"):
         kernels.dag_time(n=0, edge=np.zeros(0, np.int64), eoff=np.zeros(0), zero_col=np.ones(5, np.uint8),
+                        n_extra=0, xoff=np.zeros(1, np.int64), xedge=np.zeros(1, np.int64),
                         node=np.zeros(0), perm=np.zeros(0, np.int64), n_on_wan=0,
                         on_wan=np.zeros(0, np.int64), link_of=np.zeros(0, np.int64), passes=4,
                         base=np.zeros(0), work_f=np.zeros(0), work_i=np.zeros(0, np.int64),

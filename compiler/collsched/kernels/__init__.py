@@ -299,14 +299,14 @@ def progress_completes(*, nranks, rank, offsets, blocking, first, last, dep0, de
 
 
 def dag_order(*, n, pred0, pred1, pred2, pred3, pred4, kind, off0, off1, off2, off3, off4,
-              zero_col, dur, os, g, wan_time, n_on_wan, on_wan, perm, edge, eoff, node,
-              on_wan_out) -> int:
+              zero_col, n_extra, xoff, xpred, dur, os, g, wan_time, n_on_wan, on_wan, perm,
+              edge, eoff, node, on_wan_out, xoff_out, xedge) -> int:
     """Lays out a Plan's DAG for dag_time (dag.c); returns n, or fewer on a cycle."""
     return _run("dag_order", locals())
 
 
-def dag_time(*, n, edge, eoff, zero_col, node, perm, n_on_wan, on_wan, link_of, passes, base,
-             work_f, work_i, start, end) -> int:
+def dag_time(*, n, edge, eoff, zero_col, n_extra, xoff, xedge, node, perm, n_on_wan, on_wan,
+             link_of, passes, base, work_f, work_i, start, end) -> int:
     """model.dag._PyGraph.time on dag_order's layout (dag.c); returns n, or fewer on a cycle."""
     return _run("dag_time", locals())
 

@@ -16,6 +16,9 @@
  *   eoff[i * nz + j]   the offsets of the nz columns whose offsets are not all +0.0
  *                      (zero_col[c]: every offset of column c is +0.0, added as a constant)
  *   node[i * NODE ..]  duration, os, g and wan_time
+ *   xedge[xoff_out[i] .. xoff_out[i + 1]]
+ *                      its extra edges (Plan.extra: a multi-piece message's other feeds),
+ *                      renumbered, each NK * pred + END (offset 0); when n_extra > 0 only
  *
  * On a shared link, chain[i] is the transfer before i (< 0: none), an extra edge of kind
  * _LINK and offset 0; passes with the chain time depth first again.
@@ -36,11 +39,12 @@ static void *cs_alloc(int64_t count, size_t size)
 }
 
 typedef struct {
-    int64_t n, nz;
+    int64_t n, nz, nx; /* nx: extra edges laid out so far */
     const int64_t *pred[K];
+    const int64_t *xoff, *xpred; /* NULL: no extra edges */
     const uint8_t *kind, *zero_col;
     const double *offset[K], *dur, *os, *g, *wan_time;
-    int64_t *perm, *edge;
+    int64_t *perm, *edge, *xoff_out, *xedge;
     double *eoff, *node;
 } layout;
 
@@ -58,23 +62,37 @@ static void place(const layout *L, const int32_t *inv, int64_t v, int64_t i)
     L->perm[i] = v;
 }
 
+/* place()'s extra edges of v (numbered i), after those of i - 1. */
+static void place_extra(layout *L, const int32_t *inv, int64_t v, int64_t i)
+{
+    L->xoff_out[i] = L->nx;
+    for (int64_t j = L->xoff[v]; j < L->xoff[v + 1]; j++)
+        L->xedge[L->nx++] = NK * (int64_t)inv[L->xpred[j]] + END;
+    L->xoff_out[i + 1] = L->nx;
+}
+
 /* Lays out the DAG of a Plan (see the top): its K dependency columns pred0..pred4 (< 0:
  * none), their kinds kind[c * n + v] and offsets off0..off4 (those of zero_col columns are
- * not read); on_wan_out: on_wan renumbered. Returns n, or fewer if the graph has a cycle
- * (the caller lets Plan._topological_waves name the stuck transfer). */
+ * not read); with n_extra > 0 the extra edges of v xpred[xoff[v] .. xoff[v + 1]] (xoff:
+ * n + 1 entries; xoff_out n + 1, xedge n_extra; none of the three read otherwise);
+ * on_wan_out: on_wan renumbered. Returns n, or fewer if the graph has a cycle (the caller
+ * lets Plan._topological_waves name the stuck transfer). */
 int64_t cs_dag_order(int64_t n, const int64_t *pred0, const int64_t *pred1,
                      const int64_t *pred2, const int64_t *pred3, const int64_t *pred4,
                      const uint8_t *kind, const double *off0, const double *off1,
                      const double *off2, const double *off3, const double *off4,
-                     const uint8_t *zero_col, const double *dur, const double *os,
+                     const uint8_t *zero_col, int64_t n_extra, const int64_t *xoff,
+                     const int64_t *xpred, const double *dur, const double *os,
                      const double *g, const double *wan_time, int64_t n_on_wan,
                      const int64_t *on_wan, int64_t *perm, int64_t *edge, double *eoff,
-                     double *node, int64_t *on_wan_out)
+                     double *node, int64_t *on_wan_out, int64_t *xoff_out, int64_t *xedge)
 {
     layout L = {.n = n, .pred = {pred0, pred1, pred2, pred3, pred4}, .kind = kind,
                 .zero_col = zero_col, .offset = {off0, off1, off2, off3, off4}, .dur = dur,
                 .os = os, .g = g, .wan_time = wan_time, .perm = perm, .edge = edge,
                 .eoff = eoff, .node = node};
+    if (n_extra > 0)
+        L.xoff = xoff, L.xpred = xpred, L.xoff_out = xoff_out, L.xedge = xedge;
     for (int64_t c = 0; c < K; c++)
         L.nz += !zero_col[c];
     /* 32-bit scratch: half the cache misses of its random lookups. (2^31 transfers would
@@ -105,11 +123,20 @@ int64_t cs_dag_order(int64_t n, const int64_t *pred0, const int64_t *pred1,
                 if (inv[q] == UNSEEN)
                     next = q;
             }
+            for (int64_t j = L.xoff ? L.xoff[v] : 0; L.xoff && j < L.xoff[v + 1] && next < 0; j++) {
+                int64_t q = L.xpred[j];
+                if (inv[q] == OPEN)
+                    goto out;
+                if (inv[q] == UNSEEN)
+                    next = q;
+            }
             if (next >= 0) {
                 stack[sp++] = (int32_t)next, inv[next] = OPEN;
                 continue;
             }
             inv[v] = (int32_t)done;
+            if (L.xoff)
+                place_extra(&L, inv, v, done);
             place(&L, inv, v, done++);
             sp--;
         }
@@ -126,7 +153,7 @@ out:
  * instead (the same sum, the same bits, and a fifth of the memory). */
 typedef struct {
     int64_t n, nz;
-    const int64_t *edge;
+    const int64_t *edge, *xoff, *xedge; /* xoff NULL: no extra edges */
     const double *eoff, *node;
     const uint8_t *zero_col;
     double *base, *start, *ready, *key;
@@ -173,6 +200,16 @@ static inline void time_one(graph *D, int64_t v, const int64_t *chain)
         if (D->level[q] >= lv)
             lv = D->level[q] + 1;
     }
+    for (int64_t j = D->xoff ? D->xoff[v] : 0; D->xoff && j < D->xoff[v + 1]; j++) {
+        int64_t q = D->xedge[j] / NK;
+        double x = release(D, q, D->xedge[j] % NK) + 0.0;
+        if (x > st)
+            st = x;
+        if (D->key[q] > km)
+            km = D->key[q];
+        if (D->level[q] >= lv)
+            lv = D->level[q] + 1;
+    }
     double ready = st; /* the start but for the shared link's queue */
     int64_t q = chain ? chain[v] : -1;
     if (q >= 0) {
@@ -209,6 +246,9 @@ static int64_t time_chained(graph *D, const int64_t *chain, int64_t *stack)
             for (int64_t c = 0; c < K && next < 0; c++)
                 if (D->edge[v * K + c] >= 0 && level[D->edge[v * K + c] / NK] < 0)
                     next = D->edge[v * K + c] / NK;
+            for (int64_t j = D->xoff ? D->xoff[v] : 0; D->xoff && j < D->xoff[v + 1] && next < 0; j++)
+                if (level[D->xedge[j] / NK] < 0)
+                    next = D->xedge[j] / NK;
             if (next >= 0) {
                 if (level[next] == OPEN)
                     return done;
@@ -243,13 +283,15 @@ static int by_link_order(const void *a, const void *b)
 }
 
 /* _PyGraph.time on cs_dag_order's layout: (start, end) in the plan's numbering, for the
- * transfers' earliest starts `base` (also the plan's). on_wan[j] (renumbered) crosses
+ * transfers' earliest starts `base` (also the plan's); xoff and xedge: cs_dag_order's
+ * xoff_out and xedge (read when n_extra > 0). on_wan[j] (renumbered) crosses
  * shared link link_of[j]. work_f (4 n) and work_i (3 n): scratch the caller keeps, so
  * that its pages are mapped once. Returns n, or fewer if a shared-link order made a cycle
  * (it cannot: keys and ranks grow along every edge; the caller then runs the Python
  * reference, which reports it). */
 int64_t cs_dag_time(int64_t n, const int64_t *edge, const double *eoff,
-                    const uint8_t *zero_col, const double *node, const int64_t *perm,
+                    const uint8_t *zero_col, int64_t n_extra, const int64_t *xoff,
+                    const int64_t *xedge, const double *node, const int64_t *perm,
                     int64_t n_on_wan, const int64_t *on_wan, const int64_t *link_of,
                     int64_t passes, const double *base, double *work_f, int64_t *work_i,
                     double *start, double *end)
@@ -257,6 +299,8 @@ int64_t cs_dag_time(int64_t n, const int64_t *edge, const double *eoff,
     graph D = {.n = n, .edge = edge, .eoff = eoff, .node = node, .zero_col = zero_col,
                .base = work_f, .start = work_f + n, .ready = work_f + 2 * n,
                .key = work_f + 3 * n, .level = work_i};
+    if (n_extra > 0)
+        D.xoff = xoff, D.xedge = xedge;
     for (int64_t c = 0; c < K; c++)
         D.nz += !zero_col[c];
     int64_t *chain = work_i + n, *stack = work_i + 2 * n;

@@ -33,12 +33,14 @@ int64_t cs_dag_order(int64_t n, const int64_t *pred0, const int64_t *pred1,
                      const int64_t *pred2, const int64_t *pred3, const int64_t *pred4,
                      const uint8_t *kind, const double *off0, const double *off1,
                      const double *off2, const double *off3, const double *off4,
-                     const uint8_t *zero_col, const double *dur, const double *os,
+                     const uint8_t *zero_col, int64_t n_extra, const int64_t *xoff,
+                     const int64_t *xpred, const double *dur, const double *os,
                      const double *g, const double *wan_time, int64_t n_on_wan,
                      const int64_t *on_wan, int64_t *perm, int64_t *edge, double *eoff,
-                     double *node, int64_t *on_wan_out);
+                     double *node, int64_t *on_wan_out, int64_t *xoff_out, int64_t *xedge);
 int64_t cs_dag_time(int64_t n, const int64_t *edge, const double *eoff,
-                    const uint8_t *zero_col, const double *node, const int64_t *perm,
+                    const uint8_t *zero_col, int64_t n_extra, const int64_t *xoff,
+                    const int64_t *xedge, const double *node, const int64_t *perm,
                     int64_t n_on_wan, const int64_t *on_wan, const int64_t *link_of,
                     int64_t passes, const double *base, double *work_f, int64_t *work_i,
                     double *start, double *end);

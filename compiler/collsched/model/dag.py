@@ -40,15 +40,8 @@ from .. import kernels
 from ..ir import FOREGROUND, RECV, SEND, Schedule
 from ..verify import match
 
-# Which release time of a predecessor counts: start + os(m), start + g(m), end, start +
-# the bytes' time on its shared link, and end as the ports see it (_PORT_END, below).
-_OS, _G, _END, _LINK, _PORT_END = 0, 1, 2, 3, 4
-_NK = 5
-LINK_PASSES = 4
-
-
-class ModelCycle(ValueError):
-    """The port orders of the schedule wait on each other: the model cannot order them."""
+from .dag_graph import (LINK_PASSES, ModelCycle, _END, _G, _KernelGraph, _LINK, _NK, _OS,  # noqa: F401
+                        _PORT_END, _GreedyPorts, _PyGraph, _edge_lists)
 
 
 @dataclass
@@ -65,10 +58,22 @@ class Timeline:
     end: np.ndarray
     arrivals: np.ndarray
     exits: np.ndarray
+    # Multi-piece messages (docs/semantics.md): the rows are messages, origin and segment
+    # their first piece's, nbytes the whole message's; pieces[i] how many it carries.
+    # None: one piece per row.
+    pieces: np.ndarray | None = None
 
 
 class Plan:
-    """The transfer DAG of a schedule: built once, timed for any arrival pattern."""
+    """The transfer DAG of a schedule: built once, timed for any arrival pattern.
+
+    A multi-piece message (Schedule.join; docs/semantics.md, "Multi-piece messages") is one
+    transfer of the plan: one latency and the sum of its pieces' bytes, its ports and links
+    held for the whole of it. It waits, as a single-piece transfer waits for the one that
+    delivered its piece, for every message that delivered one of its pieces: the first in
+    the feed column, the others as extra edges (self.extra: a CSR of (offsets, preds), each
+    of kind _END and offset 0; None without). A schedule without joined ops gets exactly
+    the plan it always had."""
 
     def __init__(self, sched: Schedule, topo, nbytes: int, matching=None, serial_sends=False):
         m = matching if matching is not None else match(sched)
@@ -77,18 +82,27 @@ class Plan:
         so, ro = m.send_op, m.recv_op
         order = np.argsort(so, kind="stable")  # transfers in sender list order
         so, ro = so[order], ro[order]
+        self._sizes = s.piece_bytes(nbytes)  # per segment index
+        self.nranks = s.nranks
+        msg = _Messages(s, rank, so, ro, self._sizes) if s.has_messages else None
+        if msg is not None:
+            so, ro = msg.send_head, msg.recv_head
         self.n = n = len(so)
         self.src, self.dst = rank[so], rank[ro]
-        self.origin, self.segment = s.origin[so], s.segment[so]
+        self.origin, self.segment = s.origin[so], s.segment[so]  # a message's first piece
         self.phase = s.phase[ro]  # the receiving end's phase (BDR: a late rank receives in the background)
         send_phase = s.phase[so]
-        self._sizes = s.piece_bytes(nbytes)  # per segment index
-        self.nbytes = self._sizes[self.segment]
-        self.nranks = s.nranks
+        self.nbytes = self._sizes[self.segment] if msg is None else msg.nbytes
+        self.pieces = None if msg is None else msg.count
+        self.extra = None
 
         tr_of_op = np.full(s.total_ops, -1, np.int64)
-        tr_of_op[so] = np.arange(n)
-        tr_of_op[ro] = np.arange(n)
+        if msg is None:
+            tr_of_op[so] = np.arange(n)
+            tr_of_op[ro] = np.arange(n)
+        else:  # every op of a message: its message
+            tr_of_op[msg.piece_send] = msg.of_piece
+            tr_of_op[msg.piece_recv] = msg.of_piece
 
         src, dst = self.src, self.dst
         # Size-dependent costs (inputs/msgcosts.py): L * lf(m); bandwidth terms for m / bf(m).
@@ -111,7 +125,8 @@ class Plan:
         # paper keeps the port busy for the whole latency, which makes every message over a
         # long WAN link cost its full latency in sequence; real links pipeline them.
         no_offset = np.zeros(n)
-        ports = (so, ro, rank, tr_of_op, s, serial_sends, port_free_early, no_offset)
+        heads = None if msg is None else s.join == 0  # the ops that order ports: messages' first
+        ports = (so, ro, rank, tr_of_op, s, serial_sends, port_free_early, no_offset, heads)
         self._ports = ports  # kept for the half-duplex fallback below; dropped after it
         preds, kinds, offsets = self._port_columns(topo.full_duplex, *ports)
         # Previous transfer on the same directed link.
@@ -125,28 +140,10 @@ class Plan:
         # to the same peer has completed; unmarked sends are held back by the gap g(m) only.
         kinds.append(np.where(s.fifo[so] == 1, _END, _G))
         offsets.append(no_offset)
-        # The transfer that brought a forwarded piece to the sender.
-        feed = np.full(n, -1, np.int64)
-        fwd = np.nonzero(self.origin != src)[0]
-        if len(fwd):
-            rkey = (dst.astype(np.int64) * s.nranks + self.origin) * s.nseg + self.segment
-            fkey = (src[fwd].astype(np.int64) * s.nranks + self.origin[fwd]) * s.nseg + self.segment[fwd]
-            feed[fwd] = self._receipt(rkey, fkey, s.nranks * s.nranks * s.nseg)
-        preds.append(feed)
-        kinds.append(_END)
-        offsets.append(no_offset)
-        # Rendezvous: a message of at least the eager limit moves only once its receive is
-        # posted, and the executor posts a receive when its walk reaches it, i.e. after the
-        # piece of the last forwarded send before it in the list has arrived. (Exact when
-        # pieces arrive in list order, as in every generated schedule.)
-        fwd_op = (s.kind == SEND) & (s.origin != rank)
-        last_fwd = np.maximum.accumulate(np.where(fwd_op, np.arange(s.total_ops), -1))[ro]
-        gated = (last_fwd >= s.offsets[rank[ro]]) & (self.nbytes >= topo.eager_limit)
-        posting = np.full(n, -1, np.int64)
-        posting[gated] = feed[tr_of_op[last_fwd[gated]]]
-        preds.append(posting)
-        kinds.append(_END)
-        offsets.append(no_offset)
+        for column in self._data_columns(s, rank, ro, tr_of_op, msg, topo.eager_limit):
+            preds.append(column)
+            kinds.append(_END)
+            offsets.append(no_offset)
         # The columns, stacked into pred, kind and offset when first asked for (the Python
         # paths); the C kernel reads them as they are (stacking copies every column).
         self._columns = preds, kinds, offsets
@@ -165,12 +162,15 @@ class Plan:
         self.on_wan = np.nonzero(self.wan >= 0)[0]
 
         # Readiness independent of the data: arrivals (filled in per pattern in `time`).
-        own = self.origin == src
+        own = self.origin == src if msg is None else msg.own
         self.send_waits_arrival = own | (send_phase == FOREGROUND)
         self.recv_waits_arrival = self.phase == FOREGROUND
         # os(m) and g(m) of every transfer: the same for every arrival pattern timed.
-        self.os_all = self._per_transfer(self.os)
-        self.g_all = self._per_transfer(self.g)
+        if msg is None:
+            self.os_all = self._per_transfer(self.os)
+            self.g_all = self._per_transfer(self.g)
+        else:  # many sizes: per message, as Topology.send_overhead and gap compute them
+            self.os_all, self.g_all = _message_overheads(topo, src, dst, self.nbytes, meff)
         # With the C kernels every plan is timed as _PyGraph times it, in C; without, in
         # numpy waves (docs/benchmarks.md, "the second Python paths": _PyGraph in production
         # would save milliseconds on small plans and cost seconds on large ones).
@@ -182,6 +182,35 @@ class Plan:
                 raise
             self._use_greedy_ports()
         self._ports = self._rest = None
+
+    def _data_columns(self, s, rank, ro, tr_of_op, msg, eager_limit):
+        """The feed and posting columns (kind _END, offset 0); sets self.extra."""
+        n, src, dst = self.n, self.src, self.dst
+        # The transfer that brought a forwarded piece to the sender (a message: the first
+        # such, and the others as extra edges).
+        if msg is None:
+            feed = np.full(n, -1, np.int64)
+            fwd = np.nonzero(self.origin != src)[0]
+            if len(fwd):
+                rkey = (dst.astype(np.int64) * s.nranks + self.origin) * s.nseg + self.segment
+                fkey = (src[fwd].astype(np.int64) * s.nranks + self.origin[fwd]) * s.nseg + self.segment[fwd]
+                feed[fwd] = self._receipt(rkey, fkey, s.nranks * s.nranks * s.nseg)
+            extra = None
+        else:
+            feed, extra = msg.feeds(s, rank, self._receipt)
+        # Rendezvous: a message of at least the eager limit moves only once its receive is
+        # posted, and the executor posts a receive when its walk reaches it, i.e. after the
+        # piece of the last forwarded send before it in the list has arrived (every piece
+        # of that send's message). (Exact when pieces arrive in list order, as in every
+        # generated schedule.)
+        fwd_op = (s.kind == SEND) & (s.origin != rank)
+        last_fwd = np.maximum.accumulate(np.where(fwd_op, np.arange(s.total_ops), -1))[ro]
+        gated = (last_fwd >= s.offsets[rank[ro]]) & (self.nbytes >= eager_limit)
+        posting = np.full(n, -1, np.int64)
+        posting[gated] = feed[tr_of_op[last_fwd[gated]]]
+        if extra is not None:
+            self.extra = _with_posting(extra, np.nonzero(gated)[0], tr_of_op[last_fwd[gated]], n)
+        return feed, posting
 
     def _prepare_timing(self):
         self._order = self._csr = self._kernel = None
@@ -203,7 +232,7 @@ class Plan:
         sends and receives interleaved greedily in simulated time (_GreedyPorts)."""
         preds, kinds, offsets = self._port_columns(True, *self._ports)
         rest_p, rest_k, rest_o = self._rest
-        no_offset = self._ports[-1]
+        no_offset = self._ports[-2]
         offsets = offsets + list(rest_o)
         self._columns = preds + list(rest_p), kinds + list(rest_k), offsets
         self._stacked = None
@@ -213,25 +242,30 @@ class Plan:
         self._greedy = _GreedyPorts(self)
 
     def _port_columns(self, full_duplex, so, ro, rank, tr_of_op, s, serial_sends,
-                      port_free_early, no_offset):
+                      port_free_early, no_offset, heads):
         """The two port columns (pred, kind, offset): the sender's and the receiver's previous
-        use of its port, in list order."""
+        use of its port, in list order (heads: the ops that are a message's first, None:
+        every op)."""
         preds, kinds, offsets = [], [], []
         if full_duplex:
+            sends, recvs = s.kind == SEND, s.kind == RECV
+            if heads is not None:
+                sends &= heads
+                recvs &= heads
             # Previous send in the sender's list; previous recv in the receiver's list.
-            preds.append(self._previous_in_list(so, rank, tr_of_op, s.kind == SEND, s.total_ops))
+            preds.append(self._previous_in_list(so, rank, tr_of_op, sends, s.total_ops))
             # Serial sends (the PAT engine's execution: one synchronous send at a time) hold
             # the port until the message has arrived, not only for os(m).
             kinds.append(_END if serial_sends else _OS)
             offsets.append(no_offset)
-            preds.append(self._previous_in_list(ro, rank, tr_of_op, s.kind == RECV, s.total_ops))
+            preds.append(self._previous_in_list(ro, rank, tr_of_op, recvs, s.total_ops))
             kinds.append(_END if serial_sends else _PORT_END)
             # Serial receives are posted one at a time, each once the previous has arrived;
             # a synchronous send moves only once matched: no overlap with the previous one.
             offsets.append(no_offset if serial_sends else -port_free_early)
         else:
             # One port: the previous op of any kind, released after os (send) or at the end (recv).
-            everything = np.ones(s.total_ops, bool)
+            everything = np.ones(s.total_ops, bool) if heads is None else heads
             for ops, receiving in ((so, False), (ro, True)):
                 p = self._previous_in_list(ops, rank, tr_of_op, everything, s.total_ops)
                 prev_op = self._previous_op(ops, rank, s)
@@ -316,9 +350,15 @@ class Plan:
             valid = pred >= 0
             rows = np.repeat(np.arange(n), pred.shape[1])[valid.ravel()]
             cols = pred.ravel()[valid.ravel()]
+            indeg = valid.sum(1)
+            if self.extra is not None:  # a message's other feeds
+                xoff, xpred = self.extra
+                rows = np.r_[rows, np.repeat(np.arange(n), np.diff(xoff))]
+                cols = np.r_[cols, xpred]
+                indeg = indeg + np.diff(xoff)
             succ_start = np.zeros(n + 1, np.int64)
             np.cumsum(np.bincount(cols, minlength=n), out=succ_start[1:])
-            self._csr = (valid.sum(1), rows[np.argsort(cols, kind="stable")], succ_start)
+            self._csr = (indeg, rows[np.argsort(cols, kind="stable")], succ_start)
         indeg, succ, succ_start = self._csr
         indeg = indeg.copy()
         chain_next = None
@@ -372,7 +412,7 @@ class Plan:
         np.maximum.at(exits, self.src, end)
         np.maximum.at(exits, self.dst, end)
         return Timeline(self.src, self.dst, self.origin, self.segment, self.phase, self.nbytes,
-                        start, end, a, exits)
+                        start, end, a, exits, self.pieces)
 
     def _time_waves(self, base):
         start, end, key = self._longest_paths(base, self.pred, self.kind, self.offset, self._order)
@@ -419,9 +459,15 @@ class Plan:
             st = np.maximum(base[wave], x.max(1))
             if not chained:
                 ready = st
+            if self.extra is not None:  # a message's other feeds: their ends, like a column's
+                xend, xkey = self._extra_max(wave, rel, key)
+                ready = np.maximum(ready, xend)
+                st = np.maximum(st, xend)
             start[wave] = st
             if track:
                 key[wave] = np.maximum(st, key[p].max(1))
+                if self.extra is not None:
+                    key[wave] = np.maximum(key[wave], xkey)
             en = st + self.duration[wave]
             end[wave] = en
             rel[wave, _OS] = ready + self.os_all[wave]
@@ -430,6 +476,20 @@ class Plan:
             rel[wave, _PORT_END] = ready + self.duration[wave]
             rel[wave, _LINK] = st + self.wan_time[wave]
         return start, end, key[:n]
+
+    def _extra_max(self, wave, rel, key):
+        """Per transfer of a wave: the latest end and key among its extra edges (-inf: none)."""
+        xoff, xpred = self.extra
+        lens = xoff[wave + 1] - xoff[wave]
+        xend = np.full(len(wave), -np.inf)
+        xkey = np.full(len(wave), -np.inf)
+        if lens.any():
+            within = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+            q = xpred[np.repeat(xoff[wave], lens) + within]
+            at = np.repeat(np.arange(len(wave)), lens)
+            np.maximum.at(xend, at, rel[q, _END] + 0.0)
+            np.maximum.at(xkey, at, key[q])
+        return xend, xkey
 
     def _per_transfer(self, fn) -> np.ndarray:
         """os(m) or g(m) of every transfer; pieces take only a few distinct sizes."""
@@ -443,258 +503,81 @@ class Plan:
         return out
 
 
-def _edge_lists(plan: Plan):
-    """The transfer DAG of a plan as flat Python lists (no object per edge): the in-edges
-    of transfer v are first[v]..first[v + 1] of pred, rel (the index of the pred's release
-    time, _NK * pred + kind) and offset; its out-edges succ[succ_start[v]..succ_start[v + 1]];
-    indeg[v] its number of in-edges."""
-    valid = plan.pred >= 0
-    q = plan.pred[valid]
-    first = np.r_[0, np.cumsum(valid.sum(1))].tolist()
-    rel = (_NK * q + plan.kind[valid]).tolist()
-    by_pred = np.argsort(q, kind="stable")
-    succ = np.nonzero(valid)[0][by_pred].tolist()
-    succ_start = np.searchsorted(q[by_pred], np.arange(plan.n + 1)).tolist()
-    return first, q.tolist(), plan.offset[valid].tolist(), rel, succ, succ_start, valid.sum(1).tolist()
 
 
-class _PyGraph:
-    """The transfer DAG of a Plan as Python lists, timed transfer by transfer with the
-    arithmetic of Plan._longest_paths (the same float operations: the same results). The
-    reference of the C kernel (kernels/dag.c); only the tests run it."""
+class _Messages:
+    """The multi-piece messages of a schedule as the plan's transfers (Schedule.join).
 
-    def __init__(self, plan: Plan):
-        n = self.n = plan.n
-        self.first, self.pred, self.offset, self.rel, succ, start, indeg = _edge_lists(plan)
-        self.duration, self.os_all = plan.duration.tolist(), plan.os_all.tolist()
-        self.g_all, self.wan_time = plan.g_all.tolist(), plan.wan_time.tolist()
-        self.wan, self.on_wan = plan.wan.tolist(), plan.on_wan.tolist()
-        # Levels (the wave of each transfer in Plan._topological_waves) and a topological
-        # order, by Kahn's algorithm; levels None if the graph has a cycle.
-        level = [0] * n
-        order = [v for v in range(n) if not indeg[v]]
-        for v in order:  # grows while it is walked
-            lv = level[v] + 1
-            for w in succ[start[v]:start[v + 1]]:
-                if level[w] < lv:
-                    level[w] = lv
-                indeg[w] -= 1
-                if not indeg[w]:
-                    order.append(w)
-        self.levels = level if len(order) == n else None
-        self.order = order
+    so, ro: the matched pieces (send op, recv op) in sender list order, so a message's
+    pieces are consecutive, its first piece (the head op) first; the k-th send message of
+    a pair meets the k-th receive message with the same pieces (verify), so the receiving
+    head is the first piece's recv op."""
 
-    def time(self, base: np.ndarray):
-        """(start, end) arrays, with the shared-link iteration of Plan._time_waves."""
-        base = base.tolist()
-        start, end, key, level = self._longest_paths(base, None, self.order)
-        wan, levels, chain = self.wan, self.levels, None
-        for _ in range(LINK_PASSES if self.on_wan else 0):
-            # As in Plan._time_waves: each link in (start made monotone, DAG order).
-            rank = [0] * self.n
-            for i, v in enumerate(sorted(range(self.n), key=levels.__getitem__)):
-                rank[v] = i  # position in the waves: by level, then index
-            t = sorted(self.on_wan, key=lambda v: (wan[v], key[v], rank[v]))
-            prev = {v: u for u, v in zip(t, t[1:]) if wan[u] == wan[v]}
-            if chain is not None and prev == chain:
-                break
-            chain = prev
-            # (key, DAG rank) is a topological order of the new graph: keys never decrease
-            # along an edge, ranks increase, and the new chain follows that order.
-            order = sorted(range(self.n), key=lambda v: (key[v], rank[v]))
-            start, end, key, levels = self._longest_paths(base, chain, order)
-        return np.array(start, np.float64), np.array(end, np.float64)
+    def __init__(self, s: Schedule, rank, so, ro, sizes):
+        self.piece_send, self.piece_recv = so, ro
+        first = s.join[so] == 0
+        self.first = np.nonzero(first)[0]  # each message's first piece
+        self.of_piece = np.cumsum(first) - 1  # the message of every piece
+        self.send_head, self.recv_head = so[self.first], ro[self.first]
+        self.count = np.diff(np.r_[self.first, len(so)]).astype(np.int64)
+        piece_bytes = sizes[s.segment[so]]
+        self.nbytes = (np.add.reduceat(piece_bytes, self.first) if len(so)
+                       else np.zeros(0, piece_bytes.dtype))
+        own = (s.origin[so] == rank[so]).astype(np.uint8)
+        self.own = np.maximum.reduceat(own, self.first).astype(bool) if len(so) else own.astype(bool)
 
-    def _longest_paths(self, base, chain, order):
-        """Times in `order` (topological), with the edges chain[v] -> v (kind _LINK) too."""
-        n, ninf = self.n, -np.inf
-        start, end, key, level = [0.0] * n, [0.0] * n, [ninf] * n, [0] * n
-        rel = [ninf] * (_NK * n)  # release times [_NK * transfer + kind]
-        first, preds, rels, offsets = self.first, self.pred, self.rel, self.offset
-        dur, os_all, g_all, wan_time = self.duration, self.os_all, self.g_all, self.wan_time
-        no_chain = {}
-        for v in order:
-            st = base[v]
-            km = ninf
-            lv = 0
-            for e in range(first[v], first[v + 1]):
-                x = rel[rels[e]] + offsets[e]
-                if x > st:
-                    st = x
-                q = preds[e]
-                k = key[q]
-                if k > km:
-                    km = k
-                k = level[q]
-                if k >= lv:
-                    lv = k + 1
-            ready = st  # the start but for the shared link's queue
-            q = (chain or no_chain).get(v, -1)
-            if q >= 0:
-                x = rel[_NK * q + _LINK] + 0.0
-                if x > st:
-                    st = x
-                k = key[q]
-                if k > km:
-                    km = k
-                k = level[q]
-                if k >= lv:
-                    lv = k + 1
-            en = st + dur[v]
-            start[v] = st
-            end[v] = en
-            key[v] = km if km > st else st
-            level[v] = lv
-            j = _NK * v
-            rel[j] = ready + os_all[v]
-            rel[j + 1] = st + g_all[v]
-            rel[j + 2] = en
-            rel[j + 3] = st + wan_time[v]
-            rel[j + 4] = ready + dur[v]
-        return start, end, key, level
+    def feeds(self, s: Schedule, rank, receipt):
+        """(feed column, extra pairs): per message the message that delivered its first
+        forwarded piece to the sender (-1: none), and (message, feed) pairs of the others,
+        each pair once and none repeating the column."""
+        so, ro, n = self.piece_send, self.piece_recv, len(self.first)
+        psrc, pdst = rank[so], rank[ro]
+        origin, segment = s.origin[so], s.segment[so]
+        feed = np.full(n, -1, np.int64)
+        fwd = np.nonzero(origin != psrc)[0]
+        if not len(fwd):
+            return feed, None
+        rkey = (pdst.astype(np.int64) * s.nranks + origin) * s.nseg + segment
+        fkey = (psrc[fwd].astype(np.int64) * s.nranks + origin[fwd]) * s.nseg + segment[fwd]
+        x = self.of_piece[fwd]  # nondecreasing
+        q = self.of_piece[receipt(rkey, fkey, s.nranks * s.nranks * s.nseg)]
+        lead = np.r_[True, x[1:] != x[:-1]]
+        feed[x[lead]] = q[lead]
+        rest = q != feed[x]
+        return feed, ((x[rest], q[rest]) if rest.any() else None)
 
 
-class _GreedyPorts:
-    """Half-duplex ports served greedily in simulated time (Plan._use_greedy_ports).
-
-    The plan's full-duplex DAG gives each transfer its earliest start but for the port;
-    each host's one port then takes, of the transfers whose predecessors are timed, the
-    one that can start first (ties: the lower transfer index), and holds it as the
-    list-order model does: a send for os(m) from when it is ready, a receive until its
-    bytes have arrived (the next receive may start `early` before that), a serial
-    schedule's transfers until they end. A shared WAN link serves its transfers in the
-    order they are taken. Every release only grows as transfers are taken, so a popped
-    transfer whose start has not moved is the earliest: the order is exact, not a guess,
-    and no cycle can arise (the DAG without ports is acyclic; ports only delay)."""
-
-    def __init__(self, plan: Plan):
-        self.n = plan.n
-        (self.first, self.pred, self.offset, self.rel, self.succ, self.succ_start,
-         self.indeg) = _edge_lists(plan)
-        self.src, self.dst = plan.src.tolist(), plan.dst.tolist()
-        self.duration, self.os_all = plan.duration.tolist(), plan.os_all.tolist()
-        self.g_all, self.wan_time = plan.g_all.tolist(), plan.wan_time.tolist()
-        self.wan = plan.wan.tolist()
-        self.early = plan._early.tolist()
-        self.serial = bool(plan._serial)
-        self.nranks = plan.nranks
-
-    def time(self, base: np.ndarray):
-        import heapq
-
-        n, ninf = self.n, -np.inf
-        base = base.tolist()
-        start, end = [0.0] * n, [0.0] * n
-        rel = [ninf] * (_NK * n)
-        first, preds, rels, offsets = self.first, self.pred, self.rel, self.offset
-        src, dst, early, wan, serial = self.src, self.dst, self.early, self.wan, self.serial
-        last = [-1] * self.nranks  # the transfer that last held each host's port
-        last_sent = [False] * self.nranks  # ... and whether the host sent it
-        link_free: dict[int, float] = {}
-        indeg = list(self.indeg)
-
-        def ready_at(v):
-            r = base[v]
-            for e in range(first[v], first[v + 1]):
-                x = rel[rels[e]] + offsets[e]
-                if x > r:
-                    r = x
-            for h, receiving in ((src[v], False), (dst[v], True)):
-                u = last[h]
-                if u < 0:
-                    continue
-                if serial:
-                    x = end[u]
-                elif last_sent[h]:
-                    x = rel[_NK * u + _OS]
-                else:
-                    x = rel[_NK * u + _PORT_END] - (early[v] if receiving else 0.0)
-                if x > r:
-                    r = x
-            return r
-
-        def start_at(v, ready):
-            w = wan[v]
-            return max(ready, link_free.get(w, ninf)) if w >= 0 else ready
-
-        heap = []
-        for v in range(n):
-            if not indeg[v]:
-                heap.append((start_at(v, ready_at(v)), v))
-        heapq.heapify(heap)
-        done = 0
-        while heap:
-            t, v = heapq.heappop(heap)
-            ready = ready_at(v)
-            st = start_at(v, ready)
-            if st > t:  # a port or link was taken since: wait in line again
-                heapq.heappush(heap, (st, v))
-                continue
-            en = st + self.duration[v]
-            start[v], end[v] = st, en
-            j = _NK * v
-            rel[j] = ready + self.os_all[v]
-            rel[j + 1] = st + self.g_all[v]
-            rel[j + 2] = en
-            rel[j + 3] = st + self.wan_time[v]
-            rel[j + 4] = ready + self.duration[v]
-            last[src[v]], last_sent[src[v]] = v, True
-            last[dst[v]], last_sent[dst[v]] = v, False
-            if wan[v] >= 0:
-                link_free[wan[v]] = rel[j + 3]
-            done += 1
-            for w in self.succ[self.succ_start[v]:self.succ_start[v + 1]]:
-                indeg[w] -= 1
-                if not indeg[w]:
-                    heapq.heappush(heap, (start_at(w, ready_at(w)), w))
-        if done != n:  # cannot happen: _use_greedy_ports proved the DAG acyclic
-            raise ModelCycle("half-duplex port order: a transfer was never ready")
-        return np.array(start, np.float64), np.array(end, np.float64)
+def _with_posting(extra, gated, posted_after, n):
+    """Plan.extra as a CSR (offsets (n + 1), preds): the extra feed pairs, and for every
+    gated (rendezvous) message the extra feeds of the send message after which its receive
+    is posted (posted_after), as the posting column holds that message's first one."""
+    x, q = extra
+    by_x = np.argsort(x, kind="stable")
+    x, q = x[by_x], q[by_x]
+    xoff = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(x, minlength=n), out=xoff[1:])
+    lens = xoff[posted_after + 1] - xoff[posted_after]
+    if lens.any():
+        within = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+        x = np.r_[x, np.repeat(gated, lens)]
+        q = np.r_[q, q[np.repeat(xoff[posted_after], lens) + within]]
+    key = np.unique(x.astype(np.int64) * max(n, 1) + q)  # by message, then pred; each once
+    x, q = key // max(n, 1), key % max(n, 1)
+    np.cumsum(np.bincount(x, minlength=n), out=xoff[1:])
+    return xoff, q
 
 
-class _KernelGraph:
-    """_PyGraph in C (kernels/dag.c): the same timing, bit for bit, on the plan's arrays
-    renumbered depth first; fast enough for any size, so it replaces the waves too."""
-
-    def __init__(self, plan: Plan):
-        n = self.n = plan.n
-        preds, kinds, offsets = plan._columns
-        if len(preds) != 5:
-            raise AssertionError("kernels/dag.c reads five dependency columns (enum K)")
-        self.zero_col = plan._zero_offset  # added as the constant +0.0 (same bits), not read
-        self.perm, self.edge = np.empty(n, np.int64), np.empty(n * 5, np.int64)
-        self.eoff = np.empty(n * int(5 - self.zero_col.sum()))
-        self.node = np.empty(4 * n)
-        self.on_wan = np.empty(len(plan.on_wan), np.int64)
-        self.link_of = np.ascontiguousarray(plan.wan[plan.on_wan], np.int64)
-        kind = np.empty((5, n), np.uint8)
-        for row, k in zip(kind, kinds):
-            row[:] = k  # a scalar or one per transfer
-        pred = [np.ascontiguousarray(p, np.int64) for p in preds]
-        off = [np.ascontiguousarray(o, np.float64) for o in offsets]
-
-        def f64(a):
-            return np.ascontiguousarray(a, np.float64)
-        done = kernels.dag_order(
-            n=n, pred0=pred[0], pred1=pred[1], pred2=pred[2], pred3=pred[3], pred4=pred[4],
-            kind=kind, off0=off[0], off1=off[1], off2=off[2], off3=off[3], off4=off[4],
-            zero_col=self.zero_col, dur=f64(plan.duration), os=f64(plan.os_all),
-            g=f64(plan.g_all), wan_time=f64(plan.wan_time), n_on_wan=len(plan.on_wan),
-            on_wan=np.ascontiguousarray(plan.on_wan, np.int64), perm=self.perm,
-            edge=self.edge, eoff=self.eoff, node=self.node, on_wan_out=self.on_wan)
-        self.acyclic = done == n
-        self.work = None  # the C timing's scratch, kept: its pages are mapped once
-
-    def time(self, base: np.ndarray):
-        """(start, end) arrays, as _PyGraph.time computes them; None if a shared-link order
-        made a cycle (it cannot)."""
-        n = self.n
-        if self.work is None:
-            self.work = (np.empty(4 * n), np.empty(3 * n, np.int64))
-        start, end = np.empty(n), np.empty(n)
-        done = kernels.dag_time(
-            n=n, edge=self.edge, eoff=self.eoff, zero_col=self.zero_col, node=self.node,
-            perm=self.perm, n_on_wan=len(self.on_wan), on_wan=self.on_wan,
-            link_of=self.link_of, passes=LINK_PASSES, base=np.ascontiguousarray(base, np.float64),
-            work_f=self.work[0], work_i=self.work[1], start=start, end=end)
-        return (start, end) if done == n else None
+def _message_overheads(topo, src, dst, nbytes, meff):
+    """(os(m), g(m)) of every message, as Topology.send_overhead and gap give them for its
+    size m (meff: its effective size), per transfer instead of per size (a plan of
+    messages has many sizes)."""
+    m = np.asarray(nbytes, np.float64)
+    if topo.os_a is None:
+        os_all = meff / topo.port_bandwidth[0][src, dst]
+    else:
+        os_all = topo.os_a[src, dst] + m * topo.os_per_byte[src, dst]
+    if topo.g_a is None:
+        g_all = meff / topo.bandwidth[src, dst]
+    else:
+        g_all = topo.g_a[src, dst] + m * topo.g_per_byte[src, dst]
+    return np.asarray(os_all, np.float64), np.asarray(g_all, np.float64)

@@ -142,10 +142,14 @@ def _max_min(flows, resources, cap, weight, capacity) -> dict:
 
 
 def _walks(p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eager, lat, prev_pair, piece,
-           dst_l, serial):
+           dst_l, serial, span):
     """fluid_timeline's ranks: walks (dataflow) or send and receive chains (serial) that
     issue sends and post receives as pieces arrive. Returns the shared state (start, finish,
-    the heap of starting flows, each chain's send in flight, the work list) and callbacks."""
+    the heap of starting flows, each chain's send in flight, the work list) and callbacks.
+
+    Transfers are messages: piece[t] lists what message t delivers ((dst, origin, segment)
+    each); span[i] the number of ops of the message whose first op is i (0 on the others,
+    which the walks step over). A send message waits for every piece of it."""
     n = len(lat)
     inf = float("inf")
     posted, issued, start, finish = [inf] * n, [inf] * n, [inf] * n, [inf] * n
@@ -180,11 +184,11 @@ def _walks(p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eag
                 try_start(t)
                 if finish[t] < inf:
                     deliver(t)  # an eager message that came first
-                i += 1
+                i += span[i]
                 continue
-            h = holds(r, origin[i], segment[i])
+            h, j = _holds_all(holds, origin, segment, span, r, i)
             if h == inf:
-                wait(("piece", r, origin[i], segment[i]), r)
+                wait(("piece", r, origin[j], segment[j]), r)
                 break
             ready = max(now, h, gate[i])
             q = prev_pair[t]
@@ -195,43 +199,37 @@ def _walks(p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eag
                 ready = max(ready, finish[q])
             issued[t] = ready
             try_start(t)
-            i += 1
+            i += span[i]
         ptr[r] = i
-
-    def next_of(r, i, k):
-        end = offsets[r + 1]
-        while i < end and kind[i] != k:
-            i += 1
-        return i
 
     def chain_send(r, now):
         """Serial: issue rank r's next send once the previous one has completed."""
         if send_busy[r] >= 0 and finish[send_busy[r]] == inf:
             return
-        i = next_of(r, send_at[r], SEND)
+        i = _next_message(kind, span, offsets, r, send_at[r], SEND)
         if i >= offsets[r + 1]:
             send_busy[r] = -1
             return
         t = tr_of_op[i]
-        h = holds(r, origin[i], segment[i])
+        h, j = _holds_all(holds, origin, segment, span, r, i)
         if h == inf:
-            wait(("piece", r, origin[i], segment[i]), ("send", r))
+            wait(("piece", r, origin[j], segment[j]), ("send", r))
             return
         issued[t] = max(now, h, gate[i])
-        send_busy[r], send_at[r] = t, i + 1
+        send_busy[r], send_at[r] = t, i + span[i]
         try_start(t)
 
     def chain_recv(r, now):
         """Serial: post rank r's next receive once the previous one has completed."""
-        if recv_busy[r] >= 0 and piece[recv_busy[r]] not in held:
+        if recv_busy[r] >= 0 and piece[recv_busy[r]][0] not in held:
             return
-        i = next_of(r, recv_at[r], RECV)
+        i = _next_message(kind, span, offsets, r, recv_at[r], RECV)
         if i >= offsets[r + 1]:
             recv_busy[r] = -1
             return
         t = tr_of_op[i]
         posted[t] = max(now, gate[i])
-        recv_busy[r], recv_at[r] = t, i + 1
+        recv_busy[r], recv_at[r] = t, i + span[i]
         try_start(t)
         if finish[t] < inf:
             deliver(t)
@@ -251,16 +249,37 @@ def _walks(p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eag
                 walk(who, now)
 
     def deliver(t):
-        """Transfer t's piece is the receiver's once the bytes are in and it was posted."""
-        if piece[t] in held or posted[t] == inf:
+        """Message t's pieces are the receiver's once the bytes are in and it was posted."""
+        if piece[t][0] in held or posted[t] == inf:
             return
         when = max(finish[t], posted[t])
-        held[piece[t]] = when
-        resume(("piece",) + piece[t], when)
+        for x in piece[t]:
+            held[x] = when
+            resume(("piece",) + x, when)
         if serial:
             todo.append((("recv", dst_l[t]), when))
 
     return start, finish, starts, send_busy, todo, deliver, resume, advance, issued
+
+
+def _holds_all(holds, origin, segment, span, r, i):
+    """When rank r holds every piece of the send message at op i (holds(r, origin,
+    segment): when it holds one; inf: not yet), and the first piece it lacks (or i)."""
+    h = -float("inf")
+    for j in range(i, i + span[i]):
+        x = holds(r, origin[j], segment[j])
+        if x == float("inf"):
+            return x, j
+        h = x if x > h else h
+    return h, i
+
+
+def _next_message(kind, span, offsets, r, i, k):
+    """Rank r's next message of kind k from op i on (its first op; offsets[r + 1]: none)."""
+    end = offsets[r + 1]
+    while i < end and (kind[i] != k or not span[i]):
+        i += 1
+    return i
 
 
 def _share_flows(net, starts, size, cap, weight, finish, ended, local=False):
@@ -428,11 +447,29 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     rank = s.rank_of_op
     order = np.argsort(m.send_op, kind="stable")
     so, ro = m.send_op[order], m.recv_op[order]
+    piece_bytes = s.piece_bytes(nbytes)[s.segment[so]]
+    tr_of_op = np.full(s.total_ops, -1, np.int64)
+    # Multi-piece messages (docs/semantics.md): one flow per message, its pieces' bytes.
+    first = s.join[so] == 0 if s.has_messages else np.ones(len(so), bool)
+    heads = np.nonzero(first)[0]
+    of_piece = np.cumsum(first) - 1  # the message of each piece (sender list order)
+    tr_of_op[so], tr_of_op[ro] = of_piece, of_piece
+    pdst = rank[ro]
+    pieces = list(zip(pdst.tolist(), s.origin[so].tolist(), s.segment[so].tolist()))
+    if len(heads) < len(so):
+        size = np.add.reduceat(piece_bytes, heads).astype(np.float64)
+        bounds = np.r_[heads, len(so)].tolist()
+        piece = [tuple(pieces[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        span = np.zeros(s.total_ops, np.int64)
+        span[so[heads]] = span[ro[heads]] = np.diff(bounds)
+        count = np.diff(bounds)
+    else:
+        size = piece_bytes.astype(np.float64)
+        piece = [(x,) for x in pieces]
+        span, count = np.ones(s.total_ops, np.int64), None
+    so, ro = so[heads], ro[heads]
     n = len(so)
     src, dst = rank[so], rank[ro]
-    tr_of_op = np.full(s.total_ops, -1, np.int64)
-    tr_of_op[so], tr_of_op[ro] = np.arange(n), np.arange(n)
-    size = s.piece_bytes(nbytes)[s.segment[so]].astype(np.float64)
     flow_bw = topo.flow_bandwidth()
     cap = flow_bw[src, dst].tolist()  # the TCP window's cap with the unscaled latency
     net = _Network(topo, src, dst)
@@ -453,7 +490,6 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     eager = (small & (not simgrid_eager)).tolist()
     size = size.tolist()
     src_l, dst_l = src.tolist(), dst.tolist()
-    piece = list(zip(dst_l, s.origin[so].tolist(), s.segment[so].tolist()))  # what a transfer delivers
     # Previous transfer on the same pair (sender list order): a FIFO send waits for it.
     prev_pair = [-1] * n
     last: dict = {}
@@ -468,7 +504,7 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
 
     start, finish, starts, send_busy, todo, deliver, resume, advance, issued = _walks(
         p, tr_of_op, kind, origin, segment, offsets, gate, arrival, fifo, eager, lat, prev_pair, piece,
-        dst_l, serial)
+        dst_l, serial, span.tolist())
     for r in range(p):
         todo += [((("recv", r), 0.0)), ((("send", r), 0.0))] if serial else [(r, 0.0)]
     advance()
@@ -491,7 +527,7 @@ def fluid_timeline(sched: Schedule, topo, nbytes: int, arrivals=None, matching=N
     np.maximum.at(exits, src, np.where(small, np.array(issued), end_a) if simgrid_eager else end_a)
     np.maximum.at(exits, dst, end_a)
     return Timeline(src, dst, s.origin[so], s.segment[so], s.phase[ro], np.asarray(size),
-                    start_a, end_a, a, exits)
+                    start_a, end_a, a, exits, count)
 
 
 def simulate_fluid(sched: Schedule, topo, nbytes: int, arrivals=None,

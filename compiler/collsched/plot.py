@@ -2,7 +2,9 @@
 
 One lane per rank: the arrival (black tick), every transfer the rank receives (a bar from
 start to end, background pre-steps in orange, foreground in blue, labelled with the rank
-the piece comes from, its origin, when there is room) and its exit (red tick). The time
+the piece comes from, its origin, when there is room) and its exit (red tick). A
+multi-piece message (docs/semantics.md) is one transfer, so one bar, labelled with its
+number of pieces (x3: three pieces). The time
 axis spans the schedule (first arrival to last exit, 1% margin) and the legend, above the
 lanes, names only what the chart draws.
 """
@@ -49,7 +51,9 @@ def gantt_figure(tl: Timeline, title: str, max_ranks: int = 64):
     ax.barh(tl.dst[sel], widths, left=starts, height=0.6,
             color=np.where(background, BACKGROUND_COLOR, FOREGROUND_COLOR), edgecolor="white",
             linewidth=0.3)
-    labelled = _label_bars(ax, tl.dst[sel], starts, widths, tl.origin[sel], (t1 - t0) * scale)
+    pieces = tl.pieces[sel] if tl.pieces is not None else None
+    labelled = _label_bars(ax, tl.dst[sel], starts, widths, tl.origin[sel], (t1 - t0) * scale,
+                           pieces)
     lanes = np.arange(shown)
     ax.scatter((tl.arrivals[:shown] - t0) * scale, lanes, marker="|", s=180, color=ARRIVAL_COLOR,
                zorder=3)
@@ -63,7 +67,7 @@ def gantt_figure(tl: Timeline, title: str, max_ranks: int = 64):
     ax.set_ylabel("receiving rank")
     more = f" (first {shown} of {p} ranks)" if shown < p else ""
     ax.set_title(title + more, fontsize=10, pad=24)
-    ax.legend(handles=legend_handles(bool(background.any()), bool((~background).any()), labelled),
+    ax.legend(handles=legend_handles(bool(background.any()), bool((~background).any()), *labelled),
               loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=7, ncol=5, frameon=False,
               borderaxespad=0.2)
     ax.grid(axis="x", alpha=0.3)
@@ -73,8 +77,10 @@ def gantt_figure(tl: Timeline, title: str, max_ranks: int = 64):
     return fig
 
 
-def legend_handles(background: bool, foreground: bool, labelled: bool) -> list:
-    """What the chart draws, in words: the bar kinds present, the ticks, the bar labels."""
+def legend_handles(background: bool, foreground: bool, labelled: bool,
+                   messages: bool = False) -> list:
+    """What the chart draws, in words: the bar kinds present, the ticks, the bar labels
+    (messages: some label is a multi-piece message's piece count)."""
     handles = []
     if background:
         handles.append(Patch(color=BACKGROUND_COLOR, label="receive, background pre-step"))
@@ -88,19 +94,26 @@ def legend_handles(background: bool, foreground: bool, labelled: bool) -> list:
     if labelled:
         handles.append(Patch(facecolor="none", edgecolor="none",
                              label="number on a bar: the rank whose piece it carries"))
+    if messages:
+        handles.append(Patch(facecolor="none", edgecolor="none",
+                             label="xk on a bar: one message of k pieces"))
     return handles
 
 
-def _label_bars(ax, lanes, starts, widths, origins, span: float) -> bool:
-    """Writes the piece's origin inside the bars wide enough for it; True when any."""
+def _label_bars(ax, lanes, starts, widths, origins, span: float, pieces=None) -> tuple[bool, bool]:
+    """Writes the piece's origin inside the bars wide enough for it, or for a message of k
+    > 1 pieces "xk"; (whether an origin was written, whether a piece count was)."""
     if len(lanes) > MAX_LABELLED_BARS or not len(lanes):
-        return False
-    any_ = False
-    for y, x, w, o in zip(lanes, starts, widths, origins):
+        return False, False
+    counts = np.ones(len(lanes), np.int64) if pieces is None else pieces
+    origin_, count_ = False, False
+    for y, x, w, o, k in zip(lanes, starts, widths, origins, counts):
         if w > 0.025 * span:
-            ax.text(x + w / 2, y, str(int(o)), ha="center", va="center", fontsize=6, color="white")
-            any_ = True
-    return any_
+            text = str(int(o)) if k == 1 else f"x{int(k)}"
+            ax.text(x + w / 2, y, text, ha="center", va="center", fontsize=6, color="white")
+            origin_ |= k == 1
+            count_ |= k != 1
+    return bool(origin_), bool(count_)
 
 
 def _time_unit(span_s: float) -> tuple[float, str]:

@@ -2,7 +2,8 @@
  *
  * Loads the input as a schedule file image, for the communicator size the header claims
  * and for one that differs, at a rank chosen from the input, and walks the result the way
- * the executor does (dep indices must point at earlier recvs of the same piece). An input
+ * the executor does (dep indices must point at earlier recvs of the same piece; joined ops
+ * continue their message; FIFO links name earlier send heads to the same peer). An input
  * with the compact magic goes through the compact loader instead (decode, the generators,
  * the dataflow checks of cs_schedule_adopt), as cs_load_file sends a compact file there. */
 #include "collsched_schedfile.h"
@@ -24,6 +25,17 @@ static void walk(const collsched_schedule *s)
             const collsched_op *r = &s->ops[op->dep];
             if ((uint32_t)op->dep >= i || r->kind != COLLSCHED_RECV || r->origin != op->origin
                 || r->segment != op->segment)
+                abort();
+        }
+        /* multi-piece messages: a joined op continues the message of the op before it
+         * (what the executor relies on to find a message's head and end), carries no FIFO
+         * mark; a FIFO send waits for an earlier send message's head to the same peer */
+        if (op->join > 1 || (op->join && (i == 0 || op->fifo || op[-1].kind != op->kind
+                                          || op[-1].peer != op->peer || op[-1].phase != op->phase)))
+            abort();
+        if (op->prev >= 0) {
+            const collsched_op *p = &s->ops[op->prev];
+            if ((uint32_t)op->prev >= i || p->kind != COLLSCHED_SEND || p->peer != op->peer || p->join || op->join)
                 abort();
         }
     }

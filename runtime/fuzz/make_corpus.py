@@ -2,15 +2,18 @@
 
 Run from the repository root: .venv/bin/python runtime/fuzz/make_corpus.py
 Seeds: small valid schedules of every baseline algorithm, some segmented or with a size
-range, and a few broken ones (truncated, flipped bytes) so the fuzzer starts on both sides
+range, two with multi-piece messages (one serial, FIFO marks on message heads), and a few broken ones (truncated, flipped bytes) so the fuzzer starts on both sides
 of every check; and compact records (the compact loader's input).
 """
 from pathlib import Path
+
+import numpy as np
 
 from collsched import schedfile
 from collsched.algorithms import Request, generate
 from collsched.cli import main as main_cli
 from collsched.compact import for_default
+from collsched.ir import from_transfers
 
 # Two sites of 4 and 2 hosts for the hier seed (docs/inputs.md).
 SITES_YAML = """name: fuzz-sites
@@ -25,6 +28,25 @@ wan:
 OUT = Path(__file__).parent / "corpus"
 
 
+def _messages(alg: str, p: int, nseg: int):
+    """bruck or ring with one message per (step, src, dst)."""
+    steps, src, dst, origin = [], [], [], []
+    k = 0
+    while alg == "bruck" and (1 << k) < p:
+        for r in range(p):
+            for j in range(min(1 << k, p - (1 << k))):
+                steps.append(k), src.append(r), dst.append((r - (1 << k)) % p), origin.append((r + j) % p)
+        k += 1
+    for k in range(p - 1 if alg == "ring" else 0):
+        for r in range(p):
+            steps.append(k), src.append(r), dst.append((r + 1) % p), origin.append((r - k) % p)
+    steps, src, dst, origin = (np.repeat(np.array(a), nseg) for a in (steps, src, dst, origin))
+    key = np.stack([steps, src, dst], 1)
+    join = np.r_[0, np.all(key[1:] == key[:-1], axis=1)].astype(np.uint8)
+    return from_transfers(p, nseg, steps, src, dst, origin, np.tile(np.arange(nseg), len(steps) // nseg),
+                          algorithm=alg, join=join)
+
+
 def main() -> None:
     OUT.mkdir(exist_ok=True)
     cases = [("ring", 2, 1), ("ring", 3, 2), ("nex", 4, 1), ("lnbc", 3, 1), ("rd", 4, 1),
@@ -34,6 +56,14 @@ def main() -> None:
         s.bytes_min, s.bytes_max = 0, 1 << 20
         data = schedfile.encode(s)
         (OUT / f"{alg}-p{p}-s{nseg}.sched").write_bytes(data)
+    # Multi-piece messages (op flag bit 2, minor version 3): every block a rank sends a
+    # peer in one step in one message; a serial one with FIFO marks on message heads.
+    for alg, p, nseg, serial in [("bruck", 5, 2, False), ("ring", 4, 3, True)]:
+        s = _messages(alg, p, nseg)
+        s.bytes_min, s.bytes_max, s.serial = 0, 1 << 20, serial
+        if serial:
+            s.fifo = ((s.kind == 0) & (s.join == 0)).astype(np.uint8)
+        (OUT / f"{alg}-msg-p{p}-s{nseg}.sched").write_bytes(schedfile.encode(s))
     good = (OUT / "ring-p3-s2.sched").read_bytes()
     (OUT / "truncated.bin").write_bytes(good[:150])
     flipped = bytearray(good)

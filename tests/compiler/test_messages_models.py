@@ -363,3 +363,21 @@ def test_fluid_metrics_count_messages_once():
     assert met.avg_elapsed_s == pytest.approx(L + 3000 / b, rel=1e-12)
     assert met.run_time_s == pytest.approx(L + 3000 / b, rel=1e-12)
     assert {int(k) for k in s.kind} == {SEND, RECV}
+
+
+def test_gantt_draws_a_message_as_one_bar_with_its_piece_count():
+    import matplotlib.pyplot as plt
+    from collsched.plot import gantt_figure
+
+    tl = simulate(late_piece_schedule(), homogeneous(4), 1 << 20, np.array([0.0, 0.1, 0.0, 0.0]))[0]
+    fig = gantt_figure(tl, "messages")
+    try:
+        ax = fig.axes[0]
+        assert len(ax.patches) == len(tl.start) == 6  # one bar per message
+        texts = sorted(t.get_text() for t in ax.texts)
+        assert texts.count("x3") == 3 and "0" in texts and "1" in texts
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "xk on a bar: one message of k pieces" in legend
+        assert "number on a bar: the rank whose piece it carries" in legend
+    finally:
+        plt.close(fig)

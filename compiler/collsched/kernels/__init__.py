@@ -17,7 +17,7 @@ Which kernels exist, their wrappers here, and the reference each mirrors:
     input_pool.c  input_pool()            min3.input_pool._schedule_input_pool  (pools of pools)
     ring.c        ring()                  min3.ring._schedule_ring              (large grid sites)
     progress.c    progress_completes()    verify._progress_completes            (deadlock freedom)
-    dag.c         dag_order(), dag_time() model.dag._PyGraph                    (cost model timing)
+    dag.c         dag_order(), dag_time() model.dag_graph._PyGraph              (cost model timing)
     fluid.c       fluid_step()            model.fluid._share_flows              (fluid model's sharing)
 
 fluid_step is called once per event of a loop on the same arrays: bind() checks its
@@ -307,7 +307,7 @@ def dag_order(*, n, pred0, pred1, pred2, pred3, pred4, kind, off0, off1, off2, o
 
 def dag_time(*, n, edge, eoff, zero_col, n_extra, xoff, xedge, node, perm, n_on_wan, on_wan,
              link_of, passes, base, work_f, work_i, start, end) -> int:
-    """model.dag._PyGraph.time on dag_order's layout (dag.c); returns n, or fewer on a cycle."""
+    """model.dag_graph._PyGraph.time on dag_order's layout (dag.c); returns n, or fewer on a cycle."""
     return _run("dag_time", locals())
 
 

@@ -1,4 +1,4 @@
-/* model.dag._PyGraph in C: the transfer DAG of a model.dag.Plan, checked for a cycle and
+/* model.dag_graph._PyGraph in C: the transfer DAG of a model.dag.Plan, checked for a cycle and
  * timed with the shared-link iteration of _PyGraph.time. Read the Python class first: the step that
  * times one transfer is the same statement for statement, so the same floats.
  *

@@ -28,7 +28,7 @@ int64_t cs_progress_completes(int64_t nranks, const int64_t *rank, const int64_t
                               const int64_t *blocking, const int64_t *first, const int64_t *last,
                               const int64_t *dep0, const int64_t *dep1, const int64_t *dep2);
 
-/* dag.c: model.dag._PyGraph's topological order (cs_dag_order) and timing (cs_dag_time). */
+/* dag.c: model.dag_graph._PyGraph's topological order (cs_dag_order) and timing (cs_dag_time). */
 int64_t cs_dag_order(int64_t n, const int64_t *pred0, const int64_t *pred1,
                      const int64_t *pred2, const int64_t *pred3, const int64_t *pred4,
                      const uint8_t *kind, const double *off0, const double *off1,

@@ -46,10 +46,10 @@ def engine(kind: str):
         min3_schedule.EXACT_LEAF_LIMIT, min3_schedule.RING_ENGINE = saved
 
 
-def min3(topo, nbytes, arrivals=None, nseg=1):
+def min3(topo, nbytes, arrivals=None, nseg=1, aggregate=None):
     p = topo.nranks
     s = generate("min3", Request(p, nbytes=nbytes, nseg=nseg, full_duplex=topo.full_duplex,
-                                 topology=topo, arrivals=arrivals))
+                                 topology=topo, arrivals=arrivals, aggregate=aggregate))
     s = passes.apply(s, topo, nbytes)  # as the pipeline does: receive gating, FIFO marks
     return s
 
@@ -315,7 +315,7 @@ def test_ring_engine_only_where_it_fits(monkeypatch):
     for topo, arrivals, expected in cases:
         calls.clear()
         with engine("ring"):
-            s = min3(topo, 1 << 14, arrivals)
+            s = min3(topo, 1 << 14, arrivals, aggregate=False)  # engines as before (no gateway plan)
         assert calls == expected
         check_valid(s, topo)
 

@@ -269,6 +269,53 @@ static int check_fields(const source *s, const collsched_header *h, uint32_t ran
     return COLLSCHED_OK;
 }
 
+/* Multi-piece messages, once every op's fields passed: no piece twice in one message, and
+ * joined ops only in a file of minor version 3 or later (the Python reader's checks and
+ * words, in its order: the first message with a repeat, its smallest repeated piece, at
+ * its second op). */
+typedef struct msg_piece { uint32_t head, op; uint64_t piece; } msg_piece;
+
+static int cmp_msg_piece(const void *a, const void *b)
+{
+    const msg_piece *x = a, *y = b;
+    if (x->head != y->head) return x->head < y->head ? -1 : 1;
+    if (x->piece != y->piece) return x->piece < y->piece ? -1 : 1;
+    return x->op < y->op ? -1 : x->op > y->op;
+}
+
+static int check_messages(const source *s, const collsched_header *h, const collsched_schedule *sc,
+                          char *err, size_t errlen)
+{
+    uint32_t n = 0, head = 0;
+    for (uint32_t i = 0; i < sc->nops; i++) n += sc->ops[i].join || (i + 1 < sc->nops && sc->ops[i + 1].join);
+    if (!n) return COLLSCHED_OK;
+    if (h->version_minor < 3)
+        return fail(COLLSCHED_EFORMAT, err, errlen, s->name, "version_minor",
+                    "expected at least 3 for a schedule with joined ops (flags bit 2), found %u", h->version_minor);
+    msg_piece *m = malloc((size_t)n * sizeof *m);
+    if (!m) return COLLSCHED_ENOMEM;
+    n = 0;
+    for (uint32_t i = 0; i < sc->nops; i++) {
+        const collsched_op *op = &sc->ops[i];
+        if (!op->join) head = i;
+        if (op->join || (i + 1 < sc->nops && sc->ops[i + 1].join))
+            m[n++] = (msg_piece){ head, i, (uint64_t)op->origin * h->nseg + op->segment };
+    }
+    qsort(m, n, sizeof *m, cmp_msg_piece);
+    int rc = COLLSCHED_OK;
+    for (uint32_t k = 1; k < n && rc == COLLSCHED_OK; k++)
+        if (m[k].head == m[k - 1].head && m[k].piece == m[k - 1].piece) {
+            char field[64];
+            const collsched_op *op = &sc->ops[m[k].op];
+            snprintf(field, sizeof field, "rank %u op %u segment", sc->rank, m[k].op);
+            rc = fail(COLLSCHED_EFORMAT, err, errlen, s->name, field,
+                      "expected a piece not already in its message (op %u carries (%u,%u) too)", m[k - 1].op,
+                      op->origin, op->segment);
+        }
+    free(m);
+    return rc;
+}
+
 /* Holding: a forwarded send names an earlier recv of its piece (its dep). Delivery: every
  * piece of every other origin is received exactly once. */
 static int check_dataflow(const source *s, const collsched_header *h, collsched_schedule *sc,
@@ -353,6 +400,7 @@ static int read_section(const source *s, const collsched_header *h, uint32_t ran
     for (uint32_t i = 0; i < nops && rc == COLLSCHED_OK; i++)
         rc = check_fields(s, h, rank, i, raw + (size_t)OP_BYTES * i, &sc->ops[i], &seen_fg, err, errlen);
     free(raw);
+    if (rc == COLLSCHED_OK) rc = check_messages(s, h, sc, err, errlen);
     if (rc == COLLSCHED_OK) rc = check_dataflow(s, h, sc, err, errlen);
     return rc == COLLSCHED_OK ? link_sends(sc) : rc;
 }

@@ -19,6 +19,7 @@ import json
 import random
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -285,7 +286,22 @@ def hostile(nranks: int) -> dict[str, tuple[ir.Schedule, str]]:
     i = first(s, s.join == 1)
     s.join[i] = 2  # flags bit 3: unknown
     out["unknown_bit"] = (s, f"rank 0 op {i} flags: expected bits 0 (background), 1 (FIFO wait) and 2 (join) only")
+    s = base()
+    i = first(s, (s.join == 1) & (s.kind == 0))
+    s.origin[i], s.segment[i] = s.origin[i - 1], s.segment[i - 1]
+    out["piece_twice"] = (s, f"rank 0 op {i} segment: expected a piece not already in its message (op {i - 1} "
+                             f"carries ({s.origin[i]},{s.segment[i]}) too)")
+    out["minor_version_0"] = (base(), "version_minor: expected at least 3 for a schedule with joined ops "
+                                      "(flags bit 2), found 0")
     return out
+
+
+def with_minor_version(path: Path, minor: int) -> None:
+    """The file's header claims another minor version (header CRC made right again)."""
+    data = bytearray(path.read_bytes())
+    data[10:12] = minor.to_bytes(2, "little")
+    data[124:128] = zlib.crc32(bytes(data[:124])).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
 
 
 @pytest.mark.mpi
@@ -294,6 +310,7 @@ def test_hostile_message_files_fall_back_with_data_correct(tmp_path):
     files = []
     for name, (s, _) in cases.items():
         files.append(write(s, tmp_path / f"{name}.sched"))
+    with_minor_version(files[-1], 0)
     run = run_driver(5, files, "--bytes", "777", "--iterations", "1")
     assert run.returncode == 0, run
     assert len(run.rows) == len(files), run

@@ -11,11 +11,13 @@ forwarded pieces), and the serial flag on and off. They run under Open MPI (mpir
 SimGrid SMPI at odd and even P with collsched-run (every byte of every rank checked,
 allgather and allgatherv, in place and not), with an unmodified program comparing every
 byte with PMPI_Allgather(v) (uneven and zero counts, reversed blocks, a vector type and 18
-other derived types), and with imbalanced arrivals (collsched-minibench). Hostile message
-files are refused with a reason and the MPI library's collective runs instead."""
+other derived types), with imbalanced arrivals (collsched-minibench), and from a schedule
+cache whose receive-ahead posts a leading background message as one receive. Hostile
+message files are refused with a reason and the MPI library's collective runs instead."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -333,3 +335,65 @@ def test_message_deadlock_is_refused_not_run(tmp_path, serial):
     assert [r["used_schedule"] for r in run.rows] == [True, False], run
     assert all(r["data_ok"] for r in run.rows), run
     assert "deadlock" in run.rows[1]["reason"], run.rows[1]
+
+
+# ---- receive-ahead (cache_ahead.c): leading background receive messages posted ahead ----
+
+def message_cache(d: Path, nranks: int, nbytes: int, spread: float) -> dict:
+    """A schedule cache (docs/cache.md) as tests/runtime/test_cache_ahead.py builds it, with
+    message entries: the regular entry the ring, and per class k (ranks r % 3 == k late by
+    `spread`) the ring of three segments joined per step, whose late ranks receive their
+    first message (three pieces) in the background: the receive-ahead posts it at the exit
+    of the call before, one receive for the three pieces."""
+    d.mkdir(parents=True, exist_ok=True)
+    write(generate("ring", Request(nranks)), d / "ring.sched")
+    files = {"regular": "ring.sched"}
+    lines = [f"entry ring.sched allgather {nranks} {nbytes} {nbytes} * - regular - 5 -"]
+    for k in range(3):
+        s = joined_by_step(nranks, 3, "ring")
+        for r in range(nranks):
+            if r % 3 == k:
+                lo = int(s.offsets[r])
+                assert list(s.kind[lo:lo + 3]) == [1, 1, 1] and list(s.join[lo:lo + 4]) == [0, 1, 1, 0]
+                s.phase[lo:lo + 3] = 1
+        s.bytes_min = s.bytes_max = nbytes
+        name = f"ring3-c{k}.sched"
+        schedfile.write(s, d / name)
+        assert schedfile.read(d / name).has_background
+        files[k] = name
+        pat = ",".join(repr(spread if r % 3 == k else 0.0) for r in range(nranks))
+        lines.append(f"entry {name} allgather {nranks} {nbytes} {nbytes} * 0123456789abcdef {k} "
+                     f"{spread * 0.2!r} 5 {pat}")
+    (d / "index").write_text("collsched-cache 1\n" + "".join(line + "\n" for line in lines))
+    return files
+
+
+@pytest.mark.mpi
+@pytest.mark.smpi
+def test_receive_ahead_posts_whole_messages_smpi(tmp_path):
+    """The cache cycle of tests/runtime/test_cache_ahead.py (apps/cache_ahead_app.c, every
+    byte of every call checked) with message entries under SMPI: the late ranks' first
+    message (three pieces) is posted ahead as one receive and taken over by the executor;
+    the entries are the rule's, no receive is withdrawn, the data are right."""
+    from test_cache_ahead import APPS, BYTES, POSTED, AppRun, expected_sequence, smpi_platform
+    lib = SMPI_BUILD / "lib" / "libcollsched.a"
+    if not shutil.which("smpirun") or not shutil.which("smpicc") or not lib.exists():
+        pytest.skip("smpirun, smpicc or the SMPI build of libcollsched missing")
+    nranks, spread, iters = 6, 0.005, 12
+    files = message_cache(tmp_path / "cache", nranks, BYTES, spread)
+    exe = tmp_path / "cache_ahead_smpi"
+    subprocess.run(["smpicc", "-DCACHE_APP_API", f"-I{Path(__file__).parents[2] / 'runtime' / 'include'}",
+                    str(APPS / "cache_ahead_app.c"), str(lib), "-lm", "-o", str(exe)],
+                   check=True, capture_output=True, timeout=TIMEOUT)
+    plat, hosts = smpi_platform(tmp_path, nranks)
+    cmd = ["smpirun", "-np", str(nranks), "-platform", str(plat), "-hostfile", str(hosts),
+           "--cfg=smpi/display-timing:no", "--log=root.thr:warning", str(exe), str(iters), str(BYTES),
+           str(int(spread * 1e6))]
+    env = dict(os.environ, COLLSCHED_SCHEDULES=str(tmp_path / "cache"), COLLSCHED_VERBOSE="1")
+    run = AppRun(subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env))
+    assert run.proc.returncode == 0 and run.data_ok, run
+    assert run.used() == expected_sequence(files, iters), run
+    assert not run.failures(), run
+    posted = [line for line in run.proc.stderr.splitlines() if line.startswith(POSTED)]
+    # one message of three receives on each late rank (the verbose line counts ops)
+    assert posted and all("3 receives of ring" in line for line in posted), posted

@@ -397,3 +397,25 @@ def test_receive_ahead_posts_whole_messages_smpi(tmp_path):
     posted = [line for line in run.proc.stderr.splitlines() if line.startswith(POSTED)]
     # one message of three receives on each late rank (the verbose line counts ops)
     assert posted and all("3 receives of ring" in line for line in posted), posted
+
+
+@pytest.mark.mpi
+def test_trace_gives_joined_ops_their_message_times(tmp_path):
+    """COLLSCHED_TRACE with messages: a joined op's line carries its head's issue and
+    completion times (one request per message), every op traced."""
+    f = write(joined_by_step(4, 3, "ring"), tmp_path / "ring3.sched")
+    prefix = tmp_path / "trace"
+    run = run_driver(4, [f], "--bytes", "3000", "--iterations", "1",
+                     env={"COLLSCHED_TRACE": str(prefix)})
+    assert run.returncode == 0 and run.rows[0]["data_ok"] and run.rows[0]["used_schedule"], run
+    s = schedfile.read(f)
+    for r in range(4):
+        lines = [l.split(",") for l in (tmp_path / f"trace.{r}.csv").read_text().splitlines()]
+        lo = int(s.offsets[r])
+        assert len(lines) == int(s.offsets[r + 1]) - lo
+        for call, op, kind, peer, origin, seg, issued, done in lines:
+            i = lo + int(op)
+            assert (int(kind), int(peer), int(origin), int(seg)) == (s.kind[i], s.peer[i], s.origin[i], s.segment[i])
+            assert 0 < float(issued) <= float(done), lines
+            h = int(s.message_head()[i]) - lo
+            assert (issued, done) == tuple(lines[h][6:8]), (op, h)

@@ -74,7 +74,7 @@ demo: deps runtime lab
 	@echo "demo: Gantt chart in $(OUT)/demo-ring.png, lab comparison in $(OUT)/demo-lab.png"
 
 bench: deps bench-compiler bench-runtime bench-trace bench-lab bench-bound bench-sweep bench-recurring \
-	bench-intergroup bench-platforms bench-collectives
+	bench-intergroup bench-platforms bench-collectives bench-aggregate
 
 # Issue 21: measure -> compile -> run on the bundled multi-site platforms (docs/platforms.md;
 # docs/benchmarks.md, section lab-platforms).
@@ -170,6 +170,52 @@ bench-lab: deps runtime lab
 	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/grid-8x128.yaml --ranks 256 \
 	    --bytes 64KiB --algorithms min3,magpie,mpichg2,native:ompi --iterations 1 --seed 1 \
 	    --doc docs/benchmarks.md --section lab-grid8-256-smpi --plot docs/img/lab-grid8-256-smpi.png
+
+# Issue 20 (arrival-aware scheduling at the lower bound; docs/lab.md, "bench-aggregate"):
+# the lab's mini-benchmark with the multi-piece planner agg beside min3, bdr and the best
+# regular algorithms on tryton-48 (the lab's seeded patterns: maxDelay 5 ms and 0), at
+# P = 28 with 256K floats in all (37448 B per rank), P = 48 with 256K floats (21844 B) and
+# P = 28 with 1 MiB per rank, each under CM02 and SimGrid's SMPI model; then forest beside
+# min3 and magpie on the grids (wan-3x16 under CM02 only: bench-lab says why). Every table
+# gives each row's gap to the LP lower bound. Needs agg and forest registered (check_algorithm
+# refuses an unknown name before anything runs). Measured 2026-11-27 with min3,bdr,spreading,
+# ring,native (agg not yet there) on 2 cores at load 12-25: P = 28 37448 B 8 iterations 96 s
+# (CM02); P = 48 21844 B 335 s (CM02); P = 28 1 MiB 8 iterations 354 s (CM02), 816 s under the
+# SMPI model (min3: 23 s to compile each iteration, 296 s to run); hence 4 iterations at 1 MiB,
+# where the gaps are bandwidth-bound and the 8 iterations' averages spread by under 1%
+# (ring under the SMPI model: 5%).
+AGG_ALGS := agg,min3,bdr,spreading,ring,native
+FOREST_ALGS := min3,forest,magpie,native
+AGG_1M_ITERATIONS := 4
+AGG_TRYTON := $(CLI) bench --backend smpi --topology topologies/tryton-48.yaml --seed 1 --algorithms $(AGG_ALGS) \
+	--doc docs/benchmarks.md
+.PHONY: bench-aggregate
+bench-aggregate: deps runtime lab
+	$(AGG_TRYTON) --ranks 28 --bytes 37448 --max-delay-ms 5 --iterations 8 \
+	    --section lab-agg-tryton28 --plot docs/img/lab-agg-tryton28.png
+	$(AGG_TRYTON) --network-model SMPI --ranks 28 --bytes 37448 --max-delay-ms 5 --iterations 8 \
+	    --section lab-agg-tryton28-smpi --plot docs/img/lab-agg-tryton28-smpi.png
+	$(AGG_TRYTON) --ranks 28 --bytes 37448 --max-delay-ms 0 --iterations 8 \
+	    --section lab-agg-tryton28-flat --plot docs/img/lab-agg-tryton28-flat.png
+	$(AGG_TRYTON) --network-model SMPI --ranks 28 --bytes 37448 --max-delay-ms 0 --iterations 8 \
+	    --section lab-agg-tryton28-flat-smpi --plot docs/img/lab-agg-tryton28-flat-smpi.png
+	$(AGG_TRYTON) --ranks 48 --bytes 21844 --max-delay-ms 5 --iterations 8 \
+	    --section lab-agg-tryton48 --plot docs/img/lab-agg-tryton48.png
+	$(AGG_TRYTON) --network-model SMPI --ranks 48 --bytes 21844 --max-delay-ms 5 --iterations 8 \
+	    --section lab-agg-tryton48-smpi --plot docs/img/lab-agg-tryton48-smpi.png
+	$(AGG_TRYTON) --ranks 28 --bytes 1MiB --max-delay-ms 5 --iterations $(AGG_1M_ITERATIONS) \
+	    --section lab-agg-tryton28-1m --plot docs/img/lab-agg-tryton28-1m.png
+	$(AGG_TRYTON) --network-model SMPI --ranks 28 --bytes 1MiB --max-delay-ms 5 --iterations $(AGG_1M_ITERATIONS) \
+	    --section lab-agg-tryton28-1m-smpi --plot docs/img/lab-agg-tryton28-1m-smpi.png
+	$(CLI) bench --backend smpi --topology topologies/wan-3x16.yaml --ranks 48 --bytes 1MiB \
+	    --algorithms $(FOREST_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md \
+	    --section lab-forest-wan-1m --plot docs/img/lab-forest-wan-1m.png
+	$(CLI) bench --backend smpi --topology topologies/three-site-grid.yaml --ranks 20 --bytes 256KiB \
+	    --algorithms $(FOREST_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md \
+	    --section lab-forest-grid-256k --plot docs/img/lab-forest-grid-256k.png
+	$(CLI) bench --backend smpi --network-model SMPI --topology topologies/three-site-grid.yaml --ranks 20 \
+	    --bytes 256KiB --algorithms $(FOREST_ALGS) --iterations 1 --seed 1 --doc docs/benchmarks.md \
+	    --section lab-forest-grid-256k-smpi --plot docs/img/lab-forest-grid-256k-smpi.png
 
 # The optimality gap (predicted / LP lower bound - 1) of every algorithm on every bundled
 # topology (about 3 min).

@@ -306,15 +306,16 @@ def topology(name, p, full):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 7), nseg=st.integers(1, 3),
-       name=st.sampled_from(TOPOS), serial=st.booleans(),
+       name=st.sampled_from(TOPOS), serial=st.booleans(), full=st.booleans(),
        nbytes=st.sampled_from([1000, 60_000, 1 << 20]), late=st.booleans())
-def test_models_keep_their_invariants_on_random_messages(seed, p, nseg, name, serial, nbytes, late):
+def test_models_keep_their_invariants_on_random_messages(seed, p, nseg, name, serial, full, nbytes,
+                                                         late):
     rng = np.random.default_rng(seed)
     s = random_messages(p, nseg, rng)
     assert not verify(s)
     s.serial = serial
     assume(not verify(s))  # serial chains can deadlock a dataflow schedule
-    topo = topology(name, p, True)
+    topo = topology(name, p, full)
     arrivals = rng.uniform(0, 0.01, p) if late else np.zeros(p)
     tl = simulate(s, topo, nbytes, arrivals)[0]
     check_invariants(s, topo, nbytes, arrivals, tl, exact_duration=True)

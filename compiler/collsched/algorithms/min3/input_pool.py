@@ -101,7 +101,7 @@ def _find_relay(model: _Model, hold: dict, relays: np.ndarray, receivers: np.nda
 
 
 def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list, items,
-                         nest_rows=None) -> None:
+                         nest_rows=None, receivers=None) -> None:
     """ScheduleInputPool (Fig. 5) with InitSched (Fig. 3) and UpdateAfterSched (Fig. 6).
 
     `holders[d]` maps each rank of this pool holding piece d to when it holds it (one rank
@@ -109,12 +109,28 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
     lacking it), a lower bound of its MinTime: port times only grow, so a popped entry is
     the true minimum once its recomputed value is no larger than the next entry's. A new
     holder can only bring its piece's pairs forward; they are recomputed at once.
+
+    `receivers` (beyond the paper; None: every rank of each sub-pool): per sub-pool, the
+    ranks that may receive a piece entering it directly (gateways, schedule._gateways; a
+    relay's first hop may still go to any rank). The pool's local order is then the
+    receivers, sub-pool by sub-pool, followed by the other ranks: the search (and the C
+    kernel) takes sub-pool j's receivers as one range of it (goff), membership apart.
     """
     group_of = {}
     for j, g in enumerate(groups):
         for r in np.asarray(g).tolist():
             group_of[r] = j
     pool = np.concatenate([np.asarray(g, np.int64) for g in groups])
+    if receivers is not None and all(len(a) == len(g) for a, g in zip(receivers, groups)):
+        receivers = None  # no restriction after all
+    order = None
+    if receivers is not None:
+        may = np.zeros(len(model.arrival), bool)
+        for a in receivers:
+            may[np.asarray(a, np.int64)] = True
+        order = np.r_[np.nonzero(may[pool])[0], np.nonzero(~may[pool])[0]]
+        pool = pool[order]
+        receivers = [np.asarray(g, np.int64)[may[np.asarray(g, np.int64)]] for g in groups]
     # Relays (_find_relay) where the shared WAN links make them worth a look and the search
     # stays small; large pools (grid-8x128's continents) send from the holders only.
     use_relays = (len(model.wan_free) > 1 and len(groups) > 1
@@ -122,13 +138,20 @@ def _schedule_input_pool(model: _Model, plan: _Plan, holders: list, groups: list
                   and bool((model.wan_of[np.ix_(pool, pool)] >= 0).any()))
     # The pools below this one, for relays only (_enters_once): nest_rows() gives them.
     nest = nest_rows() if use_relays else None
+    if nest is not None and order is not None:
+        nest = nest[order]  # rows in the pool's local order
+    if receivers is None:
+        receivers = groups
     if kernels.available():  # the same search in C; use_relays decided above
-        return _input_pool_kernel(model, plan, holders, groups, items, use_relays, nest)
+        if receivers is groups:
+            return _input_pool_kernel(model, plan, holders, groups, items, use_relays, nest)
+        return _input_pool_kernel(model, plan, holders, groups, items, use_relays, nest,
+                                  receivers=receivers, pool=pool)
     pending = {}
     heap = []
     # The same search on plain lists for small pools (numpy's per-call cost dominates there).
     search = (_ListSearch if len(pool) <= LIST_SEARCH_LIMIT else _ArraySearch)(
-        model, plan, holders, groups, pool, group_of, use_relays, nest)
+        model, plan, holders, groups, pool, group_of, use_relays, nest, receivers)
     best = search.best
 
     for d in items:
@@ -165,19 +188,22 @@ class _ArraySearch:
     except toward receivers s has sent to: it can only make those later, so it matters
     only if the first minimum is one of them (then the general _find_min decides)."""
 
-    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays, nest):
-        self.model, self.plan, self.holders, self.groups = model, plan, holders, groups
+    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays, nest, receivers=None):
+        receivers = groups if receivers is None else receivers
+        # self.groups: the ranks each sub-pool receives into (all of it, or its gateways)
+        self.model, self.plan, self.holders, self.groups = model, plan, holders, receivers
         self.pool, self.group_of, self.use_relays = pool, group_of, use_relays
         # _enters_once's rows by global rank (relays only)
         self.nest = None if nest is None else dict(zip(pool.tolist(), map(tuple, nest.tolist())))
         self.group_arr = np.full(len(model.send_free), -1, np.int64)
-        self.group_arr[pool] = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+        for j, g in enumerate(groups):
+            self.group_arr[np.asarray(g, np.int64)] = j
         self.state = 0  # counts commits: the receiver sides of an older state are stale
         self.sides = {}
         # Per sub-pool j: each pool rank's row class toward j (dur, early, shared link).
         self.row_class, self.class_rows = [], []
         pool_list = pool.tolist()
-        for g in groups:
+        for g in receivers:
             ix = np.ix_(pool, g)
             rows = (model.dur[ix], model.early[ix], model.wan_of[ix])
             classes, label = {}, {}
@@ -265,13 +291,15 @@ class _ListSearch:
     indices), with the same arithmetic and the same tie-breaks (first holder, then first
     receiver, as np.argmin), written back to the model by close()."""
 
-    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays, nest):
+    def __init__(self, model, plan, holders, groups, pool, group_of, use_relays, nest, receivers=None):
         self.model, self.plan, self.holders, self.use_relays = model, plan, holders, use_relays
         self.nest = None if nest is None else [tuple(r) for r in nest.tolist()]  # local index
         self.members = members = pool.tolist()
         self.pool_ix = ix = np.ix_(pool, pool)
         loc = {g: i for i, g in enumerate(members)}
-        self.groups = [[loc[r] for r in np.asarray(g).tolist()] for g in groups]
+        # the ranks each sub-pool receives into (all of it, or its gateways), local indices
+        self.groups = [[loc[r] for r in np.asarray(g).tolist()]
+                       for g in (groups if receivers is None else receivers)]
         self.group = [group_of[g] for g in members]
         self.dur, self.early = model.dur[ix].tolist(), model.early[ix].tolist()
         self.link = model.link_free[ix].tolist()
@@ -443,14 +471,20 @@ class _ListSearch:
 
 
 def _input_pool_kernel(model: _Model, plan: _Plan, holders: list, groups: list, items,
-                       use_relays: bool, nest: np.ndarray | None) -> None:
+                       use_relays: bool, nest: np.ndarray | None, receivers: list | None = None,
+                       pool: np.ndarray | None = None) -> None:
     """_schedule_input_pool in C (kernels/input_pool.c, the search of _ListSearch at every
-    pool size): the same transfers, model state and holders, bit for bit."""
-    pool = np.concatenate([np.asarray(g, np.int64) for g in groups])
+    pool size): the same transfers, model state and holders, bit for bit. With gateways,
+    `receivers` per sub-pool and `pool`, the local order (each sub-pool's receivers,
+    sub-pool by sub-pool, then any other ranks); else every rank receives, in group order."""
+    if receivers is None:
+        receivers, pool = groups, np.concatenate([np.asarray(g, np.int64) for g in groups])
     n, ng = len(pool), len(groups)
     loc = {g: i for i, g in enumerate(pool.tolist())}
-    goff = np.r_[0, np.cumsum([len(g) for g in groups])].astype(np.int64)
-    group = np.repeat(np.arange(ng, dtype=np.int64), np.diff(goff))
+    goff = np.r_[0, np.cumsum([len(g) for g in receivers])].astype(np.int64)
+    group = np.empty(n, np.int64)
+    for j, g in enumerate(groups):
+        group[[loc[r] for r in np.asarray(g).tolist()]] = j
     ix = np.ix_(pool, pool)
     # The pool's block of each matrix; the matrices themselves for a pool of every rank in
     # order (the top pool: no copies of P x P blocks; link_free is then updated in place).

@@ -21,10 +21,18 @@ EXACT_LEAF_LIMIT = 6_000
 # Large pools of single ranks go to the ring engine where it fits (_ring_fits); False sends
 # them all to the round engine (tests compare the two).
 RING_ENGINE = True
+# Gateways (beyond the paper; docs/grid.md, "Gateways"): pieces entering a site that the
+# ring engine will serve are received by this many of its ranks (its lowest), 0: by any.
+RING_GATEWAYS = 1
+# Request.aggregate None or True: the gateway plan is made besides the plain one, and the
+# shorter planned kept, where ranks^2 x segments is at most this (a second generation is
+# cheap there: grid-8x128 at 256 ranks, not at 1024).
+GATEWAY_TRY_LIMIT = 300_000
 
 
-def pool_schedule(req: Request):
-    """(plan, tree, model): the greedy's transfers down the whole pool tree (Fig. 7)."""
+def pool_schedule(req: Request, gateways: int = 0):
+    """(plan, tree, model): the greedy's transfers down the whole pool tree (Fig. 7);
+    `gateways` > 0: pieces enter each ring site through that many of its ranks only."""
     from ...inputs.topology import homogeneous
 
     p, k = req.nranks, max(req.nseg, 1)
@@ -44,6 +52,7 @@ def pool_schedule(req: Request):
     # the pools of single ranks after them, in any order.
     holders = [{d // k: float(arrivals[d // k])} for d in range(n_items)]
     leaves = []
+    gate = _gateways(tree, model, n_items, gateways)
     stack = [0]
     while stack:
         node = stack.pop()
@@ -60,8 +69,12 @@ def pool_schedule(req: Request):
             leaves.append(inside)
             continue
         local = _local_holders(holders, inside)
-        _schedule_input_pool(model, plan, local, groups, range(n_items),
-                             lambda: _nest_rows(tree, node, np.concatenate(groups)))
+        nest = lambda: _nest_rows(tree, node, np.concatenate(groups))  # noqa: E731
+        if gate is None:
+            _schedule_input_pool(model, plan, local, groups, range(n_items), nest)
+        else:
+            _schedule_input_pool(model, plan, local, groups, range(n_items), nest,
+                                 receivers=[np.asarray(g)[gate[g]] for g in groups])
         for d in range(n_items):  # Fig. 7, lines 4-12: the holder inside each sub-pool
             holders[d].update(local[d])
         stack.extend(reversed(kids))
@@ -83,6 +96,34 @@ def pool_schedule(req: Request):
     return plan, tree, model
 
 
+def _gateways(tree, model: _Model, n_items: int, k: int) -> np.ndarray | None:
+    """Per rank, may it receive a piece entering its site from the pools above (None:
+    all may)? With k > 0, in each site the ring engine will serve (a pool of single ranks
+    too large for the exact engine, no shared link inside, full duplex, one arrival
+    time), only its k lowest ranks may: the gateways.
+
+    Why: the cost model's receive port takes a rank's receives in list order, which is
+    start order, so a WAN receive in flight (20-80 ms of latency) keeps every ring
+    receive started after it from landing before it does. A site whose WAN pieces enter
+    at two adjacent ring ranks stalls its whole ring until they have landed (wan-3x16, 8
+    segments: rank 33's 32 WAN receives landed at 77 ms, so the ring 32 -> 33 -> ...
+    idled from 0.1 to 77 ms; every other rank of the site waited behind it). With one
+    gateway only that rank waits; the others forward as the pieces come."""
+    if k <= 0 or model.direct or not (RING_ENGINE and model.full_duplex):
+        return None
+    allowed = np.ones(len(model.arrival), bool)
+    for node in tree.nodes:
+        kids = pooltree.children(tree, node)
+        ranks = np.asarray(tree.nodes[node]["ranks"], np.int64)
+        if not kids or not all(len(tree.nodes[c]["ranks"]) == 1 for c in kids):
+            continue
+        if (len(ranks) * n_items <= EXACT_LEAF_LIMIT or np.ptp(model.arrival[ranks]) > 0
+                or bool((model.wan_of[np.ix_(ranks, ranks)] >= 0).any())):
+            continue
+        allowed[np.sort(ranks)[k:]] = False
+    return None if allowed.all() else allowed
+
+
 def _local_holders(holders, ranks):
     """Per piece, its holders among `ranks` (one per pool after the parent pool's step)."""
     inside = set(np.asarray(ranks).tolist())
@@ -95,11 +136,28 @@ def _refuse(req: Request):
     return None
 
 
+def _plan(req: Request):
+    """pool_schedule as Request.aggregate asks. Min3 plans no multi-piece messages (docs/grid.md,
+    "Gateways into ring sites": aggregation cannot shorten its plans), so True and None
+    (Min3's choice) alike also plan with gateways (_gateways) where that is cheap
+    (GATEWAY_TRY_LIMIT) and keep the shorter planned run time (ties: without); False
+    plans without, exactly as Min3 did before."""
+    plain = pool_schedule(req)
+    k = max(req.nseg, 1)
+    if req.aggregate is False or not RING_GATEWAYS or req.nranks * req.nranks * k > GATEWAY_TRY_LIMIT:
+        return plain
+    if _gateways(plain[1], plain[2], req.nranks * k, RING_GATEWAYS) is None:
+        return plain  # no ring site: the same plan
+    gated = pool_schedule(req, gateways=RING_GATEWAYS)
+    planned = [float(x[0].end.max()) if len(x[0]) else 0.0 for x in (plain, gated)]
+    return gated if planned[1] < planned[0] else plain
+
+
 @register("min3", "Min3-Allgather (Gupta & Vadhiyar 2007): greedy down the pool tree; "
                   "arrival-aware with --pap", _refuse)
 def build(req: Request):
     p, k = req.nranks, max(req.nseg, 1)
-    plan, tree, model = pool_schedule(req)
+    plan, tree, model = _plan(req)
     src, dst, item, start, end = plan.columns()
     taken = np.arange(len(src))
     order = np.lexsort((taken, start))

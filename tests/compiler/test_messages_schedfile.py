@@ -71,7 +71,7 @@ def patched(data: bytes, rank: int, op: int, field: str, value: int) -> bytes:
     entry = HEADER + INDEX * rank
     sec_off, nops = struct.unpack_from("<QI", b, entry)
     at = sec_off + OP * op
-    fmt, off = {"peer": ("<I", 0), "kind": ("<B", 10), "flags": ("<B", 11)}[field]
+    fmt, off = {"peer": ("<I", 0), "segment": ("<H", 8), "kind": ("<B", 10), "flags": ("<B", 11)}[field]
     struct.pack_into(fmt, b, at + off, value)
     struct.pack_into("<I", b, entry + 12, zlib.crc32(bytes(b[sec_off:sec_off + OP * nops])))
     struct.pack_into("<I", b, 120, zlib.crc32(bytes(b[HEADER:HEADER + INDEX * nranks])))
@@ -119,6 +119,28 @@ def test_broken_join_is_one_named_line(tmp_path, rank, op, field, value, expecte
     assert f"rank {rank} op {op} flags" in line  # a changed peer breaks the join rule too
     assert expected in line
     assert main(["show", str(path)]) == 2  # the CLI: one line, input error
+
+
+def test_piece_twice_in_a_message_is_one_named_line(tmp_path):
+    """Rank 2's send message to 0 carries (2,0) twice (the matching receive too, so only
+    the reader's rule, not a CRC or the join rules, is what refuses it)."""
+    data = patched(patched(schedfile.encode(three_ranks()), 2, 3, "segment", 0), 0, 7, "segment", 0)
+    path = tmp_path / "twice.sched"
+    path.write_bytes(data)
+    with pytest.raises(ScheduleFileError) as e:
+        schedfile.read(path)
+    line = e.value.line()
+    assert "\n" not in line and str(path) in line
+    assert "rank 0 op 7 segment" in line and "op 6 carries (2,0) too" in line
+
+
+def test_joined_ops_need_minor_version_3():
+    data = bytearray(schedfile.encode(three_ranks()))
+    struct.pack_into("<H", data, 10, 2)
+    struct.pack_into("<I", data, 124, zlib.crc32(bytes(data[:124])))
+    with pytest.raises(ScheduleFileError) as e:
+        schedfile.decode(bytes(data), "old.sched")
+    assert "old.sched: version_minor: expected at least 3" in e.value.line()
 
 
 def test_patch_helper_keeps_a_valid_file_valid():

@@ -38,7 +38,7 @@ def plan_ahead(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.nda
     grow = settings.grow
     # Times at which something new may be had: arrivals and message ends.
     changes = sorted(set(a))
-    ready = [(0.0, -len(bin(want[r])), r) for r in range(p)]  # (time, -need, r)
+    ready = [(0.0, -want[r].bit_count(), r) for r in range(p)]  # (time, -need, r)
     heapq.heapify(ready)
     out: list[Message] = []
     while ready:

@@ -64,14 +64,15 @@ def one_shot(s) -> bytes:
                    ("flags", "u1")])
     ops = np.empty(s.total_ops, op)
     ops["peer"], ops["origin"], ops["segment"], ops["kind"] = s.peer, s.origin, s.segment, s.kind
-    ops["flags"] = s.phase | (s.fifo << 1)
+    ops["flags"] = s.phase | (s.fifo << 1) | (s.join << 2)  # bit 2: join (multi-piece messages)
     body = ops.tobytes()
     start = 128 + 16 * s.nranks
     index = b"".join(struct.pack("<QII", start + 12 * int(lo), int(hi - lo),
                                  zlib.crc32(body[12 * int(lo):12 * int(hi)]))
                      for lo, hi in zip(s.offsets[:-1], s.offsets[1:]))
     flags = (1 if s.full_duplex else 0) | (2 if s.has_background else 0) | (4 if s.serial else 0)
-    head = struct.pack("<8sHHIIIII QQ 16s16s32s Q I", b"COLLSCHD", 1, 0, 128, 1, s.nranks, s.nseg,
+    minor = 3 if s.has_messages else 0  # version 1.3: a file with joined ops
+    head = struct.pack("<8sHHIIIII QQ 16s16s32s Q I", b"COLLSCHD", 1, minor, 128, 1, s.nranks, s.nseg,
                        flags, s.bytes_min, s.bytes_max, s.algorithm.encode()[:16].ljust(16, b"\0"),
                        s.compiler_version.encode()[:16].ljust(16, b"\0"), s.input_hash,
                        s.total_ops, zlib.crc32(index))

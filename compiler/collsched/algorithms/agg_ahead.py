@@ -41,15 +41,15 @@ def plan_ahead(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.nda
     ready = [(0.0, -want[r].bit_count(), r) for r in range(p)]  # (time, -need, r)
     heapq.heapify(ready)
     out: list[Message] = []
+    dur_of = durs.of
+    others = [[s for s in range(p) if s != r] for r in range(p)]
     while ready:
         t, _, r = heapq.heappop(ready)
         w = want[r]
         if not w:
             continue
         best = None
-        for s in range(p):
-            if s == r:
-                continue
+        for s in others[r]:
             f = send_until[s] if send_until[s] > t else t
             if f - t > max_wait:
                 continue
@@ -69,7 +69,7 @@ def plan_ahead(topo, p: int, nseg: int, item_bytes: np.ndarray, arrivals: np.nda
                 lim = int(f / grow)
                 cf = min(cf, lim if lim > 1 else 1)
             nb = cf * ib[0] if k == 1 else sum(ib[:cf])  # close enough for the choice
-            rate = nb / (f - t + durs.of(nb)[s][r])
+            rate = nb / (f - t + dur_of(nb)[s][r])
             if best is None or rate > best[0]:
                 best = (rate, s, f, u, cf)
         if best is None:

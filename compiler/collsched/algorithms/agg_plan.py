@@ -165,9 +165,9 @@ def _match(recv, send, avail, want, holders, a, settings, cap, n, k, full_duplex
 
 def _choose(u: int, cap: int, holders, a, k: int, rarest: bool) -> int:
     """Up to `cap` items of mask u: the rarest (then the latest origin's), as a mask."""
-    items = _bits(u)
-    if len(items) <= cap:
+    if u.bit_count() <= cap:
         return u
+    items = _bits(u)
     if rarest:
         items.sort(key=lambda i: (holders[i], -a[i // k], i))
     else:

@@ -213,6 +213,68 @@ def test_transfers_grouped_by_step_verify(name, p, nseg, serial, pick):
         assert m.first_piece is None
 
 
+def bdr_in_messages(p: int, nseg: int, arrivals, pick=None):
+    """BDR's transfers (serial, with background pre-step receives), each block cut into
+    nseg segments sent as one message (all of them, or where pick says)."""
+    from collsched.algorithms import bdr
+    got = []
+
+    def record(*args, **kw):
+        got.append((args, kw))
+        return from_transfers(*args, **kw)
+
+    with setting(bdr, "from_transfers", record):
+        generate("bdr", Request(p, nbytes=65536, topology=homogeneous(p), arrivals=np.asarray(arrivals)))
+    (_, _, step, src, dst, origin, _, phase), kw = got[0]
+    step, src, dst, origin, phase, rphase = (np.repeat(np.asarray(a), nseg) for a in
+                                             (step, src, dst, origin, phase, kw["recv_phase"]))
+    seg = np.tile(np.arange(nseg), len(step) // nseg)
+    join = seg > 0
+    if pick is not None:
+        join[join] &= np.resize(np.asarray(pick, bool), int(join.sum()))
+    s = from_transfers(p, nseg, step, src, dst, origin, seg, phase, algorithm="bdr",
+                       recv_phase=rphase, join=join.astype(np.uint8))
+    s.serial = True
+    return s
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=st.lists(st.sampled_from([0.0, 1e-3, 2e-3, 5e-3]), min_size=3, max_size=8),
+       nseg=st.integers(2, 3), pick=st.lists(st.booleans(), max_size=20))
+def test_serial_background_messages(a, nseg, pick):
+    """Serial BDR whose blocks travel as messages of their segments, background pre-step
+    receives included: verifies with whole blocks per message (each late rank's leading
+    background receive messages a chain the call waits for), and in any case agrees with
+    the message walk."""
+    s = bdr_in_messages(len(a), nseg, a, pick or None)
+    found = verdicts(s, True)
+    assert all(v.endswith("[progress]") for v in found), found
+    assert (found == []) == message_walk(s, True)
+    if not pick:
+        assert found == [] and verdicts(s, False) == []
+        assert not s.has_background or (s.join[s.phase == 1] == 1).any()
+
+
+def test_serial_background_message_deadlock():
+    """Rank 0 is late: the call waits for its two leading background receive messages, the
+    second from rank 2, whose send message to 0 waits (serial) for its send to 1 to be
+    matched, which rank 1 posts only after its receive from 0 completed: rank 0's first
+    foreground message. Dataflow runs it."""
+    lists = [[("recv", 1, 1, 0, "bg"), ("recv", 1, 1, 1, "bg", 0, 1), ("recv", 2, 2, 0, "bg"),
+              ("recv", 2, 2, 1, "bg", 0, 1), ("send", 1, 0, 0), ("send", 1, 0, 1, *J),
+              ("send", 2, 0, 0), ("send", 2, 0, 1, *J)],
+             [("send", 0, 1, 0), ("send", 0, 1, 1, *J), ("recv", 0, 0, 0), ("recv", 0, 0, 1, *J),
+              ("send", 2, 1, 0), ("send", 2, 1, 1, *J), ("recv", 2, 2, 0), ("recv", 2, 2, 1, *J)],
+             [("recv", 0, 0, 0), ("recv", 0, 0, 1, *J), ("send", 1, 2, 0), ("send", 1, 2, 1, *J),
+              ("send", 0, 2, 0), ("send", 0, 2, 1, *J), ("recv", 1, 1, 0), ("recv", 1, 1, 1, *J)]]
+    s = from_op_lists(3, 2, lists)
+    assert verdicts(s, False) == [] and message_walk(s, False)
+    found = verdicts(s, True)
+    assert not message_walk(s, True)
+    assert found[0] == ("rank 0, op 4: deadlock: waits for its background receives (rank 2 issuing "
+                        "its message at op 4 (2 pieces)), which never happens [progress]"), found
+
+
 @functools.cache
 def base_schedules():
     """Verified schedules of the existing algorithms, some serial with background parts

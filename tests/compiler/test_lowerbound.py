@@ -166,7 +166,7 @@ def test_shared_links_bind_on_the_three_site_grid(nbytes, at_least):
     assert b.avg_elapsed_s >= cf.avg_elapsed_s > cf.closed_form_avg_elapsed_s
     if hasattr(collsched.model.simulate, "SHARED_LINKS"):
         for alg, e in sorted(REGISTRY.items()):
-            if e.check(Request(20)) is None:
+            if e.check(Request(20, topology=topo)) is None:
                 m = predicted(alg, topo, nbytes, 1, np.zeros((1, 20)))
                 assert m.run_time_s >= b.run_time_s * (1 - SLACK), (alg, m.run_time_s, b)
                 assert m.avg_elapsed_s >= b.avg_elapsed_s * (1 - SLACK), (alg, m.avg_elapsed_s, b)

@@ -218,7 +218,7 @@ bench-aggregate: deps runtime lab
 	    --section lab-forest-grid-256k-smpi --plot docs/img/lab-forest-grid-256k-smpi.png
 
 # The optimality gap (predicted / LP lower bound - 1) of every algorithm on every bundled
-# topology (about 3 min).
+# topology (7 min of CPU on 2026-11-27: six topologies, 15 algorithms; grid-8x512 left out, too many hosts).
 bench-bound: deps
 	@mkdir -p $(OUT)
 	{ echo "## Lower bound and optimality gaps (cost model)"; echo; \

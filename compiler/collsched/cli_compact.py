@@ -57,7 +57,7 @@ def cmd_compile(a) -> int:
                      "nranks": desc.nranks, "nseg": desc.nseg, "bytes_min": desc.bytes_min,
                      "bytes_max": desc.bytes_max, "duplex": "full" if desc.full_duplex else "half",
                      "topology": a.topology, "fifo_min_piece": desc.fifo_min_piece, "file_bytes": size,
-                     **model}))
+                     **model, **_gap_keys(model)}))
     else:
         print(f"{out}: {desc.algorithm}, {desc.nranks} ranks, {desc.nseg} segment"
               f"{'s' * (desc.nseg > 1)}, {'full' if desc.full_duplex else 'half'} duplex, compact description ({size} bytes; every rank generates "
@@ -112,3 +112,16 @@ def verify(path, several: bool) -> int:
         return EXIT_INVALID
     print(f"{path}: valid ({desc.algorithm}, {desc.nranks} ranks, compact description)")
     return EXIT_OK
+
+
+def _gap_keys(model: dict) -> dict:
+    """The gap keys every `compile --json` carries (issue 20), from the per-level model's
+    bound; flat arrivals only here, so the average elapsed time's are left null, not guessed."""
+    from .pipeline import gap_to
+
+    bound = model.get("lower_bound_s")
+    return {"gap": gap_to(model.get("predicted_s"), bound),
+            "lower_bound_avg_elapsed_s": None, "gap_avg_elapsed": None,
+            "lower_bound_method": "per-level model (docs/compact-model.md)" if bound is not None else None,
+            "lower_bound_time_s": None,
+            "lower_bound_note": None if bound is not None else model.get("model_note")}

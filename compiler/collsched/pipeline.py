@@ -409,13 +409,19 @@ def _auto_compare(found: dict) -> dict:
     return {n: found[n][4]["dag_avg_elapsed_s"] for n in found}
 
 
+FOREST_AUTO_MAX_RANKS = 256
+
+
 def auto_candidates(topo, pattern: np.ndarray) -> list[str]:
     """The algorithms `--algorithm auto` compiles for this topology and pattern: the regular
     ones, forest where the ranks span several sites, the arrival-aware ones (agg too) where
     the arrivals differ; agg and forest only once their modules have registered."""
     imbalanced = bool(np.ptp(pattern[0])) if pattern.size else False
     grid = len(set(topo.rank_site())) > 1
-    names = list(AUTO_REGULAR) + (["forest"] if grid else []) + (list(AUTO_ARRIVAL_AWARE) if imbalanced else [])
+    # forest plans 44-56 s at P = 1024 on grid-8x128 and never beat min3 on the bundled
+    # grids (docs/forest.md): auto tries it only where it compiles in seconds.
+    forest = grid and topo.nranks <= FOREST_AUTO_MAX_RANKS
+    names = list(AUTO_REGULAR) + (["forest"] if forest else []) + (list(AUTO_ARRIVAL_AWARE) if imbalanced else [])
     return [n for n in names if n in REGISTRY]
 
 

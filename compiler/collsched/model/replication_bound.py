@@ -57,7 +57,8 @@ Facts (each from the models' rules, docs/semantics.md):
      ranks get a given forwarded byte from anyone; s's own bytes leave after a_s:
      X_s(t) <= (P - 1) B [a_s <= t - Lmin] + (P - 2) Y_s(t - Lmin).
 (R6) Exits. E_r >= the end of r's last receive; the bytes r still lacks at t arrive at
-     rate <= beta (R1): E_r >= t + (W - Y_r(t)) / beta for every t. Also E_r >= a_r,
+     rate <= beta (R1) after t: if some are left, E_r >= t + (W - Y_r(t)) / beta; if none,
+     E_r >= cf_r (below). So E_r >= min(t, cf_r) + (W - Y_r(t)) / beta for every t. Also E_r >= a_r,
      E_r >= a_r + Lmin + B / sigma (r's own bytes must leave, R4), and E_r >= the
      single-machine bound with releases a_o + Lmin (R1, R2; lowerbound's closed form with
      these rates).
@@ -74,8 +75,9 @@ h_s <= t_k (else 0), e = E. Constraints:
       slot's part before a_s, 1[h_s <= tau] <= 1[h_s <= t_k] = g[s, k]           (R4)
   sum_r y[r, j] <= (P-1) B #{s : a_s <= t_j - Lmin} + (P-2) sum_s y[s, k'] with
       t_{k'} the first grid point >= t_j - Lmin (Y is non-decreasing)             (R5)
-  e[r] >= t_K + (W - y[r, K]) / beta;  e[r] >= cf_r                           (R6)
-      (with R1 this implies e[r] >= t_k + (W - y[r, k]) / beta at every k)
+  e[r] >= min(t_k, cf_r) + (W - y[r, k]) / beta at the last t_k <= cf_r (with R1 it
+      implies the earlier ones) and at the first t_k > cf_r (y is non-decreasing, so it
+      implies the later ones);  e[r] >= cf_r                                     (R6)
 min sum_r e[r] (and min T with T >= e[r]) is at most the schedule's value. The solver's
 value is multiplied by (1 - 1e-6) for its tolerances and never reported below cf.
 
@@ -248,9 +250,12 @@ def _solve(a, nbytes, m, r: _Rates, cf, ends, run_time: bool) -> tuple[float, fl
                 add([(g[i, k], 1.0), (y[i][k], -1.0 / (m * byte))], pulp.LpConstraintLE, 0.0)
     _capacity_constraints(add, pulp, var, a, nbytes, r, ends, starts, y, g, byte)
     e = [var(f"e_{i}", float(cf[i] / unit)) for i in range(p)]
-    for i in range(p):  # R6 at t_K; with R1 it implies R6 at every earlier t_k
-        add([(e[i], 1.0), (y[i][-1], 1.0 / (r.beta * byte * unit))], pulp.LpConstraintGE,
-            (ends[-1] + w_all / r.beta) / unit)
+    for i in range(p):  # R6: at the last t_k <= cf_r (with R1 it implies the earlier ones),
+        k1 = int(np.searchsorted(ends, cf[i], side="right")) - 1  # and with cf_r at the next
+        for k, t in ((k1, ends[k1] if k1 >= 0 else 0.0), (k1 + 1, cf[i])):
+            if 0 <= k < k_n:
+                add([(e[i], 1.0), (y[i][k], 1.0 / (r.beta * byte * unit))], pulp.LpConstraintGE,
+                    (t + w_all / r.beta) / unit)
     objectives = [pulp.lpSum(e)]
     if run_time:
         t_run = var("t_run", float(cf.max() / unit))

@@ -39,7 +39,7 @@ def min_piece(nbytes: int, nseg: int) -> int:
     return max(1, nbytes // nseg)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=st.integers(2, 12), nbytes=st.sampled_from([1, 1000, 37448, 300_000]),
        nseg=st.integers(1, 4), full=st.booleans(), lat=st.sampled_from([1e-6, 50e-6, 1e-3]),
        bw=st.sampled_from([1e8, 125e6, 1e10]),

@@ -623,7 +623,7 @@ def _attach_lower_bound(result: CompileResult, topo, nbytes: int, pattern: np.nd
         result.lower_bound_note = f"skipped: {e}"
         return
     result.lower_bound_note = None
-    if result.schedule.serial:
+    if result.schedule.serial and not result.schedule.has_messages:  # its premise: one piece per message
         result.serial_bound = serial_lower_bound(topo, nbytes, pattern)
 
 

@@ -356,10 +356,11 @@ class _Model:
         off = ~np.eye(p, dtype=bool)
         self.off = off
         # Size-dependent costs (inputs/msgcosts.py): a schedule may cut a block into pieces
-        # of any size up to the block, so the bound takes, per pair, the smallest latency
-        # factor and the largest bandwidth factor over sizes 1..nbytes (valid for every
-        # piece size; messages carry at most one block of one origin in today's IR).
-        lat_factor, bw_factor = topo.factor_bounds(max(int(nbytes), 1))
+        # of any size, and a multi-piece message (docs/semantics.md) may carry up to the
+        # P - 1 blocks its receiver lacks, so the bound takes, per pair, the smallest latency
+        # factor and the largest bandwidth factor over message sizes 1..(P - 1) * nbytes
+        # (valid for every message size a verified schedule can have).
+        lat_factor, bw_factor = topo.factor_bounds(max_message_bytes(p, nbytes))
         lat = np.asarray(topo.latency, np.float64) * lat_factor
         flow = topo.flow_bandwidth() * bw_factor
         self.latency, self.flow = lat, flow
@@ -637,9 +638,16 @@ class SerialBound:
     avg_elapsed_s: float
 
 
+def max_message_bytes(nranks: int, nbytes: int) -> int:
+    """The largest message a verified allgather schedule can send: every block its receiver
+    lacks in one multi-piece message."""
+    return max(int(nbytes) * max(int(nranks) - 1, 1), 1)
+
+
 def serial_lower_bound(topo, nbytes: int, pattern=None) -> SerialBound:
-    """Lower bounds on run time and average elapsed time of every *serial* schedule
-    (docs/semantics.md: bdr, bslb, arrival-aware min3 on a cluster), averaged over the
+    """Lower bounds on run time and average elapsed time of every *serial* schedule whose
+    messages carry one piece each (docs/semantics.md: bdr, bslb, arrival-aware min3 on a
+    cluster; not agg, whose messages share one latency among their pieces), averaged over the
     iterations of `pattern` (P arrival times, or iterations x P) as simulate_pattern
     averages its metrics.
 

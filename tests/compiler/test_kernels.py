@@ -83,14 +83,17 @@ def test_grid_compile_benchmark_records_both_paths(tmp_path, capsys):
 
     doc = tmp_path / "bench.md"
     assert run_grid_compile_bench(TOPOLOGIES, 1, doc=doc, as_json=True,
-                                  cases=[("three-site-grid", 20, 1 << 16, 0.010)]) == 0
+                                  cases=[("three-site-grid", 20, 1 << 16, 0.010, "min3", 0.0),
+                                         ("tryton-48", 8, 37448, 0.100, "agg", 0.005)]) == 0
     import json
 
     rows = json.loads(capsys.readouterr().out)["results"]
-    assert [r["kernels"] for r in rows] == ["c", "python (COLLSCHED_KERNELS=0)"]
+    assert [r["kernels"] for r in rows] == ["c", "python (COLLSCHED_KERNELS=0)"] * 2
+    assert [r["algorithm"] for r in rows] == ["min3", "min3", "agg", "agg"]
     assert all(0 < r["compile_time_s"] < 5 and r["runs"] == 1 for r in rows)
     text = doc.read_text()
-    assert "<!-- BEGIN compiler-min3 -->" in text and "| three-site-grid | 20 | c |" in text
+    assert "<!-- BEGIN compiler-min3 -->" in text and "| min3 | three-site-grid | 20 | 65536 | c |" in text
+    assert "| agg | tryton-48 | 8 | 37448 | c |" in text
 
 
 def test_progress_proof_gives_the_same_verdicts(monkeypatch):

@@ -149,10 +149,14 @@ class Schedule:
 
     def piece_bytes(self, nbytes: int) -> np.ndarray:
         """Bytes of each segment index for `nbytes` per rank (docs/semantics.md)."""
-        s = np.arange(self.nseg + 1, dtype=np.int64)
-        q, r = divmod(int(nbytes), self.nseg)  # as the runtime's cs_seg_lo: no 64-bit overflow
-        bounds = s * q + (s * r) // self.nseg
-        return np.diff(bounds)
+        return segment_bytes(nbytes, self.nseg)
+
+
+def segment_bytes(nbytes: int, nseg: int) -> np.ndarray:
+    """Bytes of each segment index of a block of `nbytes` cut into `nseg` (docs/semantics.md)."""
+    s = np.arange(nseg + 1, dtype=np.int64)
+    q, r = divmod(int(nbytes), nseg)  # as the runtime's cs_seg_lo: no 64-bit overflow
+    return np.diff(s * q + (s * r) // nseg)
 
 
 def from_transfers(nranks: int, nseg: int, step, src, dst, origin, segment=None,

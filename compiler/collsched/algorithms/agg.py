@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import BACKGROUND, FOREGROUND, from_transfers
+from ..ir import BACKGROUND, FOREGROUND, from_transfers, segment_bytes as item_bytes
 from .agg_ahead import plan_ahead
 from .agg_plan import Message, Settings, plan
 from .registry import Request, register
@@ -60,13 +60,6 @@ def _refuse(req: Request):
     if sites > 1:
         return f"agg plans for one site (a cluster); the topology has {sites} sites (use min3)"
     return None
-
-
-def item_bytes(nbytes: int, nseg: int) -> np.ndarray:
-    """Bytes of each segment index (Schedule.piece_bytes)."""
-    s = np.arange(nseg + 1, dtype=np.int64)
-    q, r = divmod(int(nbytes), nseg)
-    return np.diff(s * q + (s * r) // nseg)
 
 
 def retime(msgs: list[Message], topo, p: int, nseg: int, ibytes, arrivals,

@@ -47,7 +47,7 @@ import numpy as np
 from ..errors import InputError
 from ..ir import FOREGROUND, RECV, SEND
 from ..model import fluid
-from ..model.dag import Timeline
+from ..model.dag import Timeline, message_overheads
 from .schedule import InterSchedule
 
 MODELS = ("dag", "fluid")
@@ -254,16 +254,9 @@ def _port_costs(topo, tr: Transfers) -> _Costs:
     src, dst, m = tr.src, tr.dst, tr.nbytes.astype(np.float64)
     lf, meff = topo.effective_sizes(src, dst, m)
     duration = topo.latency[src, dst] * lf + meff / topo.flow_bandwidth()[src, dst]
-    send_rate, recv_rate = topo.port_bandwidth if tr.n else (None, None)
+    recv_rate = topo.port_bandwidth[1] if tr.n else None
     early = duration - meff / recv_rate[src, dst] if tr.n else duration
-    if topo.os_a is None:
-        os = meff / send_rate[src, dst] if tr.n else duration
-    else:
-        os = topo.os_a[src, dst] + m * topo.os_per_byte[src, dst]
-    if topo.g_a is None:
-        g = meff / topo.bandwidth[src, dst]
-    else:
-        g = topo.g_a[src, dst] + m * topo.g_per_byte[src, dst]
+    os, g = message_overheads(topo, src, dst, m, meff)
     wan, wan_time = np.full(tr.n, -1, np.int64), np.zeros(tr.n)
     links = topo.shared_links if tr.n else None
     if links is not None and links.any:

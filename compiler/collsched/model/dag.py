@@ -170,7 +170,7 @@ class Plan:
             self.os_all = self._per_transfer(self.os)
             self.g_all = self._per_transfer(self.g)
         else:  # many sizes: per message, as Topology.send_overhead and gap compute them
-            self.os_all, self.g_all = _message_overheads(topo, src, dst, self.nbytes, meff)
+            self.os_all, self.g_all = message_overheads(topo, src, dst, self.nbytes, meff)
         # With the C kernels every plan is timed as _PyGraph times it, in C; without, in
         # numpy waves (docs/benchmarks.md, "the second Python paths": _PyGraph in production
         # would save milliseconds on small plans and cost seconds on large ones).
@@ -567,7 +567,7 @@ def _with_posting(extra, gated, posted_after, n):
     return xoff, q
 
 
-def _message_overheads(topo, src, dst, nbytes, meff):
+def message_overheads(topo, src, dst, nbytes, meff):
     """(os(m), g(m)) of every message, as Topology.send_overhead and gap give them for its
     size m (meff: its effective size), per transfer instead of per size (a plan of
     messages has many sizes)."""
